@@ -1,0 +1,462 @@
+"""One function per ``topiclake`` verb: takes the CLI context, returns an exit status.
+
+Callable from Python too (``framework.cli.main([...])``); jobs and notebooks use the
+same functions. Spark starts only for verbs that need it, after the input is checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from typing import Any
+
+from .errors import ArgumentError, ExitCode, RecordError, Problem
+
+DEFAULT_SPECS = "table_specs"
+
+
+# --------------------------------------------------------------------- output
+def _text_or_base64(data) -> Any:
+    if data is None:
+        return None
+    if isinstance(data, str):
+        return data
+    raw = bytes(data)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(raw).decode("ascii")}
+
+
+def _payload(data, kind: str) -> Any:
+    if data is None:
+        return None
+    if kind == "binary":
+        return base64.b64encode(bytes(data)).decode("ascii")
+    return data
+
+
+def record_json(row, spec, partition: int) -> dict:
+    """A record as ``read`` prints it (the same shape ``produce`` takes)."""
+    return {
+        "partition": partition,
+        "offset": row["offset"],
+        "timestamp": row["timestamp_ms"],
+        "key": _payload(row["key"], spec.key_type),
+        "value": _payload(row["value"], spec.value_type),
+        "headers": [[h["key"], _text_or_base64(h["value"])] for h in (row["headers"] or [])],
+    }
+
+
+def _ms_text(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    seconds = ms / 1000
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+# ------------------------------------------------------------------- the verbs
+def lint(ctx) -> int:
+    from .spec import lint as lint_specs
+
+    paths = ctx.args.paths or ctx.args.specs or [DEFAULT_SPECS]
+    report = lint_specs(paths)
+    ctx.out("\n".join(report.lines()), {
+        "ok": report.ok(),
+        "specs": [{"source": s.source, "topic": s.topic, "partitions": s.partitions,
+                   "ignored_configs": list(s.ignored_configs), "warnings": list(s.warnings)} for s in report.specs],
+        "problems": [str(p) for p in report.problems],
+    })
+    return ExitCode.OK if report.ok() else ExitCode.BAD_INPUT
+
+
+def create(ctx) -> int:
+    from .topic import Topic
+
+    topics = [Topic(ctx.spark, ctx.warehouse, spec) for spec in ctx.selected()]
+    for topic in topics:  # every spec must fit before anything is created
+        topic.check_fits()
+    results = {}
+    for topic in topics:
+        outcome = topic.create()
+        results[topic.name] = outcome
+        for partition, what in outcome.items():
+            ctx.out(f"{topic.spec.table_name(partition)}: {what} ({topic.partition(partition).path})")
+    ctx.out(None, results)
+    return ExitCode.OK
+
+
+def produce(ctx) -> int:
+    from dataclasses import replace
+
+    from .produce import produce as produce_records
+    from .records import read_json_lines
+    from .topic import Topic
+
+    args = ctx.args
+    spec = ctx.spec(args.topic)
+    records = read_json_lines(args.input, spec)
+    if args.partition is not None:
+        if not 0 <= args.partition < spec.partitions:
+            raise ArgumentError(f"--partition: {args.partition} is out of range for topic {spec.topic} "
+                                f"(partitions 0..{spec.partitions - 1})")
+        clashes = [r for r in records if r.partition is not None and r.partition != args.partition]
+        if clashes:
+            raise RecordError([Problem(args.input, r.line, None, "partition",
+                                       f"{r.partition} contradicts --partition {args.partition}") for r in clashes[:20]])
+        records = [replace(r, partition=args.partition) for r in records]
+    now = _now(ctx)
+    results = produce_records(Topic(ctx.spark, ctx.warehouse, spec), records, now, source=args.input)
+    for r in results:
+        last = r.base_offset + r.count - 1
+        ctx.out(f"{spec.table_name(r.partition)}: {r.count} record(s) at offsets {r.base_offset}..{last} "
+                f"(table version {r.version})")
+    ctx.out(None, [r.__dict__ for r in results])
+    return ExitCode.OK
+
+
+def _now(ctx) -> int:
+    from .cli import parse_now
+
+    return parse_now(getattr(ctx.args, "now", None))
+
+
+def _existing_log(ctx, topic: str, partition: int):
+    from .topic import Topic
+
+    spec = ctx.spec(topic)
+    log = Topic(ctx.spark, ctx.warehouse, spec).partition(partition)
+    if not log.exists():
+        raise ArgumentError(f"{log.name}: no table at {log.path}; run `topiclake create` or produce first")
+    return log
+
+
+def commit_offset(ctx) -> int:
+    from .consumer_offsets import ConsumerOffsets
+
+    args = ctx.args
+    spec = ctx.spec(args.topic)
+    spec.table_name(args.partition)  # range check before Spark starts
+    if args.offset < 0:
+        raise ArgumentError(f"--offset: a committed offset must be >= 0, got {args.offset}")
+    ConsumerOffsets(ctx.spark, ctx.warehouse).commit(args.group, args.topic, args.partition, args.offset)
+    ctx.out(f"group {args.group} committed offset {args.offset} for {spec.table_name(args.partition)}",
+            {"group": args.group, "topic": args.topic, "partition": args.partition, "offset": args.offset})
+    return ExitCode.OK
+
+
+def read(ctx) -> int:
+    from pyspark.sql import functions as F
+
+    args = ctx.args
+    ctx.spec(args.topic).table_name(args.partition)
+    log = _existing_log(ctx, args.topic, args.partition)
+    as_of = None
+    if args.as_of is not None:
+        as_of = _as_of_text(ctx, args.as_of)
+    frame = log.read(args.version, as_of)
+    if args.from_offset is not None:
+        frame = frame.where(F.col("offset") >= args.from_offset)
+    frame = frame.select("offset", F.unix_millis("timestamp").alias("timestamp_ms"), "key", "value", "headers")
+    for row in frame.orderBy("offset").toLocalIterator():
+        print(json.dumps(record_json(row, log.spec, log.partition), sort_keys=False))
+    return ExitCode.OK
+
+
+def _as_of_text(ctx, text: str) -> str:
+    """A time for Delta's timestampAsOf, in the session's time zone."""
+    from datetime import datetime, timezone
+    from zoneinfo import ZoneInfo
+
+    from .records import parse_timestamp
+
+    try:
+        ms = parse_timestamp(text)
+    except ValueError as error:
+        raise ArgumentError(f"--as-of: {error}") from None
+    zone = ZoneInfo(ctx.spark.conf.get("spark.sql.session.timeZone", "UTC"))
+    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(zone)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def delete_records(ctx) -> int:
+    from .retention import check_delete_records_allowed
+    from .retention import delete_records as delete
+
+    args = ctx.args
+    spec = ctx.spec(args.topic)
+    spec.table_name(args.partition)
+    check_delete_records_allowed(spec)  # before Spark starts
+    log = _existing_log(ctx, args.topic, args.partition)
+    result = delete(log, args.before_offset)
+    ctx.out(f"{log.name}: log start {result.state_before.log_start_offset} -> {result.state_after.log_start_offset}, "
+            f"removed {result.removed_records} record(s)",
+            {"partition": log.partition, "log_start_offset": result.state_after.log_start_offset,
+             "removed_records": result.removed_records, "version": result.version_after})
+    return ExitCode.OK
+
+
+def plan(ctx) -> int:
+    from . import compaction, retention
+    from .consumer_offsets import ConsumerOffsets
+    from .topic import Topic
+
+    now = _now(ctx)
+    offsets = ConsumerOffsets(ctx.spark, ctx.warehouse)
+    report = []
+    for spec in ctx.selected():
+        topic = Topic(ctx.spark, ctx.warehouse, spec)
+        for log in _partitions(ctx, topic):
+            if not log.exists():
+                report.append({"partition": log.name, "exists": False})
+                ctx.out(f"{log.name}: no table yet")
+                continue
+            snap = log.snapshot()
+            entry: dict[str, Any] = {"partition": log.name, "exists": True, "version": snap.version}
+            c = compaction.plan(log, now, getattr(ctx.args, "force", False), snapshot=snap)
+            d, m = c.decision, c.measure
+            entry["compaction"] = {
+                "due": d.due, "reasons": list(d.reasons), "skipped_because": d.skipped_because,
+                "checkpoint": m.checkpoint, "first_uncleanable_offset": m.first_uncleanable_offset,
+                "dirty_ratio": round(d.dirty_ratio, 6), "dirty_records": m.dirty_records, "dirty_bytes": m.dirty_bytes,
+                "clean_records": m.clean_records, "clean_bytes": m.clean_bytes,
+                "oldest_dirty_age_ms": d.oldest_dirty_age_ms, "max_compaction_delay_ms": d.max_compaction_delay_ms,
+                "min_cleanable_dirty_ratio": spec.config.min_cleanable_dirty_ratio,
+            }
+            if d.due:
+                entry["compaction"]["would_remove"] = _would_remove(log, c)
+            if spec.config.delete:
+                committed, blocked = _committed(offsets, spec, log.partition)
+                r = retention.plan(log, now, committed, snapshot=snap)
+                entry["retention"] = _retention_entry(log, r, blocked)
+            entry["time_travel"] = _window(log)
+            report.append(entry)
+            ctx.out(_plan_text(log, entry))
+    ctx.out(None, report)
+    return ExitCode.OK
+
+
+def _partitions(ctx, topic):
+    partition = getattr(ctx.args, "partition", None)
+    if partition is not None:
+        return [topic.partition(partition)]
+    return topic.partitions()
+
+
+def _committed(offsets, spec, partition):
+    if spec.config.consumed_retention_ms < 0:
+        return {}, None
+    try:
+        return offsets.committed(spec.topic, partition, spec.config.consumed_retention_groups), None
+    except Exception as error:  # noqa: BLE001 - KIP-68: unreadable commits mean no consumed retention
+        return None, f"committed offsets unreadable ({type(error).__name__})"
+
+
+def _would_remove(log, c) -> dict:
+    from pyspark.sql import functions as F
+
+    from .compaction import compaction_actions
+
+    actions = compaction_actions(log.read(c.snapshot.version), log.spec.config, c.measure.checkpoint,
+                                 c.measure.first_uncleanable_offset, c.now_ms)
+    rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()
+    return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
+
+
+def _retention_entry(log, r, blocked) -> dict:
+    from pyspark.sql import functions as F
+
+    state = r.snapshot.state
+    entry = {"due": r.due, "log_start_offset": state.log_start_offset, "new_log_start_offset": r.new_log_start,
+             "boundaries": r.boundaries, "consumed_retention": r.rules.consumed_blocked_by or blocked or (
+                 "on" if r.rules.smallest_committed_offset is not None else "off")}
+    if r.due:
+        row = (log.read(r.snapshot.version).where(F.col("offset") < r.new_log_start)
+               .agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()[0])
+        entry["would_remove"] = {"records": row["n"], "bytes": row["b"] or 0}
+    return entry
+
+
+def _window(log) -> dict:
+    import time
+
+    from .vacuum import oldest_readable_version
+
+    window = log.spec.config.time_travel_retention_ms
+    return {"time_travel_retention_ms": window,
+            "oldest_readable_version": oldest_readable_version(log, window, int(time.time() * 1000))}
+
+
+def _plan_text(log, entry) -> str:
+    c = entry["compaction"]
+    lines = [f"{log.name} (version {entry['version']}):"]
+    if c["skipped_because"]:
+        lines.append(f"  compaction: never ({c['skipped_because']})")
+    else:
+        why = ", ".join(c["reasons"]) if c["due"] else "not due"
+        lines.append(f"  compaction: {'DUE' if c['due'] else 'not due'} ({why}); checkpoint C={c['checkpoint']}, "
+                     f"first uncleanable U={c['first_uncleanable_offset']}, dirty ratio {c['dirty_ratio']:.3f} "
+                     f"(threshold {c['min_cleanable_dirty_ratio']}), dirty {c['dirty_records']} record(s)/"
+                     f"{c['dirty_bytes']} B, oldest dirty age {_ms_text(c['oldest_dirty_age_ms'])}, "
+                     f"max-compaction-delay {_ms_text(c['max_compaction_delay_ms'])}")
+        for reason, amount in sorted((c.get("would_remove") or {}).items()):
+            lines.append(f"    would {'stamp' if reason == 'tombstone_kept' else 'remove'} {amount['records']} "
+                         f"record(s) ({reason})")
+    if "retention" in entry:
+        r = entry["retention"]
+        if r["due"]:
+            w = r.get("would_remove", {})
+            lines.append(f"  retention: DUE; log start {r['log_start_offset']} -> {r['new_log_start_offset']} "
+                         f"by {', '.join(sorted(r['boundaries']))}; would remove {w.get('records')} record(s)/"
+                         f"{w.get('bytes')} B; consumed retention: {r['consumed_retention']}")
+        else:
+            lines.append(f"  retention: nothing to remove (log start {r['log_start_offset']}); "
+                         f"consumed retention: {r['consumed_retention']}")
+    t = entry["time_travel"]
+    lines.append(f"  time travel: window {_ms_text(t['time_travel_retention_ms'])}, oldest readable version "
+                 f"{t['oldest_readable_version']}")
+    return "\n".join(lines)
+
+
+def _maintenance(ctx, stages) -> int:
+    from .guarantees import Guarantees
+    from .maintenance import Maintenance
+
+    specs = ctx.selected()
+    runner = Maintenance(ctx.spark, ctx.warehouse, specs, validator=Guarantees(ctx.spark, ctx.warehouse).check_stage,
+                         progress=ctx.progress)
+    run = runner.run(
+        _now(ctx), topic=getattr(ctx.args, "topic", None), partition=getattr(ctx.args, "partition", None),
+        stages=stages, force=getattr(ctx.args, "force", False),
+        vacuum_retention_ms=getattr(ctx.args, "retention_ms", None),
+        unsafe_vacuum=getattr(ctx.args, "unsafe_shorter_time_travel", False),
+    )
+    summary = []
+    for part in run.partitions:
+        entry = {"topic": part.topic, "partition": part.partition, "failed": part.failed, "error": part.error,
+                 "failed_guarantees": part.failed_guarantees, "stages": [r.as_dict() for r in part.rows]}
+        summary.append(entry)
+        status = "FAILED" if part.failed else "ok"
+        ctx.out(f"{part.topic}-{part.partition}: {status}"
+                + (f" ({part.error or ', '.join(part.failed_guarantees)})" if part.failed else ""))
+    ctx.out(None, {"run_id": run.run_id, "now_ms": run.now_ms, "partitions": summary})
+    return ExitCode.FAILED if run.failed else ExitCode.OK
+
+
+def maintain(ctx) -> int:
+    code = _maintenance(ctx, ("compact", "retain", "vacuum"))
+    if not ctx.args.json:
+        from .report import write_report
+
+        where = write_report(ctx.spark, ctx.warehouse)
+        ctx.progress(f"report: {where}")
+    return code
+
+
+def compact(ctx) -> int:
+    return _maintenance(ctx, ("compact",))
+
+
+def retain(ctx) -> int:
+    return _maintenance(ctx, ("retain",))
+
+
+def vacuum(ctx) -> int:
+    from .vacuum import check_window
+
+    for spec in ctx.selected():  # refuse a short window before anything runs
+        check_window(spec.config.time_travel_retention_ms, ctx.args.retention_ms, ctx.args.unsafe_shorter_time_travel)
+    return _maintenance(ctx, ("vacuum",))
+
+
+def validate(ctx) -> int:
+    from .guarantees import Guarantees
+    from .topic import Topic
+
+    args = ctx.args
+    guarantees = Guarantees(ctx.spark, ctx.warehouse)
+    failed = False
+    results = []
+    for spec in ctx.selected():
+        for log in _partitions(ctx, Topic(ctx.spark, ctx.warehouse, spec)):
+            if not log.exists():
+                continue
+            outcome = guarantees.validate(log, _now(ctx), args.from_version, args.to_version)
+            failed |= not outcome.passed
+            results.append({"partition": log.name, "passed": outcome.passed,
+                            "failed_guarantees": list(outcome.failed_guarantees), "details": list(outcome.details)})
+            ctx.out(f"{log.name}: {'passed' if outcome.passed else 'FAILED ' + ', '.join(outcome.failed_guarantees)}")
+            for line in outcome.details:
+                ctx.out(f"  {line}")
+    ctx.out(None, results)
+    return ExitCode.FAILED if failed else ExitCode.OK
+
+
+def status(ctx) -> int:
+    from . import compaction
+    from .history import MaintenanceHistory
+    from .topic import Topic
+
+    now = _now(ctx)
+    history = MaintenanceHistory(ctx.spark, ctx.warehouse)
+    rows = []
+    for spec in ctx.selected():
+        for log in Topic(ctx.spark, ctx.warehouse, spec).partitions():
+            if not log.exists():
+                rows.append({"partition": log.name, "exists": False})
+                ctx.out(f"{log.name}: no table yet")
+                continue
+            c = compaction.plan(log, now)
+            m, d, state = c.measure, c.decision, c.snapshot.state
+            last = history.last_run(spec.topic, log.partition)
+            entry = {
+                "partition": log.name, "exists": True, "version": c.snapshot.version,
+                "log_start_offset": state.log_start_offset, "log_end_offset": state.log_end_offset,
+                "checkpoint": state.checkpoint, "records": m.records, "bytes": m.bytes,
+                "dirty_ratio": round(d.dirty_ratio, 6), "oldest_dirty_age_ms": d.oldest_dirty_age_ms,
+                "pending_tombstones": state.clean.tombstones, "next_tombstone_horizon_ms": state.clean.min_delete_horizon_ms,
+                "compaction_due": d.due, "active_segment": state.active_segment,
+                "last_run": None if last is None else {"run_id": last["run_id"], "stage": last["stage"],
+                                                        "now_ms": last["now_ms"], "version_after": last["version_after"],
+                                                        "validation": last["validation"]},
+            }
+            rows.append(entry)
+            last_text = "never" if last is None else f"{last['stage']} at version {last['version_after']} ({last['validation']})"
+            ctx.out(f"{log.name}: log start {state.log_start_offset}, end offset {state.log_end_offset}, "
+                    f"checkpoint {state.checkpoint}, {m.records} record(s)/{m.bytes} B, dirty ratio {d.dirty_ratio:.3f}, "
+                    f"oldest dirty age {_ms_text(d.oldest_dirty_age_ms)}, pending tombstones {state.clean.tombstones}, "
+                    f"compaction {'due' if d.due else 'not due'}, last run: {last_text}")
+    ctx.out(None, rows)
+    return ExitCode.OK
+
+
+def report(ctx) -> int:
+    from .report import write_report
+
+    where = write_report(ctx.spark, ctx.warehouse, ctx.args.output)
+    ctx.out(f"report: {where}", {"report": where})
+    return ExitCode.OK
+
+
+def simulate(ctx) -> int:
+    from .simulate import run_scenarios
+
+    return run_scenarios(ctx.args.scenarios, out=sys.stdout, progress=ctx.progress)
+
+
+VERBS = {
+    "lint": lint, "create": create, "produce": produce, "commit-offset": commit_offset, "read": read,
+    "delete-records": delete_records, "plan": plan, "maintain": maintain, "compact": compact, "retain": retain,
+    "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,
+}
+
+
+def run(ctx) -> int:
+    return VERBS[ctx.args.verb](ctx)

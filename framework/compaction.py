@@ -1,0 +1,296 @@
+"""Key compaction as one Delta MERGE commit per partition.
+
+``plan`` measures a partition at one pinned table version, using Delta's data skipping
+so that only the dirty section and the head are read, and asks :mod:`framework.cleaner`
+whether a run is due. ``execute`` builds, from that same version, the set of records to
+remove and tombstones to stamp, and applies it with a single MERGE whose commit also
+carries the new checkpoint: data and bookkeeping change together or not at all.
+
+Only keys that occur in the dirty section can lose records: the clean section already
+holds one record per key (Kafka's cleaner builds its offset map from the dirty section
+for the same reason). So the winner search shuffles those keys' records only; the rest
+of the clean section is read for its keys and never moved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from . import cleaner
+from .cleaner import CompactionDecision, PartitionMeasure
+from .log import PartitionLog, Snapshot
+from .log_state import CleanSection, LogState
+from .spec import TopicConfig
+
+DELETE = "delete"
+STAMP = "stamp"
+
+
+def _ms(column):
+    from pyspark.sql import functions as F
+
+    return F.unix_millis(F.col(column))
+
+
+def _timestamp_literal(ms: int):
+    """A TIMESTAMP literal Delta can skip files with, clamped to Spark's range."""
+    from pyspark.sql import functions as F
+
+    return F.timestamp_millis(F.lit(max(0, min(ms, 253402300799999))))
+
+
+def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_offset: int) -> int:
+    """U: the smallest offset whose timestamp is newer than ``now - min.compaction.lag.ms``."""
+    from pyspark.sql import functions as F
+
+    after = cleaner.uncleanable_after_ms(now_ms, config)
+    if after < 0:
+        young = records  # every timestamp is >= 0 > after
+    else:
+        # The literal filter lets Delta skip files whose newest timestamp is old enough;
+        # the exact millisecond comparison keeps the rule exact.
+        young = records.where(F.col("timestamp") >= _timestamp_literal(after)).where(_ms("timestamp") > after)
+    row = young.agg(F.min("offset").alias("u")).collect()[0]
+    return log_end_offset if row["u"] is None else min(row["u"], log_end_offset)
+
+
+def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeasure:
+    """Read what the due rule needs: U, the dirty section's and the head's sizes.
+
+    The clean section's summary comes from the commit metadata; only records at or
+    after the checkpoint are scanned (Delta skips files below it by their offset stats).
+    """
+    from pyspark.sql import functions as F
+
+    state = snapshot.state
+    config = log.spec.config
+    records = log.read(snapshot.version)
+    checkpoint = max(state.checkpoint, state.log_start_offset)
+    u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset)
+    head_from = max(checkpoint, u)
+    in_dirty = (F.col("offset") >= checkpoint) & (F.col("offset") < u)
+    row = (
+        records.where(F.col("offset") >= checkpoint)
+        .agg(
+            F.count(F.when(in_dirty, 1)).alias("dirty_records"),
+            F.sum(F.when(in_dirty, F.col("_size"))).alias("dirty_bytes"),
+            F.min(F.when(in_dirty, _ms("timestamp"))).alias("oldest_dirty"),
+            F.count(F.when(F.col("offset") >= head_from, 1)).alias("head_records"),
+            F.sum(F.when(F.col("offset") >= head_from, F.col("_size"))).alias("head_bytes"),
+        )
+        .collect()[0]
+    )
+    clean = state.clean
+    return PartitionMeasure(
+        log_start_offset=state.log_start_offset,
+        log_end_offset=state.log_end_offset,
+        checkpoint=checkpoint,
+        first_uncleanable_offset=u,
+        clean_records=clean.records,
+        clean_bytes=clean.bytes,
+        dirty_records=row["dirty_records"],
+        dirty_bytes=row["dirty_bytes"] or 0,
+        oldest_dirty_timestamp_ms=row["oldest_dirty"],
+        head_records=row["head_records"],
+        head_bytes=row["head_bytes"] or 0,
+        clean_tombstones=clean.tombstones,
+        min_delete_horizon_ms=clean.min_delete_horizon_ms,
+    )
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    partition: int
+    snapshot: Snapshot
+    measure: PartitionMeasure
+    decision: CompactionDecision
+    now_ms: int
+
+
+def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot | None = None) -> CompactionPlan:
+    """Measure ``log`` and decide whether compaction is due; writes nothing."""
+    snap = snapshot or log.snapshot()
+    measured = measure(log, snap, now_ms)
+    decision = cleaner.decide_compaction(log.spec.config, measured, now_ms, force)
+    return CompactionPlan(log.partition, snap, measured, decision, now_ms)
+
+
+def compaction_actions(records, config: TopicConfig, checkpoint: int, cleanable_end: int, now_ms: int):
+    """Records below ``cleanable_end`` to delete, and winning tombstones to stamp.
+
+    Columns: offset, _action ("delete" | "stamp"), _horizon (the stamp), _size, _reason.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    now_ts = F.timestamp_millis(F.lit(now_ms))
+    columns = ["offset", "timestamp", "key", F.col("value").isNull().alias("_tomb"), "_delete_horizon", "_size"]
+    below = records.where(F.col("offset") < cleanable_end)
+    if config.compaction_strategy == "header":
+        rank_source = below.withColumn("_hv", F.try_element_at(
+            F.filter("headers", lambda h: h["key"] == F.lit(config.compaction_strategy_header)), F.lit(-1))["value"])
+        columns.append("_hv")
+    else:
+        rank_source = below
+    below = rank_source.select(*columns)
+    dirty_keys = below.where((F.col("offset") >= checkpoint) & F.col("key").isNotNull()).select("key").distinct()
+
+    contested = below.join(dirty_keys, "key", "left_semi")
+    contested = contested.withColumn("_best", F.max(_rank(config)).over(Window.partitionBy("key"))["offset"])
+    expired = F.col("_tomb") & F.col("_delete_horizon").isNotNull() & (F.col("_delete_horizon") <= now_ts)
+    horizon = F.timestamp_millis(F.lit(now_ms + config.delete_retention_ms))
+    contested_actions = contested.select(
+        "offset",
+        "_size",
+        F.when(F.col("offset") != F.col("_best"), F.lit(DELETE))
+        .when(expired, F.lit(DELETE))
+        .when(F.col("_tomb") & F.col("_delete_horizon").isNull(), F.lit(STAMP))
+        .alias("_action"),
+        F.when(F.col("offset") != F.col("_best"), F.lit("superseded"))
+        .when(expired, F.lit("tombstone_expired"))
+        .when(F.col("_tomb") & F.col("_delete_horizon").isNull(), F.lit("tombstone_kept"))
+        .alias("_reason"),
+    ).where(F.col("_action").isNotNull())
+    keyless = below.where(F.col("key").isNull()).select(
+        "offset", "_size", F.lit(DELETE).alias("_action"), F.lit("keyless").alias("_reason")
+    )
+    # Clean-section tombstones of keys the dirty section does not touch: remove once expired.
+    expired_clean = (
+        below.where((F.col("offset") < checkpoint) & F.col("key").isNotNull() & expired)
+        .join(dirty_keys, "key", "left_anti")
+        .select("offset", "_size", F.lit(DELETE).alias("_action"), F.lit("tombstone_expired").alias("_reason"))
+    )
+    actions = contested_actions.unionByName(keyless).unionByName(expired_clean)
+    return actions.withColumn(
+        "_horizon", F.when(F.col("_action") == STAMP, horizon).otherwise(F.lit(None).cast("timestamp"))
+    )
+
+
+def _rank(config: TopicConfig):
+    """The winner rank over the compaction frame's columns (``_hv`` is the raw header)."""
+    from pyspark.sql import functions as F
+
+    if config.compaction_strategy == "offset":
+        return F.struct(F.col("offset"))
+    if config.compaction_strategy == "timestamp":
+        return F.struct(_ms("timestamp").alias("ts"), F.col("offset"))
+    value = F.col("_hv")
+    text = value.cast("string")
+    version = (
+        F.when(value.isNull(), F.lit(None).cast("long"))
+        .when(text.rlike("^-?[0-9]+$"), F.expr("try_cast(cast(_hv AS STRING) AS BIGINT)"))
+        .when(F.octet_length(value) == 8, F.conv(F.hex(value), 16, -10).cast("long"))
+        .otherwise(F.lit(None).cast("long"))
+    )
+    return F.struct(version.isNotNull().alias("has"), F.coalesce(version, F.lit(0).cast("long")).alias("v"),
+                    F.col("offset"))
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What one compaction run did to one partition."""
+
+    plan: CompactionPlan
+    cleaned_up_to: int
+    version_before: int
+    version_after: int | None
+    state_after: LogState
+    removed_records: int = 0
+    removed_bytes: int = 0
+    superseded: int = 0
+    keyless: int = 0
+    expired_tombstones: int = 0
+    stamped_tombstones: int = 0
+
+    @property
+    def committed(self) -> bool:
+        return self.version_after is not None
+
+
+def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | None = None,
+            run_id: str = "") -> CompactionResult:
+    """Carry out a due compaction as one atomic commit (or none, when nothing changes).
+
+    ``cleanable_end`` caps U (after a roll, a retry never cleans the new active segment).
+    Raises a retryable Delta conflict when another writer won; the caller re-plans.
+    """
+    from pyspark.sql import functions as F
+
+    snap = compaction.snapshot
+    state = snap.state
+    measured = compaction.measure
+    config = log.spec.config
+    end = measured.first_uncleanable_offset if cleanable_end is None else min(cleanable_end, measured.first_uncleanable_offset)
+    checkpoint = measured.checkpoint
+    new_checkpoint = max(checkpoint, end)
+    records = log.read(snap.version)
+    actions = compaction_actions(records, config, checkpoint, end, compaction.now_ms).persist()
+    try:
+        totals = actions.agg(
+            F.count(F.when(F.col("_action") == DELETE, 1)).alias("removed"),
+            F.sum(F.when(F.col("_action") == DELETE, F.col("_size"))).alias("removed_bytes"),
+            F.count(F.when(F.col("_reason") == "superseded", 1)).alias("superseded"),
+            F.count(F.when(F.col("_reason") == "keyless", 1)).alias("keyless"),
+            F.count(F.when(F.col("_reason") == "tombstone_expired", 1)).alias("expired"),
+            F.count(F.when(F.col("_action") == STAMP, 1)).alias("stamped"),
+        ).collect()[0]
+        tombstones, min_horizon = _tombstones_after(records, actions, new_checkpoint)
+        dirty_records = measured.dirty_records if end >= checkpoint else 0
+        dirty_bytes = measured.dirty_bytes if end >= checkpoint else 0
+        if end < measured.first_uncleanable_offset and end >= checkpoint:
+            dirty_records, dirty_bytes = _section_size(records, checkpoint, end)
+        clean = CleanSection(
+            epoch=state.clean.epoch + 1,
+            records=measured.clean_records + dirty_records - totals["removed"],
+            bytes=measured.clean_bytes + dirty_bytes - (totals["removed_bytes"] or 0),
+            tombstones=tombstones,
+            min_delete_horizon_ms=min_horizon,
+        )
+        after = replace(state, checkpoint=new_checkpoint, clean=clean)
+        changes = totals["removed"] + totals["stamped"]
+        if changes == 0 and new_checkpoint == state.checkpoint:
+            return CompactionResult(compaction, end, snap.version, None, state)
+        extra = dict(run_id=run_id, cleaned_up_to=end, removed=totals["removed"], stamped=totals["stamped"])
+        if changes:
+            target = log.delta_table().alias("t")
+            merge = (
+                target.merge(actions.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")
+                .whenMatchedDelete(condition=f"s._action = '{DELETE}'")
+                .whenMatchedUpdate(condition=f"s._action = '{STAMP}'", set={"_delete_horizon": "s._horizon"})
+            )
+            version = log.commit_maintenance(after, "compact", merge.execute, snap.version, **extra)
+        else:
+            version = log.commit_maintenance(after, "compact", None, snap.version, **extra)
+        return CompactionResult(
+            compaction, end, snap.version, version, after,
+            removed_records=totals["removed"], removed_bytes=totals["removed_bytes"] or 0,
+            superseded=totals["superseded"], keyless=totals["keyless"],
+            expired_tombstones=totals["expired"], stamped_tombstones=totals["stamped"],
+        )
+    finally:
+        actions.unpersist()
+
+
+def _tombstones_after(records, actions, new_checkpoint: int) -> tuple[int, int | None]:
+    """Tombstones with a horizon below the new checkpoint once the run is applied."""
+    from pyspark.sql import functions as F
+
+    kept = (
+        records.where((F.col("offset") < new_checkpoint) & F.col("_delete_horizon").isNotNull())
+        .select("offset", F.col("_delete_horizon").alias("h"))
+        .join(actions.where(F.col("_action") == DELETE).select("offset"), "offset", "left_anti")
+    )
+    stamped = actions.where(F.col("_action") == STAMP).select("offset", F.col("_horizon").alias("h"))
+    row = kept.unionByName(stamped).agg(F.count("*").alias("n"), F.min(F.unix_millis("h")).alias("m")).collect()[0]
+    return row["n"], row["m"]
+
+
+def _section_size(records, start: int, end: int) -> tuple[int, int]:
+    from pyspark.sql import functions as F
+
+    row = (
+        records.where((F.col("offset") >= start) & (F.col("offset") < end))
+        .agg(F.count("*").alias("n"), F.sum("_size").alias("b"))
+        .collect()[0]
+    )
+    return row["n"], row["b"] or 0

@@ -1,0 +1,458 @@
+"""One topic partition as a Delta table: create, append with offsets, read, versions.
+
+Table layout (``<warehouse>/<topic>-<partition>``):
+
+==================  ==========================================  ==========================
+column              type                                        meaning
+==================  ==========================================  ==========================
+offset              BIGINT NOT NULL                             assigned at append, never
+                                                                reused, never changed
+timestamp           TIMESTAMP NOT NULL                          CreateTime or append time
+key                 STRING or BINARY                            NULL refused when compacted
+value               STRING or BINARY                            NULL = tombstone
+headers             ARRAY<STRUCT<key STRING, value BINARY>>     in order, duplicates kept
+_size               BIGINT NOT NULL                             the contract's record size
+_delete_horizon     TIMESTAMP                                   a kept tombstone's horizon
+_segment            BIGINT NOT NULL (partition column)          base offset of the segment
+==================  ==========================================  ==========================
+
+``_segment`` is what lets producers and the cleaner run at once. Open-source Delta
+judges conflicts by partition values, so a MERGE restricted to ``_segment < U`` never
+conflicts with appends into a segment whose base offset is at least ``U``. Appends go to
+the active segment; when a cleaning run does collide with an append into it, the run
+rolls the log to a new segment (a marker commit) and retries, as Kafka rolls its
+active segment. Producers never read the table, so they never lose to a cleaning run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import Callable, Iterator
+
+from .errors import ArgumentError, ConcurrentWriteError, TimeTravelError
+from .log_state import CommitEntry, LogState, fold, metadata_field, to_metadata
+from .spec import TopicSpec
+from .warehouse import Warehouse
+
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+#: SetTransaction app ids: every maintenance commit claims the next epoch of the first.
+MAINTENANCE_APP_ID = "topiclake.maintenance"
+SEGMENT_ROLL_APP_ID = "topiclake.segment-roll"
+#: SetTransaction app ids expire after this; a producer re-reads the log far sooner.
+TXN_RETENTION = "interval 1 days"
+#: Commit metadata carries the offset bookkeeping; keep the log at least this long.
+MIN_LOG_RETENTION_MS = 24 * 3600 * 1000
+RECORD_COLUMNS = ("offset", "timestamp", "key", "value", "headers")
+FORMAT_VERSION = "1"
+MAX_COMMIT_ATTEMPTS = 20
+
+
+def table_schema(spec: TopicSpec):
+    """The Delta schema of every partition table of ``spec``'s topic."""
+    from pyspark.sql import types as T
+
+    def kind(name: str):
+        return T.BinaryType() if name == "binary" else T.StringType()
+
+    # Delta has no NOT NULL inside arrays; produce checks header names instead.
+    header = T.StructType(
+        [T.StructField("key", T.StringType(), True), T.StructField("value", T.BinaryType(), True)]
+    )
+    return T.StructType(
+        [
+            T.StructField("offset", T.LongType(), False),
+            T.StructField("timestamp", T.TimestampType(), False),
+            T.StructField("key", kind(spec.key_type), True),
+            T.StructField("value", kind(spec.value_type), True),
+            T.StructField("headers", T.ArrayType(header, True), False),
+            T.StructField("_size", T.LongType(), False),
+            T.StructField("_delete_horizon", T.TimestampType(), True),
+            T.StructField("_segment", T.LongType(), False),
+        ]
+    )
+
+
+def record_size_column():
+    """The contract's size: UTF-8 bytes of key and value, and of every header's name and value."""
+    from pyspark.sql import functions as F
+
+    headers = F.aggregate(
+        "headers",
+        F.lit(0).cast("long"),
+        lambda acc, h: acc + F.octet_length(h["key"]) + F.coalesce(F.octet_length(h["value"]), F.lit(0)),
+    )
+    return (
+        F.coalesce(F.octet_length("key"), F.lit(0))
+        + F.coalesce(F.octet_length("value"), F.lit(0))
+        + F.coalesce(headers, F.lit(0))
+    ).cast("long")
+
+
+def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
+    """Table properties: Delta's time-travel window from the spec, and the spec's settings."""
+    window = spec.config.time_travel_retention_ms
+    props = {
+        "delta.enableDeletionVectors": "true",
+        "delta.deletedFileRetentionDuration": f"interval {window} milliseconds",
+        "delta.logRetentionDuration": f"interval {max(window, MIN_LOG_RETENTION_MS)} milliseconds",
+        "delta.setTransactionRetentionDuration": TXN_RETENTION,
+        # Data skipping on what the cleaner filters by; key and value stats are waste.
+        "delta.dataSkippingStatsColumns": "offset,timestamp,_size,_delete_horizon",
+        "topiclake.format.version": FORMAT_VERSION,
+        "topiclake.topic": spec.topic,
+        "topiclake.partition": str(partition),
+        "topiclake.key.type": spec.key_type,
+        "topiclake.value.type": spec.value_type,
+    }
+    for name, value in spec.config.to_kafka().items():
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        props[f"topiclake.config.{name}"] = "" if value is None else str(value)
+    return props
+
+
+@contextlib.contextmanager
+def session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
+    """Set Spark session confs for the block, then restore them (DML has no writer options).
+
+    Not thread-safe within one session: give each thread its own ``spark.newSession()``.
+    """
+    previous = {key: spark.conf.get(key, None) for key in confs}
+    for key, value in confs.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def commit_metadata(spark, metadata: str):
+    """Attach ``metadata`` to the Delta commits made inside the block."""
+    return session_confs(spark, {USER_METADATA_CONF: metadata})
+
+
+class StaleSnapshotError(Exception):
+    """Delta skipped a commit because another writer claimed its place; re-plan and retry."""
+
+
+def is_retryable_conflict(error: BaseException) -> bool:
+    """A Delta commit conflict: nothing was written, and trying again is safe."""
+    from delta.exceptions.base import DeltaConcurrentModificationException, ConcurrentWriteException
+    from delta.exceptions.base import (
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+        ConcurrentTransactionException,
+        MetadataChangedException,
+        ProtocolChangedException,
+    )
+
+    kinds = (
+        DeltaConcurrentModificationException,
+        ConcurrentWriteException,
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+        ConcurrentTransactionException,
+        MetadataChangedException,
+        ProtocolChangedException,
+    )
+    if isinstance(error, kinds):
+        return True
+    # Older converters leave some conflicts as plain captured exceptions; the class name tells.
+    text = str(error)
+    return "DELTA_CONCURRENT" in text or "DELTA_METADATA_CHANGED" in text
+
+
+def is_concurrent_append(error: BaseException) -> bool:
+    from delta.exceptions.base import ConcurrentAppendException
+
+    return isinstance(error, ConcurrentAppendException) or "DELTA_CONCURRENT_APPEND" in str(error)
+
+
+def backoff(attempt: int) -> None:
+    """Jittered exponential backoff between commit attempts."""
+    time.sleep(min(2.0, 0.05 * (2**attempt)) * (0.5 + random.random()))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A partition pinned at one table version, with the bookkeeping of that version."""
+
+    version: int
+    state: LogState
+
+    def __post_init__(self):
+        if self.version < 0:
+            raise ValueError("version must be >= 0")
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    partition: int
+    base_offset: int
+    count: int
+    version: int | None
+
+
+class PartitionLog:
+    """The Delta table of one topic partition."""
+
+    def __init__(self, spark, warehouse: Warehouse, spec: TopicSpec, partition: int):
+        if not 0 <= partition < spec.partitions:
+            raise ArgumentError(
+                f"partition {partition} is out of range for topic {spec.topic} "
+                f"(partitions: {spec.partitions}, valid 0..{spec.partitions - 1})"
+            )
+        self.spark = spark
+        self.warehouse = warehouse
+        self.spec = spec
+        self.partition = partition
+        self.name = spec.table_name(partition)
+        self.path = warehouse.partition_path(spec.topic, partition)
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.path!r})"
+
+    # ------------------------------------------------------------------ table
+    def exists(self) -> bool:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.isDeltaTable(self.spark, self.path)
+
+    def delta_table(self):
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self.spark, self.path)
+
+    def create(self) -> bool:
+        """Create the table if it does not exist; True when this call created it."""
+        from delta.tables import DeltaTable
+
+        if self.exists():
+            return False
+        builder = DeltaTable.createIfNotExists(self.spark).location(self.path)
+        builder = builder.addColumns(table_schema(self.spec)).partitionedBy("_segment")
+        for key, value in desired_properties(self.spec, self.partition).items():
+            builder = builder.property(key, value)
+        builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
+        with commit_metadata(self.spark, to_metadata(LogState(), "create")):
+            builder.execute()
+        return True
+
+    def properties(self) -> dict[str, str]:
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES delta.`{self.path}`").collect()
+        return {r["key"]: r["value"] for r in rows}
+
+    def sync_properties(self) -> dict[str, str]:
+        """Bring table properties in line with the spec; returns what changed."""
+        wanted = desired_properties(self.spec, self.partition)
+        current = self.properties()
+        changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if changed:
+            assignments = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in sorted(changed.items()))
+            self.spark.sql(f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ({assignments})")
+        return changed
+
+    def schema(self):
+        return self.spark.read.format("delta").load(self.path).schema
+
+    # ---------------------------------------------------------------- history
+    def commits(self, limit: int | None = None) -> list[CommitEntry]:
+        """Newest-first commits (version, read version, userMetadata)."""
+        history = self.delta_table().history(limit) if limit else self.delta_table().history()
+        rows = history.select("version", "readVersion", "userMetadata").collect()
+        return [CommitEntry(r["version"], r["readVersion"], r["userMetadata"]) for r in rows]
+
+    def history_rows(self, limit: int | None = None) -> list:
+        history = self.delta_table().history(limit) if limit else self.delta_table().history()
+        return history.collect()
+
+    def snapshot(self) -> Snapshot:
+        """The latest version and the bookkeeping as of it."""
+        commits: list[CommitEntry] = []
+        for limit in (16, 256, None):
+            commits = self.commits(limit)
+            folded = fold(commits)
+            exhausted = limit is None or len(commits) < limit
+            if folded.state is not None and (folded.complete or exhausted):
+                return Snapshot(version=commits[0].version, state=folded.state)
+            if exhausted:
+                break
+        # No topiclake commit left in the log (cleaned up long ago): rebuild from the data.
+        return Snapshot(version=commits[0].version, state=self._state_from_data(commits[0].version))
+
+    def _state_from_data(self, version: int) -> LogState:
+        from pyspark.sql import functions as F
+
+        row = (
+            self.read(version)
+            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.max("_segment").alias("seg"))
+            .collect()[0]
+        )
+        if row["hi"] is None:
+            raise ConcurrentWriteError(
+                f"{self.name}: the Delta log no longer holds topiclake's offset bookkeeping and the "
+                "table is empty, so its log end offset cannot be recovered; refusing to guess"
+            )
+        end = row["hi"] + 1
+        return LogState(log_start_offset=row["lo"], log_end_offset=end, checkpoint=row["lo"], active_segment=row["seg"])
+
+    # ------------------------------------------------------------------- read
+    def read(self, version: int | None = None, as_of: str | None = None):
+        """All columns at ``version`` (pinned) or a timestamp, else at the latest version (unpinned)."""
+        reader = self.spark.read.format("delta")
+        try:
+            if version is not None:
+                return reader.option("versionAsOf", int(version)).load(self.path)
+            if as_of is not None:
+                return reader.option("timestampAsOf", as_of).load(self.path)
+            return reader.load(self.path)
+        except Exception as error:  # noqa: BLE001 - re-worded below, re-raised otherwise
+            text = str(error)
+            markers = ("TIME_TRAVEL", "VERSION_NOT_EXIST", "TIMESTAMP_GREATER", "TIMESTAMP_EARLIER")
+            if any(m in text for m in markers):
+                first_line = text.strip().splitlines()[0]
+                raise TimeTravelError(f"{self.name}: cannot read that version: {first_line}") from None
+            raise
+
+    def records(self, version: int | None = None, as_of: str | None = None):
+        """The user-facing columns, in offset order."""
+        return self.read(version, as_of).select(*RECORD_COLUMNS).orderBy("offset")
+
+    # ----------------------------------------------------------------- append
+    def append(self, records, count: int) -> AppendResult:
+        """Append ``records`` as one atomic commit, assigning offsets from the log end offset.
+
+        ``records`` has key, value, timestamp, headers and ``_seq`` (0..count-1, the order
+        offsets follow); the caller persists it, since a retry evaluates it again.
+        Offsets are claimed with a Delta SetTransaction whose app id is the base offset,
+        so two producers can never both write the same base: the later one either
+        conflicts (and retries from the new end offset) or is skipped by Delta, which
+        :meth:`_landed` detects.
+        """
+        from pyspark.sql import functions as F
+
+        if count == 0:
+            return AppendResult(self.partition, self.snapshot().state.log_end_offset, 0, None)
+        producer_id = uuid.uuid4().hex
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            snap = self.snapshot()
+            base = snap.state.log_end_offset
+            after = snap.state.with_appended(count)
+            frame = records.select(
+                (F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
+                F.col("timestamp"),
+                F.col("key"),
+                F.col("value"),
+                F.col("headers"),
+            )
+            frame = frame.withColumn("_size", record_size_column())
+            frame = frame.withColumn("_delete_horizon", F.lit(None).cast("timestamp"))
+            frame = frame.withColumn("_segment", F.lit(snap.state.active_segment).cast("long"))
+            metadata = to_metadata(after, "produce", producer_id=producer_id, base_offset=base, count=count)
+            try:
+                (
+                    frame.write.format("delta")
+                    .mode("append")
+                    .option("txnAppId", f"topiclake.produce.{base}")
+                    .option("txnVersion", 1)
+                    .option("userMetadata", metadata)
+                    .save(self.path)
+                )
+            except Exception as error:  # noqa: BLE001
+                if not is_retryable_conflict(error):
+                    raise
+                backoff(attempt)
+                continue
+            landed = self._landed(producer_id, snap.version)
+            if landed is not None:
+                return AppendResult(self.partition, base, count, landed)
+            backoff(attempt)  # Delta skipped it: another producer already wrote this base
+        raise ConcurrentWriteError(
+            f"{self.name}: gave up appending after {MAX_COMMIT_ATTEMPTS} attempts lost to other writers"
+        )
+
+    def _landed(self, producer_id: str, read_version: int) -> int | None:
+        return self.find_commit("producer_id", producer_id, read_version)
+
+    def find_commit(self, field: str, value: str, after_version: int) -> int | None:
+        """The version of the commit after ``after_version`` whose metadata has ``field == value``.
+
+        Delta skips, without an error, a write whose SetTransaction version it has seen;
+        looking for the commit is how a writer tells "landed" from "skipped".
+        """
+        for limit in (8, 64, None):
+            commits = self.commits(limit)
+            for commit in commits:
+                if commit.version <= after_version:
+                    return None
+                if metadata_field(commit.user_metadata, field) == value:
+                    return commit.version
+            if limit is None or len(commits) < limit:
+                return None
+        return None
+
+    # -------------------------------------------------------------- maintenance
+    def commit_maintenance(self, state: LogState, operation: str, action: Callable[[], object] | None,
+                           read_version: int, **extra) -> int:
+        """Commit a maintenance change (``action``, a Delta DML; or None for bookkeeping only)
+        so that the commit carries ``state`` and claims maintenance epoch ``state.clean.epoch``.
+
+        Every maintenance commit holds a SetTransaction of one app id, so two maintenance
+        runs on one partition can never both commit from the same starting point: the later
+        one conflicts, or Delta skips it (then :class:`StaleSnapshotError` asks to re-plan).
+        Returns the new table version.
+        """
+        commit_id = uuid.uuid4().hex
+        metadata = to_metadata(state, operation, commit_id=commit_id, **extra)
+        epoch = state.clean.epoch
+        if action is None:
+            self._empty_commit(metadata, MAINTENANCE_APP_ID, epoch)
+        else:
+            confs = {USER_METADATA_CONF: metadata, TXN_APP_ID_CONF: MAINTENANCE_APP_ID, TXN_VERSION_CONF: str(epoch)}
+            with session_confs(self.spark, confs):
+                action()
+        version = self.find_commit("commit_id", commit_id, read_version)
+        if version is None:
+            raise StaleSnapshotError(f"{self.name}: another maintenance run committed epoch {epoch} first")
+        return version
+
+    def _empty_commit(self, metadata: str, app_id: str, txn_version: int) -> None:
+        """A commit with no data (Delta skips an empty append unless it carries a SetTransaction)."""
+        empty = self.spark.createDataFrame([], table_schema(self.spec))
+        (
+            empty.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", int(txn_version))
+            .option("userMetadata", metadata)
+            .save(self.path)
+        )
+
+    def roll_segment(self, state: LogState) -> LogState:
+        """Start a new active segment at the log end offset, so appends leave older ones alone."""
+        rolled = replace(state, active_segment=max(state.active_segment, state.log_end_offset))
+        if rolled.active_segment != state.active_segment:
+            self._empty_commit(to_metadata(rolled, "roll-segment"), SEGMENT_ROLL_APP_ID, rolled.active_segment)
+        return rolled
+
+
+def _sql_string(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def describe_state(state: LogState) -> dict:
+    """A plain dict of a state, for JSON output."""
+    return json.loads(json.dumps(state, default=lambda o: o.__dict__))

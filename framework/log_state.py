@@ -1,0 +1,150 @@
+"""A partition's offset bookkeeping, kept in the Delta commits that change it.
+
+Kafka keeps the log start offset, the log end offset and the cleaner checkpoint in
+files beside the log. Here they ride in the ``userMetadata`` of the very Delta commit
+that changes the data, so a crash can never leave data and bookkeeping disagreeing:
+the commit either happened, with both, or it did not.
+
+Every topiclake commit records the state as its writer knows it after the commit.
+Writers race (a producer may commit while a compaction runs), so a commit's values
+are lower bounds as of the snapshot it read. The monotone fields (log start, log end,
+checkpoint, active segment) are therefore folded with ``max`` over the newest
+topiclake commit and every topiclake commit after the version it read; that set sees
+every change. The clean section's summary is not monotone; maintenance commits
+conflict with each other in Delta, so they are linearised, and each bumps ``epoch``:
+the summary with the highest epoch is the current one.
+
+This module is pure: it parses and folds; reading the Delta history is ``log.py``'s job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Iterable, Mapping
+
+#: The key under which topiclake's state sits in a commit's userMetadata JSON.
+METADATA_KEY = "topiclake"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CleanSection:
+    """Summary of the records below the checkpoint, as the last maintenance left it."""
+
+    epoch: int = 0
+    records: int = 0
+    bytes: int = 0
+    #: tombstones below the checkpoint that carry a delete horizon
+    tombstones: int = 0
+    min_delete_horizon_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class LogState:
+    """Where a partition's log starts, ends and has been cleaned up to."""
+
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    #: the cleaner checkpoint C: every offset below it has been compacted
+    checkpoint: int = 0
+    #: base offset of the segment appends go to (the table's ``_segment`` partition value)
+    active_segment: int = 0
+    clean: CleanSection = field(default_factory=CleanSection)
+
+    def with_appended(self, count: int) -> "LogState":
+        return replace(self, log_end_offset=self.log_end_offset + count)
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    """One Delta commit, as ``DeltaTable.history()`` reports it."""
+
+    version: int
+    read_version: int | None
+    user_metadata: str | None
+
+    @property
+    def state(self) -> LogState | None:
+        return parse_metadata(self.user_metadata)
+
+
+def to_metadata(state: LogState, operation: str, **extra) -> str:
+    """The userMetadata JSON for a commit that leaves the log in ``state``."""
+    body = {"format": FORMAT_VERSION, "operation": operation, **asdict(state), **extra}
+    return json.dumps({METADATA_KEY: body}, sort_keys=True, separators=(",", ":"))
+
+
+def parse_metadata(user_metadata: str | None) -> LogState | None:
+    """The state a commit recorded, or None for a commit topiclake did not write."""
+    if not user_metadata:
+        return None
+    try:
+        body = json.loads(user_metadata)[METADATA_KEY]
+        clean = CleanSection(**body["clean"])
+        return LogState(
+            log_start_offset=int(body["log_start_offset"]),
+            log_end_offset=int(body["log_end_offset"]),
+            checkpoint=int(body["checkpoint"]),
+            active_segment=int(body["active_segment"]),
+            clean=clean,
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def metadata_field(user_metadata: str | None, name: str):
+    """One extra field of a topiclake commit's metadata (e.g. ``operation``, ``producer_id``)."""
+    if not user_metadata:
+        return None
+    try:
+        return json.loads(user_metadata)[METADATA_KEY].get(name)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Fold:
+    """The result of folding commits: the state, and whether the history given was enough."""
+
+    state: LogState | None
+    #: False when the commits given do not reach back far enough to be sure
+    complete: bool
+
+
+def fold(commits: Iterable[CommitEntry]) -> Fold:
+    """Fold commits (any order, newest ones at least) into the partition's current state."""
+    ordered = sorted(commits, key=lambda c: c.version, reverse=True)
+    stateful = [(c, c.state) for c in ordered]
+    stateful = [(c, s) for c, s in stateful if s is not None]
+    if not stateful:
+        return Fold(state=None, complete=False)
+    newest, _ = stateful[0]
+    # Every commit after the version the newest one read may carry changes it did not see.
+    horizon = newest.read_version if newest.read_version is not None else newest.version - 1
+    window = [s for c, s in stateful if c.version > horizon]
+    oldest_given = ordered[-1].version
+    complete = oldest_given <= horizon + 1 or oldest_given == 0
+    return Fold(state=merge_states(window), complete=complete)
+
+
+def merge_states(states: Iterable[LogState]) -> LogState:
+    """Max of the monotone fields; the clean summary of the highest epoch."""
+    states = list(states)
+    if not states:
+        raise ValueError("merge_states needs at least one state")
+    clean = max((s.clean for s in states), key=lambda c: c.epoch)
+    return LogState(
+        log_start_offset=max(s.log_start_offset for s in states),
+        log_end_offset=max(s.log_end_offset for s in states),
+        checkpoint=max(s.checkpoint for s in states),
+        active_segment=max(s.active_segment for s in states),
+        clean=clean,
+    )
+
+
+def state_from_mapping(values: Mapping) -> LogState:
+    """A state from a plain mapping (as ``dataclasses.asdict`` gives)."""
+    body = dict(values)
+    clean = CleanSection(**body.pop("clean", {}))
+    return LogState(clean=clean, **body)

@@ -1,0 +1,149 @@
+"""Produce: records to partition tables, one atomic append per partition and call.
+
+Two entry points share the append path of :class:`~framework.log.PartitionLog`:
+checked Python records (JSON lines, scenario files) and a Spark DataFrame (bulk loads),
+whose checks and partitioning run in Spark so no record passes through the driver.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .errors import ArgumentError, Problem, RecordError
+from .log import AppendResult
+from .partitioner import murmur2
+from .records import ProducerRecord, assign_partitions
+from .topic import Topic
+
+_HEADER_TYPE = "array<struct<key:string,value:binary>>"
+
+
+def _input_schema(topic: Topic):
+    from pyspark.sql import types as T
+
+    def kind(name: str):
+        return T.BinaryType() if name == "binary" else T.StringType()
+
+    header = T.StructType(
+        [T.StructField("key", T.StringType(), False), T.StructField("value", T.BinaryType(), True)]
+    )
+    return T.StructType(
+        [
+            T.StructField("_seq", T.LongType(), False),
+            T.StructField("key", kind(topic.spec.key_type), True),
+            T.StructField("value", kind(topic.spec.value_type), True),
+            T.StructField("timestamp_ms", T.LongType(), False),
+            T.StructField("headers", T.ArrayType(header, False), False),
+        ]
+    )
+
+
+def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source: str = "input") -> list[AppendResult]:
+    """Append checked records; LogAppendTime stamps them with ``now_ms``."""
+    from pyspark.sql import functions as F
+
+    if not records:
+        return []
+    topic.ensure()
+    log_append_time = topic.spec.config.message_timestamp_type == "LogAppendTime"
+    results = []
+    for partition, batch in sorted(assign_partitions(records, topic.spec, source).items()):
+        rows = [
+            (
+                seq,
+                record.key,
+                record.value,
+                now_ms if log_append_time or record.timestamp_ms is None else record.timestamp_ms,
+                [(name, value) for name, value in record.headers],
+            )
+            for seq, record in enumerate(batch)
+        ]
+        frame = topic.spark.createDataFrame(rows, _input_schema(topic))
+        frame = frame.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).drop("timestamp_ms")
+        results.append(topic.partition(partition).append(frame, len(rows)))
+    return results
+
+
+def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -> list[AppendResult]:
+    """Append a DataFrame of records (columns key, value, timestamp, and optionally headers
+    and partition), in its row order, one atomic append per partition.
+
+    ``timestamp`` may be a TIMESTAMP or epoch milliseconds (BIGINT). Checks run as one
+    Spark aggregation before anything is written.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    spec = topic.spec
+    columns = set(frame.columns)
+    missing = [c for c in ("key", "value") if c not in columns]
+    if spec.config.message_timestamp_type == "CreateTime" and "timestamp" not in columns:
+        missing.append("timestamp")
+    if missing:
+        raise ArgumentError(f"{source}: missing column(s) {', '.join(missing)}; expected key, value, "
+                            "timestamp, and optionally headers and partition")
+    unknown = columns - {"key", "value", "timestamp", "headers", "partition"}
+    if unknown:
+        raise ArgumentError(f"{source}: unknown column(s) {', '.join(sorted(unknown))}")
+
+    if spec.config.message_timestamp_type == "LogAppendTime" or "timestamp" not in columns:
+        ts = F.timestamp_millis(F.lit(now_ms))
+    elif isinstance(frame.schema["timestamp"].dataType, T.TimestampType):
+        ts = F.col("timestamp")
+    else:
+        ts = F.timestamp_millis(F.col("timestamp").cast("long"))
+    headers = F.col("headers") if "headers" in columns else F.array().cast(_HEADER_TYPE)
+    kafka_partition = F.udf(lambda key: None if key is None else (murmur2(key) & 0x7FFFFFFF) % spec.partitions,
+                            T.IntegerType())
+    key_bytes = F.col("key").cast("binary")
+    if "partition" in columns:
+        partition = F.coalesce(F.col("partition").cast("int"), kafka_partition(key_bytes))
+    else:
+        partition = kafka_partition(key_bytes)
+    shaped = frame.select(
+        F.monotonically_increasing_id().alias("_order"),
+        F.col("key").cast("binary" if spec.key_type == "binary" else "string").alias("key"),
+        F.col("value").cast("binary" if spec.value_type == "binary" else "string").alias("value"),
+        ts.alias("timestamp"),
+        headers.cast(_HEADER_TYPE).alias("headers"),
+        partition.alias("_partition"),
+    )
+    # Order inside each partition follows the frame's order; number it 0..n-1.
+    numbered = shaped.withColumn(
+        "_seq", F.row_number().over(Window.partitionBy("_partition").orderBy("_order")) - 1
+    ).drop("_order")
+    numbered = numbered.persist()
+    try:
+        checks = numbered.agg(
+            F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys"),
+            F.count(F.when(F.col("timestamp").isNull(), 1)).alias("null_timestamps"),
+            F.count(F.when(F.col("_partition").isNull(), 1)).alias("no_partition"),
+            F.count(F.when((F.col("_partition") < 0) | (F.col("_partition") >= spec.partitions), 1)).alias(
+                "out_of_range"
+            ),
+        ).collect()[0]
+        problems = []
+        if spec.config.compact and checks["null_keys"]:
+            problems.append(Problem(source, None, None, "key", f"{checks['null_keys']} record(s) without a key; "
+                                    "a compacted topic needs a key on every record"))
+        if checks["null_timestamps"]:
+            problems.append(Problem(source, None, None, "timestamp",
+                                    f"{checks['null_timestamps']} record(s) without a timestamp"))
+        if checks["out_of_range"]:
+            problems.append(Problem(source, None, None, "partition", f"{checks['out_of_range']} record(s) with a "
+                                    f"partition outside 0..{spec.partitions - 1}"))
+        if checks["no_partition"] and not spec.config.compact:
+            problems.append(Problem(source, None, None, "partition", f"{checks['no_partition']} record(s) with "
+                                    "neither a key nor a partition"))
+        if problems:
+            raise RecordError(problems)
+        counts = {r["_partition"]: r["n"] for r in numbered.groupBy("_partition").agg(F.count("*").alias("n")).collect()}
+        topic.ensure()
+        results = []
+        for p in sorted(counts):
+            batch = numbered.where(F.col("_partition") == p).drop("_partition")
+            results.append(topic.partition(p).append(batch, counts[p]))
+        return results
+    finally:
+        numbered.unpersist()

@@ -1,0 +1,79 @@
+"""Spark sessions: the embedded local one, or the one a cluster already runs.
+
+On Databricks, or under ``spark-submit``, the active session is used exactly as it is:
+its Delta configuration, its storage credentials, its resources. Only when no Spark
+is running does topiclake start its own ``local[*]`` session with Delta, whose jars
+Spark resolves from Maven Central through Ivy on first use and caches under
+``~/.ivy2*``. The session is then passed into every framework object; nothing in the
+package looks one up behind the caller's back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Mapping
+
+#: Settings for the embedded session, sized for a small (2-core) machine.
+LOCAL_CONF: Mapping[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    # Delta rebuilds table state with 50 tasks by default; tiny on one machine.
+    "spark.databricks.delta.snapshotPartitions": "2",
+    # VACUUM lists files with this many tasks (default 10000: 30 s for an empty table).
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+    "spark.databricks.delta.stateReconstructionValidation.enabled": "false",
+}
+
+
+def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None):
+    """Start (or return) the embedded ``local[*]`` Spark session with Delta Lake.
+
+    ``conf`` overrides :data:`LOCAL_CONF`; ``TOPICLAKE_DRIVER_MEMORY`` (default 2g) sets
+    the driver's heap, which in local mode is the whole engine's memory.
+    """
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+
+    # Python workers must run the interpreter that has our package and its
+    # dependencies, not whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = dict(LOCAL_CONF)
+    settings.setdefault("spark.driver.memory", os.environ.get("TOPICLAKE_DRIVER_MEMORY", "2g"))
+    # Path-based tables only: keep Spark's own catalog folders out of the user's cwd.
+    scratch = os.path.join(tempfile.gettempdir(), "topiclake-spark")
+    settings.setdefault("spark.sql.warehouse.dir", os.path.join(scratch, "spark-warehouse"))
+    settings.setdefault("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch}")
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]"))
+    builder = builder.appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("TOPICLAKE_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def running_under_spark_submit() -> bool:
+    """True when a JVM started this Python process (spark-submit, a Databricks task)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def get_session(app_name: str = "topiclake"):
+    """The session a job should use: the active one, spark-submit's, or the embedded one."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if running_under_spark_submit():
+        # spark-submit (or a Databricks Python task) configured the JVM; use it unchanged.
+        return SparkSession.builder.appName(app_name).getOrCreate()
+    return local_session(app_name)

@@ -1,0 +1,76 @@
+"""A topic: its spec and its partition tables, created idempotently and kept fitting the spec."""
+
+from __future__ import annotations
+
+from .errors import TableMismatchError
+from .log import PartitionLog
+from .spec import TopicSpec
+from .warehouse import Warehouse
+
+
+class Topic:
+    """The partition tables of one topic spec in one warehouse."""
+
+    def __init__(self, spark, warehouse: Warehouse, spec: TopicSpec):
+        self.spark = spark
+        self.warehouse = warehouse
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.topic
+
+    def partition(self, partition: int) -> PartitionLog:
+        return PartitionLog(self.spark, self.warehouse, self.spec, partition)
+
+    def partitions(self) -> list[PartitionLog]:
+        return [self.partition(p) for p in range(self.spec.partitions)]
+
+    def check_fits(self) -> list[PartitionLog]:
+        """Refuse a spec that no longer fits the tables already there; return those tables.
+
+        Kafka can add partitions but never remove them, and a key's type is part of
+        every record written; so fewer partitions, or another key or value type, is refused.
+        """
+        from delta.tables import DeltaTable
+
+        beyond_path = self.warehouse.partition_path(self.spec.topic, self.spec.partitions)
+        if DeltaTable.isDeltaTable(self.spark, beyond_path):
+            raise TableMismatchError(
+                f"{self.spec.source}: partitions: the spec says {self.spec.partitions} but the "
+                f"warehouse already has {beyond_path}; Kafka topics can gain partitions, never lose them"
+            )
+        existing = [log for log in self.partitions() if log.exists()]
+        for log in existing:
+            fields = {f.name: f.dataType.simpleString() for f in log.schema().fields}
+            for column, wanted in (("key", self.spec.key_type), ("value", self.spec.value_type)):
+                found = fields.get(column)
+                if found != wanted:
+                    raise TableMismatchError(
+                        f"{self.spec.source}: {column}.type: the spec says {wanted} but table "
+                        f"{log.path} stores {column} as {found}; records already written cannot change type"
+                    )
+        return existing
+
+    def create(self, sync_properties: bool = True) -> dict[int, str]:
+        """Create missing partition tables; bring existing ones' properties in line with the spec.
+
+        Returns, per partition, "created", "updated" (properties changed) or "exists".
+        """
+        existing = {log.partition for log in self.check_fits()}
+        outcome: dict[int, str] = {}
+        for log in self.partitions():
+            if log.partition not in existing:
+                outcome[log.partition] = "created" if log.create() else "exists"
+            elif sync_properties and log.sync_properties():
+                outcome[log.partition] = "updated"
+            else:
+                outcome[log.partition] = "exists"
+        return outcome
+
+    def ensure(self) -> None:
+        """Make sure every partition table exists (produce creates a topic on first use)."""
+        existing = {log.partition for log in self.check_fits()}
+        for log in self.partitions():
+            if log.partition not in existing:
+                log.create()

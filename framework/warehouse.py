@@ -1,0 +1,64 @@
+"""Where a topic's tables and topiclake's own tables live.
+
+Partition ``p`` of topic ``T`` is the Delta table at ``<warehouse>/<T>-<p>``, Kafka's
+own log directory naming. topiclake's own tables live under ``<warehouse>/_topiclake/``;
+no topic partition can be named that (it has no ``-<partition>`` suffix).
+The warehouse may be a local folder or any URI Spark's Hadoop file systems read
+(``s3a://``, ``abfss://``, ``dbfs:/``...).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+DEFAULT_WAREHOUSE = "warehouse"
+ENV_WAREHOUSE = "TOPICLAKE_WAREHOUSE"
+
+
+def _is_uri(location: str) -> bool:
+    scheme, sep, _ = location.partition(":")
+    # "C:/..." is a Windows path, not a URI; real schemes are longer than one letter.
+    return bool(sep) and len(scheme) > 1 and scheme.replace("+", "").isalnum()
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """The root under which every table of a topiclake installation lives."""
+
+    root: str
+
+    @classmethod
+    def resolve(cls, location: str | None = None) -> "Warehouse":
+        """``location``, else ``$TOPICLAKE_WAREHOUSE``, else ``./warehouse``."""
+        chosen = location or os.environ.get(ENV_WAREHOUSE) or DEFAULT_WAREHOUSE
+        if not _is_uri(chosen):
+            chosen = os.path.abspath(chosen)
+        return cls(chosen.rstrip("/") or "/")
+
+    def _join(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def partition_path(self, topic: str, partition: int) -> str:
+        return self._join(f"{topic}-{partition}")
+
+    @property
+    def internal_root(self) -> str:
+        return self._join("_topiclake")
+
+    @property
+    def consumer_offsets_path(self) -> str:
+        """Committed consumer-group offsets (Kafka's ``__consumer_offsets``)."""
+        return self._join("_topiclake", "consumer_offsets")
+
+    @property
+    def maintenance_history_path(self) -> str:
+        return self._join("_topiclake", "maintenance_history")
+
+    @property
+    def report_root(self) -> str:
+        return self._join("_topiclake", "report")
+
+    @property
+    def is_local(self) -> bool:
+        return not _is_uri(self.root) or self.root.startswith("file:")

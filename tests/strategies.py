@@ -1,0 +1,158 @@
+"""Hypothesis strategies for the engine-vs-model property tests.
+
+Everything is tiny on purpose: each engine step costs about a second. A scenario has the
+shape of the acceptance files (contract section 7), so it can be written out as YAML and
+given to `topiclake simulate`, or replayed step by step:
+
+    {"name": ..., "spec": {"topic", "partitions": 1, "config": {...}},
+     "steps": [{"produce": {"now", "records"}} | {"maintain": {"now", "force"}}
+               | {"commit_offset": {"group", "partition", "offset"}}, ...]}
+
+Times are in milliseconds and stay within a few tens of seconds of 0, so that the small
+lags and retentions below actually matter. Every generated spec is valid per contract
+section 2 and every generated batch is accepted by produce.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+KEYS = ["a", "b", "c", "d"]
+# four values and a tombstone: about 20% of the records are tombstones
+VALUES = ["1", "2", "xy", "long-value", None]
+HEADER = "v"
+
+
+@st.composite
+def topic_configs(draw) -> dict[str, Any]:
+    """A valid config dict with Kafka's names; an absent key means the contract's default."""
+    config: dict[str, Any] = {}
+    config["cleanup.policy"] = draw(
+        st.sampled_from(["compact", "compact", "compact,delete", "compact,delete", "delete"])
+    )
+
+    min_lag = draw(st.sampled_from([0, 0, 0, 1000, 3000]))
+    if min_lag or draw(st.booleans()):
+        config["min.compaction.lag.ms"] = min_lag
+    max_lag = draw(st.sampled_from([None, None, 1, 2000, 5000, 20000]))
+    if max_lag is not None:  # None: Kafka's huge default
+        config["max.compaction.lag.ms"] = max(max_lag, min_lag, 1)
+
+    ratio = draw(st.sampled_from([None, 0.0, 0.0, 0.3, 0.5, 0.9, 1.0]))
+    if ratio is not None:
+        config["min.cleanable.dirty.ratio"] = ratio
+
+    config["delete.retention.ms"] = draw(st.sampled_from([0, 500, 2000, 5000]))
+
+    if draw(st.booleans()):
+        # KIP-68's use: consumed retention instead of a short time retention, which would
+        # otherwise delete everything first
+        config["consumed.retention.ms"] = draw(st.sampled_from([0, 0, 1000, 5000]))
+        config["consumed.retention.groups"] = draw(st.sampled_from([["g1"], ["g1"], ["g1", "g2"]]))
+        retention_ms = draw(st.sampled_from([-1, -1, -1, None, 8000]))
+    else:
+        retention_ms = draw(st.sampled_from([-1, -1, -1, None, 0, 3000, 8000]))
+    if retention_ms is not None:  # None: the 7-day default, which never bites here
+        config["retention.ms"] = retention_ms
+    retention_bytes = draw(st.sampled_from([-1, -1, -1, None, 10, 30, 60]))
+    if retention_bytes is not None:
+        config["retention.bytes"] = retention_bytes
+
+    if draw(st.integers(0, 9)) == 0:
+        config["message.timestamp.type"] = "LogAppendTime"
+
+    strategy = draw(st.sampled_from([None, "offset", "timestamp", "header", "header"]))
+    if strategy is not None:
+        config["compaction.strategy"] = strategy
+    if strategy == "header":
+        config["compaction.strategy.header"] = HEADER
+    return config
+
+
+def _header_values() -> st.SearchStrategy:
+    """Values for the "v" header: decimal text, 8 raw bytes, garbage, or null."""
+    decimal = st.sampled_from(["0", "1", "2", "5", "-3", "007", "12345678", "99999999999999999999"])
+    raw8 = st.integers(-3, 3).map(lambda n: n.to_bytes(8, "big", signed=True))
+    garbage = st.sampled_from(["", "x1", "+5", "1.5", " 2", b"\x00\x01"])
+    return st.one_of(decimal, decimal, raw8, garbage, st.none())
+
+
+@st.composite
+def _headers(draw) -> list[list]:
+    kind = draw(st.sampled_from(["none", "none", "one", "one", "several", "other"]))
+    if kind == "none":
+        return []
+    if kind == "one":
+        return [[HEADER, draw(_header_values())]]
+    if kind == "several":
+        return [[HEADER, draw(_header_values())] for _ in range(draw(st.integers(2, 3)))]
+    return [["h", "x"], [HEADER, draw(_header_values())]]
+
+
+@st.composite
+def record_batches(draw, config: dict[str, Any], now: int = 10_000) -> list[dict[str, Any]]:
+    """1..8 records for partition 0, with timestamps near `now` (duplicates, out of order,
+    and sometimes a little in the future)."""
+    deltas = [-8000, -5000, -3000, -3000, -1000, 0, 0, 1000]
+    records = []
+    for _ in range(draw(st.integers(1, 8))):
+        record: dict[str, Any] = {
+            "partition": 0,
+            "key": draw(st.sampled_from(KEYS)),
+            "value": draw(st.sampled_from(VALUES)),
+            "timestamp": max(0, now + draw(st.sampled_from(deltas))),
+        }
+        headers = draw(_headers())
+        if headers:
+            record["headers"] = headers
+        records.append(record)
+    return records
+
+
+@st.composite
+def scenarios(draw) -> dict[str, Any]:
+    """A spec and 1..5 steps: a produce first, a maintain last (when there are two or more
+    steps), and any mix in between; the clock mostly moves forward."""
+    config = draw(topic_configs())
+    groups = config.get("consumed.retention.groups", [])
+    count = draw(st.integers(1, 5))
+    now = draw(st.sampled_from([0, 2000, 10_000]))
+    steps: list[dict[str, Any]] = []
+    for index in range(count):
+        if index == 0:
+            kind = "produce"
+        elif index == count - 1:
+            kind = "maintain"
+        else:
+            kinds = ["produce", "maintain"] + (["commit_offset", "commit_offset"] if groups else [])
+            kind = draw(st.sampled_from(kinds))
+
+        if kind == "commit_offset":
+            steps.append(
+                {
+                    "commit_offset": {
+                        "group": draw(st.sampled_from(groups)),
+                        "partition": 0,
+                        "offset": draw(st.integers(0, 12)),
+                    }
+                }
+            )
+            continue
+
+        if index > 0:
+            move = draw(st.sampled_from(["forward", "forward", "forward", "same", "back"]))
+            if move == "forward":
+                now += draw(st.sampled_from([500, 1000, 3000, 6000, 20_000]))
+            elif move == "back":
+                now = max(0, now - draw(st.sampled_from([1000, 5000])))
+        if kind == "produce":
+            steps.append({"produce": {"now": now, "records": draw(record_batches(config, now))}})
+        else:
+            steps.append({"maintain": {"now": now, "force": draw(st.integers(0, 3)) == 0}})
+    return {
+        "name": "generated",
+        "spec": {"topic": "generated", "partitions": 1, "config": config},
+        "steps": steps,
+    }
