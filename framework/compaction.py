@@ -6,10 +6,11 @@ whether a run is due. ``execute`` builds, from that same version, the set of rec
 remove and tombstones to stamp, and applies it with a single MERGE whose commit also
 carries the new checkpoint: data and bookkeeping change together or not at all.
 
-Only keys that occur in the dirty section can lose records: the clean section already
-holds one record per key (Kafka's cleaner builds its offset map from the dirty section
-for the same reason). So the winner search shuffles those keys' records only; the rest
-of the clean section is read for its keys and never moved.
+The winner search is one window over the key across every record below U: the
+contract's rule as written. (Only keys in the dirty section can lose a record, since the
+clean section holds one record per key; but on small and medium partitions one window
+pass costs less than first finding those keys, and it repairs a clean section that
+someone else broke.)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .spec import TopicConfig
 
 DELETE = "delete"
 STAMP = "stamp"
+KEEP = "keep"
 
 
 def _ms(column):
@@ -115,10 +117,15 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
     return CompactionPlan(log.partition, snap, measured, decision, now_ms)
 
 
-def compaction_actions(records, config: TopicConfig, checkpoint: int, cleanable_end: int, now_ms: int):
-    """Records below ``cleanable_end`` to delete, and winning tombstones to stamp.
+def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms: int):
+    """What a run does to each affected record below ``cleanable_end`` (U).
 
-    Columns: offset, _action ("delete" | "stamp"), _horizon (the stamp), _size, _reason.
+    One pass: a window over the key picks each key's winner among the records below U
+    (KIP-280's rank), and every record gets its fate. Columns: offset, _size, _action,
+    _reason, _horizon. ``_action`` is "delete" (a superseded record, a keyless one, a
+    tombstone past its horizon), "stamp" (a winning tombstone kept for the first time gets
+    ``now + delete.retention.ms``) or "keep" (a tombstone keeping the horizon it has,
+    listed so the run can count what is left). Records a run leaves alone are not listed.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -127,43 +134,34 @@ def compaction_actions(records, config: TopicConfig, checkpoint: int, cleanable_
     columns = ["offset", "timestamp", "key", F.col("value").isNull().alias("_tomb"), "_delete_horizon", "_size"]
     below = records.where(F.col("offset") < cleanable_end)
     if config.compaction_strategy == "header":
-        rank_source = below.withColumn("_hv", F.try_element_at(
-            F.filter("headers", lambda h: h["key"] == F.lit(config.compaction_strategy_header)), F.lit(-1))["value"])
+        named = F.filter("headers", lambda h: h["key"] == F.lit(config.compaction_strategy_header))
+        below = below.withColumn("_hv", F.try_element_at(named, F.lit(-1))["value"])
         columns.append("_hv")
-    else:
-        rank_source = below
-    below = rank_source.select(*columns)
-    dirty_keys = below.where((F.col("offset") >= checkpoint) & F.col("key").isNotNull()).select("key").distinct()
+    below = below.select(*columns)
+    below = below.withColumn("_best", F.max(_rank(config)).over(Window.partitionBy("key"))["offset"])
 
-    contested = below.join(dirty_keys, "key", "left_semi")
-    contested = contested.withColumn("_best", F.max(_rank(config)).over(Window.partitionBy("key"))["offset"])
-    expired = F.col("_tomb") & F.col("_delete_horizon").isNotNull() & (F.col("_delete_horizon") <= now_ts)
-    horizon = F.timestamp_millis(F.lit(now_ms + config.delete_retention_ms))
-    contested_actions = contested.select(
-        "offset",
-        "_size",
-        F.when(F.col("offset") != F.col("_best"), F.lit(DELETE))
-        .when(expired, F.lit(DELETE))
-        .when(F.col("_tomb") & F.col("_delete_horizon").isNull(), F.lit(STAMP))
-        .alias("_action"),
-        F.when(F.col("offset") != F.col("_best"), F.lit("superseded"))
+    has_horizon = F.col("_delete_horizon").isNotNull()
+    keyless = F.col("key").isNull()
+    loses = F.col("offset") != F.col("_best")
+    expired = F.col("_tomb") & has_horizon & (F.col("_delete_horizon") <= now_ts)
+    first_kept = F.col("_tomb") & ~has_horizon
+    action = (
+        F.when(keyless | loses | expired, F.lit(DELETE))
+        .when(first_kept, F.lit(STAMP))
+        .when(has_horizon, F.lit(KEEP))
+    )
+    reason = (
+        F.when(keyless, F.lit("keyless"))
+        .when(loses, F.lit("superseded"))
         .when(expired, F.lit("tombstone_expired"))
-        .when(F.col("_tomb") & F.col("_delete_horizon").isNull(), F.lit("tombstone_kept"))
-        .alias("_reason"),
-    ).where(F.col("_action").isNotNull())
-    keyless = below.where(F.col("key").isNull()).select(
-        "offset", "_size", F.lit(DELETE).alias("_action"), F.lit("keyless").alias("_reason")
+        .when(first_kept, F.lit("tombstone_kept"))
+        .when(has_horizon, F.lit("tombstone_waiting"))
     )
-    # Clean-section tombstones of keys the dirty section does not touch: remove once expired.
-    expired_clean = (
-        below.where((F.col("offset") < checkpoint) & F.col("key").isNotNull() & expired)
-        .join(dirty_keys, "key", "left_anti")
-        .select("offset", "_size", F.lit(DELETE).alias("_action"), F.lit("tombstone_expired").alias("_reason"))
+    horizon = F.when(first_kept, F.timestamp_millis(F.lit(now_ms + config.delete_retention_ms))).otherwise(
+        F.col("_delete_horizon")
     )
-    actions = contested_actions.unionByName(keyless).unionByName(expired_clean)
-    return actions.withColumn(
-        "_horizon", F.when(F.col("_action") == STAMP, horizon).otherwise(F.lit(None).cast("timestamp"))
-    )
+    decided = below.select("offset", "_size", action.alias("_action"), reason.alias("_reason"), horizon.alias("_horizon"))
+    return decided.where(F.col("_action").isNotNull())
 
 
 def _rank(config: TopicConfig):
@@ -224,20 +222,29 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
     records = log.read(snap.version)
-    actions = compaction_actions(records, config, checkpoint, end, compaction.now_ms).persist()
+    actions = compaction_actions(records, config, end, compaction.now_ms).persist()
     try:
+        is_delete = F.col("_action") == DELETE
+        left_with_horizon = F.col("_action").isin(STAMP, KEEP)
         totals = actions.agg(
-            F.count(F.when(F.col("_action") == DELETE, 1)).alias("removed"),
-            F.sum(F.when(F.col("_action") == DELETE, F.col("_size"))).alias("removed_bytes"),
+            F.count(F.when(is_delete, 1)).alias("removed"),
+            F.sum(F.when(is_delete, F.col("_size"))).alias("removed_bytes"),
             F.count(F.when(F.col("_reason") == "superseded", 1)).alias("superseded"),
             F.count(F.when(F.col("_reason") == "keyless", 1)).alias("keyless"),
             F.count(F.when(F.col("_reason") == "tombstone_expired", 1)).alias("expired"),
             F.count(F.when(F.col("_action") == STAMP, 1)).alias("stamped"),
+            F.count(F.when(left_with_horizon, 1)).alias("tombstones"),
+            F.min(F.when(left_with_horizon, F.unix_millis("_horizon"))).alias("min_horizon"),
         ).collect()[0]
-        tombstones, min_horizon = _tombstones_after(records, actions, new_checkpoint)
+        tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
+        if end < checkpoint:
+            # The clock went back: tombstones in [U, C) stay clean and keep their horizons.
+            more, earliest = _horizons_between(records, end, checkpoint)
+            tombstones += more
+            min_horizon = earliest if min_horizon is None else min(x for x in (min_horizon, earliest) if x is not None)
         dirty_records = measured.dirty_records if end >= checkpoint else 0
         dirty_bytes = measured.dirty_bytes if end >= checkpoint else 0
-        if end < measured.first_uncleanable_offset and end >= checkpoint:
+        if checkpoint <= end < measured.first_uncleanable_offset:
             dirty_records, dirty_bytes = _section_size(records, checkpoint, end)
         clean = CleanSection(
             epoch=state.clean.epoch + 1,
@@ -251,16 +258,17 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         if changes == 0 and new_checkpoint == state.checkpoint:
             return CompactionResult(compaction, end, snap.version, None, state)
         extra = dict(run_id=run_id, cleaned_up_to=end, removed=totals["removed"], stamped=totals["stamped"])
+        action = None
         if changes:
-            target = log.delta_table().alias("t")
+            source = actions.where(F.col("_action").isin(DELETE, STAMP))
             merge = (
-                target.merge(actions.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")
+                log.delta_table().alias("t")
+                .merge(source.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")
                 .whenMatchedDelete(condition=f"s._action = '{DELETE}'")
                 .whenMatchedUpdate(condition=f"s._action = '{STAMP}'", set={"_delete_horizon": "s._horizon"})
             )
-            version = log.commit_maintenance(after, "compact", merge.execute, snap.version, **extra)
-        else:
-            version = log.commit_maintenance(after, "compact", None, snap.version, **extra)
+            action = merge.execute
+        version = log.commit_maintenance(after, "compact", action, snap.version, **extra)
         return CompactionResult(
             compaction, end, snap.version, version, after,
             removed_records=totals["removed"], removed_bytes=totals["removed_bytes"] or 0,
@@ -271,17 +279,14 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         actions.unpersist()
 
 
-def _tombstones_after(records, actions, new_checkpoint: int) -> tuple[int, int | None]:
-    """Tombstones with a horizon below the new checkpoint once the run is applied."""
+def _horizons_between(records, start: int, end: int) -> tuple[int, int | None]:
     from pyspark.sql import functions as F
 
-    kept = (
-        records.where((F.col("offset") < new_checkpoint) & F.col("_delete_horizon").isNotNull())
-        .select("offset", F.col("_delete_horizon").alias("h"))
-        .join(actions.where(F.col("_action") == DELETE).select("offset"), "offset", "left_anti")
+    row = (
+        records.where((F.col("offset") >= start) & (F.col("offset") < end) & F.col("_delete_horizon").isNotNull())
+        .agg(F.count("*").alias("n"), F.min(F.unix_millis("_delete_horizon")).alias("m"))
+        .collect()[0]
     )
-    stamped = actions.where(F.col("_action") == STAMP).select("offset", F.col("_horizon").alias("h"))
-    row = kept.unionByName(stamped).agg(F.count("*").alias("n"), F.min(F.unix_millis("h")).alias("m")).collect()[0]
     return row["n"], row["m"]
 
 

@@ -98,8 +98,9 @@ def record_size_column():
 def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
     """Table properties: Delta's time-travel window from the spec, and the spec's settings."""
     window = spec.config.time_travel_retention_ms
+    # Deletion vectors are left as the table (or the platform's default) has them: a
+    # copy-on-write MERGE was faster here, and vacuum purges DVs wherever they exist.
     props = {
-        "delta.enableDeletionVectors": "true",
         "delta.deletedFileRetentionDuration": f"interval {window} milliseconds",
         "delta.logRetentionDuration": f"interval {max(window, MIN_LOG_RETENTION_MS)} milliseconds",
         "delta.setTransactionRetentionDuration": TXN_RETENTION,
@@ -406,7 +407,7 @@ class PartitionLog:
 
     # -------------------------------------------------------------- maintenance
     def commit_maintenance(self, state: LogState, operation: str, action: Callable[[], object] | None,
-                           read_version: int, **extra) -> int:
+                           read_version: int, confs: dict[str, str] | None = None, **extra) -> int:
         """Commit a maintenance change (``action``, a Delta DML; or None for bookkeeping only)
         so that the commit carries ``state`` and claims maintenance epoch ``state.clean.epoch``.
 
@@ -421,8 +422,9 @@ class PartitionLog:
         if action is None:
             self._empty_commit(metadata, MAINTENANCE_APP_ID, epoch)
         else:
-            confs = {USER_METADATA_CONF: metadata, TXN_APP_ID_CONF: MAINTENANCE_APP_ID, TXN_VERSION_CONF: str(epoch)}
-            with session_confs(self.spark, confs):
+            settings = {USER_METADATA_CONF: metadata, TXN_APP_ID_CONF: MAINTENANCE_APP_ID, TXN_VERSION_CONF: str(epoch)}
+            settings.update(confs or {})
+            with session_confs(self.spark, settings):
                 action()
         version = self.find_commit("commit_id", commit_id, read_version)
         if version is None:

@@ -317,10 +317,11 @@ class Maintenance:
         row = self._row(run, log, "vacuum", version_before=result.version_before, version_after=result.version_after,
                         committed=result.version_after != result.version_before,
                         message=f"window {result.window_ms} ms; purged={result.purged}; "
-                                f"files deleted {result.files_deleted}; oldest readable version "
-                                f"{result.oldest_readable_version}")
+                                f"vacuumed: {result.vacuumed_because or 'not needed'}; files deleted "
+                                f"{result.files_deleted}; oldest readable version {result.oldest_readable_version}")
         row.duration_ms = int((time.monotonic() - started) * 1000)
         part.rows.append(row)
         self.progress(f"      vacuum: window {result.window_ms} ms, purged={result.purged}, "
+                      f"vacuum {'ran (' + result.vacuumed_because + ')' if result.vacuumed_because else 'not needed'}, "
                       f"{result.files_deleted} file(s) deleted")
         return result

@@ -32,6 +32,7 @@ class VacuumResult:
     version_after: int
     files_deleted: int
     oldest_readable_version: int | None
+    vacuumed_because: str | None = None
 
 
 def check_window(spec_window_ms: int, requested_ms: int | None, unsafe: bool) -> int:
@@ -61,20 +62,74 @@ def check_window(spec_window_ms: int, requested_ms: int | None, unsafe: bool) ->
     return 0
 
 
-def _files_with_deletion_vectors(log: PartitionLog, since_version: int | None) -> bool:
-    """Did any commit since the last purge leave deletion vectors behind?"""
-    for row in log.history_rows(64):
-        if since_version is not None and row["version"] <= since_version:
-            break
-        operation = row["operation"] or ""
-        if operation.startswith("REORG") or operation == "OPTIMIZE":
+@dataclass(frozen=True)
+class CommitSummary:
+    """What the vacuum decision needs from one entry of ``DESCRIBE HISTORY``."""
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    metrics: dict
+
+
+#: Operations that never remove a file: appends, table creation, property changes, vacuum itself.
+_KEEPS_FILES = ("WRITE", "STREAMING UPDATE", "CREATE TABLE", "CREATE OR REPLACE TABLE", "SET TBLPROPERTIES",
+                "VACUUM START", "VACUUM END", "CHANGE COLUMN", "ADD COLUMNS")
+_DV_METRICS = ("numDeletionVectorsAdded", "numTargetDeletionVectorsAdded", "numDeletionVectorsUpdated",
+               "numTargetDeletionVectorsUpdated")
+
+
+def _removes_files(commit: CommitSummary) -> bool:
+    if commit.operation == "WRITE":
+        return (commit.metrics or {}).get("numRemovedFiles", "0") not in ("0", None)
+    return commit.operation not in _KEEPS_FILES
+
+
+def purge_due(commits: list[CommitSummary]) -> bool:
+    """Did a commit since the last purge (REORG or OPTIMIZE) leave deletion vectors behind?"""
+    for commit in sorted(commits, key=lambda c: c.version, reverse=True):
+        if commit.operation.startswith("REORG") or commit.operation == "OPTIMIZE":
             return False
-        metrics = row["operationMetrics"] or {}
-        for name in ("numDeletionVectorsAdded", "numTargetDeletionVectorsAdded", "numDeletionVectorsUpdated",
-                     "numTargetDeletionVectorsUpdated"):
-            if int(metrics.get(name, 0) or 0) > 0:
-                return True
+        if any(int((commit.metrics or {}).get(name, 0) or 0) > 0 for name in _DV_METRICS):
+            return True
     return False
+
+
+def vacuum_due(commits: list[CommitSummary], window_ms: int, wall_now_ms: int, complete: bool) -> str | None:
+    """Why a VACUUM now could delete something, or None when it could not.
+
+    A file removed at time r becomes deletable at r + window; the last VACUUM, at T,
+    deleted everything removed before T - window. So a vacuum is useful when some commit
+    removed files in (T - window, now - window], or, to sweep files no commit tracks
+    (a crashed write), when the last vacuum (or the table's creation) is a window old.
+    ``complete`` says whether ``commits`` reach back to the table's creation.
+    """
+    deletable_before = wall_now_ms - window_ms
+    ordered = sorted(commits, key=lambda c: c.version, reverse=True)
+    last_vacuum = next((c for c in ordered if c.operation == "VACUUM END"), None)
+    if last_vacuum is None and not complete:
+        return "no vacuum in the recent history"
+    since = last_vacuum.timestamp_ms - window_ms if last_vacuum else None
+    oldest = last_vacuum if last_vacuum else ordered[-1]
+    if oldest.timestamp_ms <= deletable_before:
+        return "the last sweep is older than the time-travel window"
+    for commit in ordered:
+        if since is not None and commit.timestamp_ms <= since:
+            break
+        if _removes_files(commit) and commit.timestamp_ms <= deletable_before:
+            return f"version {commit.version} ({commit.operation}) removed files now outside the window"
+    return None
+
+
+def _commit_summaries(log: PartitionLog, limit: int) -> list[CommitSummary]:
+    from pyspark.sql import functions as F
+
+    rows = (
+        log.delta_table().history(limit)
+        .select("version", F.unix_millis("timestamp").alias("ms"), "operation", "operationMetrics")
+        .collect()
+    )
+    return [CommitSummary(r["version"], r["ms"], r["operation"] or "", r["operationMetrics"] or {}) for r in rows]
 
 
 def oldest_readable_version(log: PartitionLog, window_ms: int, now_wall_ms: int) -> int | None:
@@ -90,30 +145,46 @@ def oldest_readable_version(log: PartitionLog, window_ms: int, now_wall_ms: int)
     return rows[0]["v"] if rows else None
 
 
-def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = False) -> VacuumResult:
-    """Sync the window, purge deletion vectors, and vacuum files outside the window."""
+HISTORY_PAGE = 500
+
+
+def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = False,
+           wall_now_ms: int | None = None) -> VacuumResult:
+    """Sync the window, purge deletion vectors, and vacuum files outside the window.
+
+    Each of the two runs only when it can change something (see purge_due, vacuum_due);
+    an explicit short window always vacuums.
+    """
     import time
 
     window = check_window(log.spec.config.time_travel_retention_ms, requested_ms, unsafe)
+    wall_now = wall_now_ms if wall_now_ms is not None else int(time.time() * 1000)
     changed = tuple(sorted(log.sync_properties()))
-    snap = log.snapshot()
-    metadata = to_metadata(snap.state, "vacuum")
-    purged = False
-    with commit_metadata(log.spark, metadata):
-        if _files_with_deletion_vectors(log, None):
-            log.spark.sql(f"REORG TABLE delta.`{log.path}` APPLY (PURGE)").collect()
-            purged = True
-        if window == 0 and window != log.spec.config.time_travel_retention_ms:
-            with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
-                log.spark.sql(f"VACUUM delta.`{log.path}` RETAIN 0 HOURS").collect()
-        else:
-            log.delta_table().vacuum()
-    after_rows = log.history_rows(2)
+    commits = _commit_summaries(log, HISTORY_PAGE)
+    version_before = commits[0].version
+    purge = purge_due(commits)
+    sweep = vacuum_due(commits, window, wall_now, complete=len(commits) < HISTORY_PAGE)
+    shorter = window != log.spec.config.time_travel_retention_ms
     deleted = 0
-    for row in after_rows:
-        if row["operation"] == "VACUUM END":
-            deleted = int((row["operationMetrics"] or {}).get("numDeletedFiles", 0) or 0)
-            break
-    version_after = after_rows[0]["version"]
-    oldest = oldest_readable_version(log, window, int(time.time() * 1000))
-    return VacuumResult(log.partition, window, changed, purged, snap.version, version_after, deleted, oldest)
+    if purge or sweep or shorter:
+        with commit_metadata(log.spark, to_metadata(log.snapshot().state, "vacuum")):
+            if purge:
+                log.spark.sql(f"REORG TABLE delta.`{log.path}` APPLY (PURGE)").collect()
+            if shorter:
+                with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
+                    log.spark.sql(f"VACUUM delta.`{log.path}` RETAIN 0 HOURS").collect()
+            elif sweep or purge_leaves_old_files(window):
+                log.spark.sql(f"VACUUM delta.`{log.path}`").collect()
+        for summary in _commit_summaries(log, 3):
+            if summary.operation == "VACUUM END":
+                deleted = int(summary.metrics.get("numDeletedFiles", 0) or 0)
+                break
+    version_after = _commit_summaries(log, 1)[0].version
+    oldest = oldest_readable_version(log, window, wall_now)
+    return VacuumResult(log.partition, window, changed, purge, version_before, version_after, deleted, oldest,
+                        sweep)
+
+
+def purge_leaves_old_files(window_ms: int) -> bool:
+    """With no window, the files a purge just replaced can go at once."""
+    return window_ms == 0

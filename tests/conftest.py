@@ -1,0 +1,49 @@
+"""Shared fixtures: one local Spark session with Delta for the whole run, and paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+#: The shared folder beside the repository (CONTRACT, acceptance scenarios).
+SHARED = Path(os.environ.get("TOPICLAKE_SHARED", REPO.parent / "shared"))
+ACCEPTANCE = SHARED / "acceptance"
+
+#: Small, fast settings for tests on 2 cores.
+TEST_CONF = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.databricks.delta.writeChecksumFile.enabled": "false",
+}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from framework.session import local_session
+
+    scratch = tmp_path_factory.mktemp("spark")
+    conf = dict(TEST_CONF)
+    conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
+    session = local_session("topiclake-tests", conf=conf)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def warehouse(tmp_path):
+    from framework.warehouse import Warehouse
+
+    return Warehouse.resolve(str(tmp_path / "warehouse"))
+
+
+def acceptance_files() -> list[Path]:
+    """Every acceptance scenario; an empty or missing folder is an error, never a skip."""
+    files = sorted(ACCEPTANCE.glob("*.yaml"))
+    if not files:
+        raise RuntimeError(f"no acceptance scenarios under {ACCEPTANCE} (set TOPICLAKE_SHARED)")
+    return files
