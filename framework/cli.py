@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .errors import ArgumentError, ExitCode, TopiclakeError
 
@@ -186,13 +186,14 @@ class Context:
             print(message, file=sys.stderr, flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit status (never raises for a user's mistake)."""
-    try:
-        args = build_parser().parse_args(argv)
-        from . import commands
+def guarded(action: Callable[[], int]) -> int:
+    """Run ``action``; turn topiclake's errors into their exit status and one line each.
 
-        return int(commands.run(Context(args)))
+    A user's mistake never shows a traceback; an unexpected failure shows one line
+    (``TOPICLAKE_DEBUG=1`` re-raises it). Jobs use this as the CLI does.
+    """
+    try:
+        return int(action())
     except TopiclakeError as error:
         for line in error.lines():
             print(f"topiclake: {line}", file=sys.stderr)
@@ -207,6 +208,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"topiclake: internal error: {type(error).__name__}: {first} "
               "(set TOPICLAKE_DEBUG=1 for the traceback)", file=sys.stderr)
         return int(ExitCode.FAILED)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (never raises for a user's mistake)."""
+
+    def command() -> int:
+        args = build_parser().parse_args(argv)
+        from . import commands
+
+        return commands.run(Context(args))
+
+    return guarded(command)
 
 
 def entry_point() -> None:

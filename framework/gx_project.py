@@ -38,8 +38,16 @@ def context(warehouse: Warehouse):
         if found is None:
             os.makedirs(root, exist_ok=True)
             found = gx.get_context(mode="file", project_root_dir=root)
+            _quiet(found)
             _contexts[root] = found
         return found
+
+
+def _quiet(ctx) -> None:
+    """No tqdm bars while GE computes metrics: stdout and stderr belong to the CLI."""
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
 
 
 def data_docs_index(warehouse: Warehouse) -> str:

@@ -130,7 +130,7 @@ class MaintenanceHistory:
         rows = (
             self.read()
             .where((F.col("topic") == topic) & (F.col("partition") == partition) & F.col("committed"))
-            .orderBy(F.col("version_after").desc())
+            .orderBy(F.col("run_started_ms").desc(), F.col("version_after").desc())
             .limit(1)
             .collect()
         )

@@ -55,6 +55,8 @@ class StageCheck:
     cleaned_up_to: int | None = None
     smallest_committed_offset: int | None = None
     new_log_start: int | None = None
+    #: vacuum: the oldest version committed inside the time-travel window (G9 reads it)
+    oldest_window_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -242,14 +244,19 @@ class Maintenance:
         raise ConcurrentWriteError(f"{log.name}: compaction lost {MAX_COMMIT_ATTEMPTS} commit races; try again later")
 
     def _after_conflict(self, log: PartitionLog, error: Exception, cap: int | None, attempt: int) -> int | None:
-        """Decide how to retry after a lost commit race; re-raise anything else."""
+        """Decide how to retry after a lost commit race; re-raise anything else.
+
+        The first time a producer's append beats the run into a segment it cleans, roll
+        the log: appends that read the log after the roll go to the new segment, and the
+        retry never cleans past it. Later collisions can only come from appends already in
+        flight before the roll; they are finite, so the run waits them out.
+        """
         if isinstance(error, StaleSnapshotError):
             backoff(attempt)
             return cap
         if not is_retryable_conflict(error):
             raise error
-        if is_concurrent_append(error):
-            # A producer appended into a segment this run cleans: roll, and never clean past the roll.
+        if is_concurrent_append(error) and cap is None:
             rolled = log.roll_segment(log.snapshot().state)
             self.progress(f"      lost a commit race to a producer; rolled to segment {rolled.active_segment}, retrying")
             return rolled.active_segment
@@ -319,6 +326,13 @@ class Maintenance:
                         message=f"window {result.window_ms} ms; purged={result.purged}; "
                                 f"vacuumed: {result.vacuumed_because or 'not needed'}; files deleted "
                                 f"{result.files_deleted}; oldest readable version {result.oldest_readable_version}")
+        if row.committed:
+            state = log.snapshot().state
+            self._validate(part, row, StageCheck(
+                log=log, stage="vacuum", now_ms=run.now_ms, version_before=result.version_before,
+                version_after=result.version_after, before=None, state_before=state,
+                state_after=state, oldest_window_version=result.oldest_readable_version,
+            ))
         row.duration_ms = int((time.monotonic() - started) * 1000)
         part.rows.append(row)
         self.progress(f"      vacuum: window {result.window_ms} ms, purged={result.purged}, "

@@ -71,28 +71,52 @@ def topic_configs(draw) -> dict[str, Any]:
     return config
 
 
-def _header_values() -> st.SearchStrategy:
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+#: Header values the engine reads wrongly today (see tests/test_properties.py's xfail
+#: regressions): decimal digits followed by a line terminator. The contract says decimal
+#: text is "an optional minus sign and digits"; the engine's regex `^-?[0-9]+$` lets `$`
+#: match before a final line terminator and its cast trims it, so "7\n" reads as 7 and
+#: "1234567\n" (8 bytes) as 1234567 instead of big-endian. Generated only on request.
+KNOWN_ENGINE_BUG_HEADER_VALUES = ["7\n", "1234567\n", "2\r\n"]
+
+
+def _header_values(known_bugs: bool = False) -> st.SearchStrategy:
     """Values for the "v" header: decimal text, 8 raw bytes, garbage, or null."""
-    decimal = st.sampled_from(["0", "1", "2", "5", "-3", "007", "12345678", "99999999999999999999"])
-    raw8 = st.integers(-3, 3).map(lambda n: n.to_bytes(8, "big", signed=True))
-    garbage = st.sampled_from(["", "x1", "+5", "1.5", " 2", b"\x00\x01"])
+    decimal = st.sampled_from(["0", "1", "2", "5", "-3", "-0", "007", "12345678", "-1234567",
+                               str(INT64_MAX), str(INT64_MIN), "99999999999999999999",
+                               str(INT64_MAX + 1)])
+    raw8 = st.one_of(
+        st.integers(-3, 3),
+        st.sampled_from([INT64_MIN, INT64_MAX, 5 * 2**32, -(2**40)]),
+    ).map(lambda n: n.to_bytes(8, "big", signed=True))
+    garbage_values = ["", "x1", "+5", "1.5", " 2", "2 ", "-", b"\x00\x01", b"\xff" * 7, b"\x00" * 9,
+                      "+1234567",  # 8 bytes, not decimal: big-endian
+                      "٣"]  # a non-ASCII digit is not decimal text
+    if known_bugs:
+        garbage_values += KNOWN_ENGINE_BUG_HEADER_VALUES
+    garbage = st.sampled_from(garbage_values)
     return st.one_of(decimal, decimal, raw8, garbage, st.none())
 
 
 @st.composite
-def _headers(draw) -> list[list]:
+def _headers(draw, known_bugs: bool = False) -> list[list]:
+    values = _header_values(known_bugs)
     kind = draw(st.sampled_from(["none", "none", "one", "one", "several", "other"]))
     if kind == "none":
         return []
     if kind == "one":
-        return [[HEADER, draw(_header_values())]]
+        return [[HEADER, draw(values)]]
     if kind == "several":
-        return [[HEADER, draw(_header_values())] for _ in range(draw(st.integers(2, 3)))]
-    return [["h", "x"], [HEADER, draw(_header_values())]]
+        return [[HEADER, draw(values)] for _ in range(draw(st.integers(2, 3)))]
+    # another header around it, or a header whose name differs only in case
+    other = draw(st.sampled_from([["h", "x"], ["V", "9"], ["vv", "8"]]))
+    return [other, [HEADER, draw(values)]] if draw(st.booleans()) else [[HEADER, draw(values)], other]
 
 
 @st.composite
-def record_batches(draw, config: dict[str, Any], now: int = 10_000) -> list[dict[str, Any]]:
+def record_batches(draw, config: dict[str, Any], now: int = 10_000, known_bugs: bool = False) -> list[dict[str, Any]]:
     """1..8 records for partition 0, with timestamps near `now` (duplicates, out of order,
     and sometimes a little in the future)."""
     deltas = [-8000, -5000, -3000, -3000, -1000, 0, 0, 1000]
@@ -104,36 +128,51 @@ def record_batches(draw, config: dict[str, Any], now: int = 10_000) -> list[dict
             "value": draw(st.sampled_from(VALUES)),
             "timestamp": max(0, now + draw(st.sampled_from(deltas))),
         }
-        headers = draw(_headers())
+        headers = draw(_headers(known_bugs))
         if headers:
             record["headers"] = headers
         records.append(record)
     return records
 
 
+def _as_bytes(data):
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
 @st.composite
-def scenarios(draw) -> dict[str, Any]:
-    """A spec and 1..5 steps: a produce first, a maintain last (when there are two or more
-    steps), and any mix in between; the clock mostly moves forward."""
+def scenarios(draw, min_steps: int = 1, max_steps: int = 5, known_bugs: bool = False,
+              binary: bool = True) -> dict[str, Any]:
+    """A spec and min_steps..max_steps steps: a produce first, a maintain last (when there
+    are two or more steps), and any mix in between; the clock mostly moves forward.
+
+    With `binary`, about one topic in eight has binary keys and values (the records then
+    carry bytes). `known_bugs` adds inputs that hit known engine bugs (see
+    KNOWN_ENGINE_BUG_HEADER_VALUES)."""
     config = draw(topic_configs())
     groups = config.get("consumed.retention.groups", [])
-    count = draw(st.integers(1, 5))
+    count = draw(st.integers(min_steps, max_steps))
     now = draw(st.sampled_from([0, 2000, 10_000]))
+    is_binary = binary and draw(st.integers(0, 7)) == 0
     steps: list[dict[str, Any]] = []
+    committed: set[str] = set()
     for index in range(count):
         if index == 0:
             kind = "produce"
         elif index == count - 1:
             kind = "maintain"
         else:
-            kinds = ["produce", "maintain"] + (["commit_offset", "commit_offset"] if groups else [])
+            kinds = ["produce", "produce", "maintain", "maintain", "maintain"] + (["commit_offset"] * 5 if groups else [])
             kind = draw(st.sampled_from(kinds))
 
         if kind == "commit_offset":
+            # a group that has not committed yet first: consumed retention needs them all
+            waiting = [g for g in groups if g not in committed]
+            group = draw(st.sampled_from(waiting or groups))
+            committed.add(group)
             steps.append(
                 {
                     "commit_offset": {
-                        "group": draw(st.sampled_from(groups)),
+                        "group": group,
                         "partition": 0,
                         "offset": draw(st.integers(0, 12)),
                     }
@@ -148,11 +187,17 @@ def scenarios(draw) -> dict[str, Any]:
             elif move == "back":
                 now = max(0, now - draw(st.sampled_from([1000, 5000])))
         if kind == "produce":
-            steps.append({"produce": {"now": now, "records": draw(record_batches(config, now))}})
+            records = draw(record_batches(config, now, known_bugs))
+            if is_binary:
+                for record in records:
+                    record["key"] = _as_bytes(record["key"])
+                    record["value"] = _as_bytes(record["value"])
+            steps.append({"produce": {"now": now, "records": records}})
         else:
             steps.append({"maintain": {"now": now, "force": draw(st.integers(0, 3)) == 0}})
-    return {
-        "name": "generated",
-        "spec": {"topic": "generated", "partitions": 1, "config": config},
-        "steps": steps,
-    }
+    spec: dict[str, Any] = {"topic": "generated", "partitions": 1}
+    if is_binary:
+        spec["key"] = {"type": "binary"}
+        spec["value"] = {"type": "binary"}
+    spec["config"] = config
+    return {"name": "generated", "spec": spec, "steps": steps}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine for topiclake: Java for Spark, the .venv with pinned
+# dependencies, and Delta Lake's jars (resolved from Maven Central on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3.11}
+
+# Spark 4 needs Java 17 or newer.
+java_major() { java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print v[1]}'; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+  echo "setup: installing a Java 17 runtime (Spark 4 needs Java >= 17)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  echo "setup: $PYTHON not found; topiclake needs Python 3.11" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+# constraints.txt pins every transitive version that was tested together.
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+.venv/bin/python -m ipykernel install --prefix .venv --name python3 --display-name "topiclake (.venv)" >/dev/null
+echo "setup: .venv ready ($(.venv/bin/python --version), $(java -version 2>&1 | head -1))"

@@ -1,0 +1,198 @@
+"""The command line, in-process (the CLI reuses the session fixture's active session)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from framework.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+COMPACTED = """\
+topic: users
+partitions: 2
+config:
+  cleanup.policy: compact
+  min.cleanable.dirty.ratio: 0.0
+"""
+CHANGELOG = """\
+topic: events
+partitions: 1
+config:
+  cleanup.policy: delete
+  retention.ms: -1
+"""
+
+
+@pytest.fixture
+def specs(tmp_path):
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "users.yaml").write_text(COMPACTED)
+    (folder / "events.yaml").write_text(CHANGELOG)
+    return folder
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def test_lint_needs_no_spark_and_answers_fast():
+    # A fresh interpreter: lint must not import pyspark or great_expectations.
+    code = (
+        "import sys, time; t = time.time(); from framework.cli import main; "
+        "rc = main(['lint', 'table_specs']); "
+        "assert 'pyspark' not in sys.modules and 'great_expectations' not in sys.modules, 'lint imported Spark/GE'; "
+        "print('elapsed', time.time() - t); sys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "ok   table_specs/customers-cdc.yaml" in done.stdout
+    elapsed = float(done.stdout.split("elapsed")[1])
+    assert elapsed < 1.0
+
+
+def test_lint_reports_problems_with_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("topic: x\npartitions: 1\nconfig:\n  min.compaction.lag.ms: 60000\n  max.compaction.lag.ms: 1000\n")
+    code, out, _ = run(capsys, "lint", str(bad))
+    assert code == 2
+    assert f"{bad}:5:" in out and "max.compaction.lag.ms" in out
+
+
+def test_bad_arguments_give_one_line_and_exit_2(capsys):
+    code, out, err = run(capsys, "produce", "--topic")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("topiclake: ")
+    code, _, err = run(capsys, "no-such-verb")
+    assert code == 2 and "invalid choice" in err
+
+
+def test_create_produce_read_round_trip(spark, specs, tmp_path, capsys):
+    wh = str(tmp_path / "wh")
+    code, out, _ = run(capsys, "--warehouse", wh, "--specs", str(specs), "create")
+    assert code == 0 and "users-0: created" in out and "users-1: created" in out and "events-0: created" in out
+    code, out, _ = run(capsys, "--warehouse", wh, "--specs", str(specs), "create", "--topic", "users")
+    assert code == 0 and "users-0: exists" in out
+
+    records = [{"key": "a", "value": "1", "timestamp": 0, "headers": [["h", "x"], ["h", "y"]]},
+               {"key": "c", "value": None, "timestamp": "1970-01-01T00:00:01Z"},
+               {"key": "a", "value": "2", "timestamp": 2}]
+    source = write_jsonl(tmp_path / "in.jsonl", records)
+    code, out, _ = run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users", "--input", source)
+    assert code == 0, out
+    assert "users-0: 3 record(s) at offsets 0..2" in out  # murmur2: "a" and "c" both go to partition 0 of 2
+
+    code, out, _ = run(capsys, "read", "--warehouse", wh, "--specs", str(specs), "--topic", "users", "--partition", "0")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [r["offset"] for r in lines] == [0, 1, 2]
+    assert lines[0]["headers"] == [["h", "x"], ["h", "y"]]
+    assert lines[1]["value"] is None and lines[1]["timestamp"] == 1000
+
+    code, out, _ = run(capsys, "read", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                       "--partition", "0", "--from-offset", "2")
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == [2]
+    code, out, _ = run(capsys, "read", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                       "--partition", "0", "--version", "0")
+    assert code == 0 and out == ""  # version 0 is the empty table
+
+    code, out, _ = run(capsys, "--json", "--warehouse", wh, "--specs", str(specs), "status", "--topic", "users")
+    status = {row["partition"]: row for row in json.loads(out)}
+    assert status["users-0"]["log_end_offset"] == 3 and status["users-0"]["records"] == 3
+    assert status["users-1"]["log_end_offset"] == 0
+
+
+def test_bad_records_write_nothing(spark, specs, tmp_path, capsys):
+    wh = tmp_path / "wh"
+    source = write_jsonl(tmp_path / "in.jsonl", [{"key": "a", "value": "1", "timestamp": 0},
+                                                 {"key": None, "value": "1", "timestamp": 0}])
+    code, out, err = run(capsys, "produce", "--warehouse", str(wh), "--specs", str(specs), "--topic", "users",
+                         "--input", source)
+    assert code == 2 and out == ""
+    [line] = err.strip().splitlines()
+    assert f"{source}:2: key:" in line and "compacted topic" in line
+    assert not wh.exists()  # refused before Spark wrote anything
+
+
+def test_produce_to_one_partition_and_conflicts(spark, specs, tmp_path, capsys):
+    wh = str(tmp_path / "wh")
+    source = write_jsonl(tmp_path / "in.jsonl", [{"key": "a", "value": "1", "timestamp": 0}])
+    code, out, _ = run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                       "--partition", "0", "--input", source)
+    assert code == 0 and "users-0: 1 record(s) at offsets 0..0" in out
+    clash = write_jsonl(tmp_path / "clash.jsonl", [{"key": "a", "value": "1", "timestamp": 0, "partition": 1}])
+    code, _, err = run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                       "--partition", "0", "--input", clash)
+    assert code == 2 and "contradicts --partition 0" in err
+    code, _, err = run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                       "--partition", "5", "--input", source)
+    assert code == 2 and "out of range" in err
+    code, _, err = run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "nope",
+                       "--input", source)
+    assert code == 2 and "no spec for topic 'nope'" in err
+
+
+def test_commit_offset_and_delete_records(spark, specs, tmp_path, capsys):
+    wh = str(tmp_path / "wh")
+    source = write_jsonl(tmp_path / "in.jsonl", [{"key": "k", "value": str(i), "timestamp": 0} for i in range(5)])
+    assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "events", "--input", source)[0] == 0
+    code, out, _ = run(capsys, "commit-offset", "--warehouse", wh, "--specs", str(specs), "--group", "g",
+                       "--topic", "events", "--partition", "0", "--offset", "3")
+    assert code == 0 and "committed offset 3" in out
+    code, _, err = run(capsys, "commit-offset", "--warehouse", wh, "--specs", str(specs), "--group", "g",
+                       "--topic", "events", "--partition", "0", "--offset", "-1")
+    assert code == 2 and ">= 0" in err
+
+    code, out, _ = run(capsys, "delete-records", "--warehouse", wh, "--specs", str(specs), "--topic", "events",
+                       "--partition", "0", "--before-offset", "2")
+    assert code == 0 and "log start 0 -> 2" in out and "removed 2 record(s)" in out
+    code, _, err = run(capsys, "delete-records", "--warehouse", wh, "--specs", str(specs), "--topic", "events",
+                       "--partition", "0", "--before-offset", "9")
+    assert code == 2 and "OFFSET_OUT_OF_RANGE" in err
+    code, _, err = run(capsys, "delete-records", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                       "--partition", "0", "--before-offset", "1")
+    assert code == 2 and "POLICY_VIOLATION" in err
+    code, out, _ = run(capsys, "read", "--warehouse", wh, "--specs", str(specs), "--topic", "events", "--partition", "0")
+    assert [json.loads(line)["offset"] for line in out.splitlines()] == [2, 3, 4]
+
+
+def test_plan_writes_nothing(spark, specs, tmp_path, capsys):
+    wh = str(tmp_path / "wh")
+    records = [{"key": "a", "value": str(i), "timestamp": 0} for i in range(4)]
+    source = write_jsonl(tmp_path / "in.jsonl", records)
+    assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users", "--partition", "0",
+               "--input", source)[0] == 0
+    from framework.spec import load_spec
+    from framework.topic import Topic
+    from framework.warehouse import Warehouse
+
+    log = Topic(spark, Warehouse.resolve(wh), load_spec(specs / "users.yaml")).partition(0)
+    before = log.snapshot().version
+    code, out, _ = run(capsys, "--json", "--warehouse", wh, "--specs", str(specs), "plan", "--topic", "users",
+                       "--now", "1000")
+    assert code == 0
+    plan = {p["partition"]: p for p in json.loads(out)}
+    compaction = plan["users-0"]["compaction"]
+    assert compaction["due"] and compaction["reasons"] == ["dirty_ratio"]
+    assert compaction["first_uncleanable_offset"] == 4 and compaction["would_remove"]["superseded"]["records"] == 3
+    assert log.snapshot().version == before
+    code, out, _ = run(capsys, "--warehouse", wh, "--specs", str(specs), "plan", "--topic", "users", "--now", "1000")
+    assert "compaction: DUE (dirty_ratio)" in out and "would remove 3 record(s) (superseded)" in out
+
+
+def test_console_script_is_installed_and_works():
+    script = Path(sys.executable).with_name("topiclake")
+    assert script.exists(), "run `make setup` (pip install -e .) to install the console script"
+    done = subprocess.run([str(script), "lint", "table_specs"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,144 @@
+"""Producers and the cleaner at the same time: nothing lost, nothing duplicated, no producer fails.
+
+The producer runs in another process with its own JVM, as a real producer would.
+"""
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from framework import compaction
+from framework.log import is_concurrent_append
+from framework.maintenance import Maintenance
+from framework.produce import produce
+from framework.records import parse_records
+from framework.spec import load_spec
+from framework.topic import Topic
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = """\
+topic: busy
+partitions: 1
+config:
+  cleanup.policy: compact
+  min.cleanable.dirty.ratio: 0.0
+"""
+
+pytestmark = pytest.mark.slow
+
+
+class ProducerProcess:
+    def __init__(self, spec_path, warehouse):
+        self.process = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "support" / "producer_process.py"), str(REPO), str(spec_path),
+             warehouse.root],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        assert self.ask(None) == "ready"
+
+    def ask(self, command):
+        if command is not None:
+            self.process.stdin.write(command + "\n")
+            self.process.stdin.flush()
+        line = self.process.stdout.readline().strip()
+        assert not line.startswith("error"), line
+        return line
+
+    def close(self):
+        self.process.stdin.write("quit\n")
+        self.process.stdin.flush()
+        self.process.wait(timeout=60)
+
+
+@pytest.fixture
+def busy_topic(spark, warehouse, tmp_path):
+    path = tmp_path / "busy.yaml"
+    path.write_text(SPEC)
+    topic = Topic(spark, warehouse, load_spec(path))
+    topic.create()
+    # Dirty keys for the cleaner: k0..k9, each written three times.
+    raw = [(i, {"key": f"k{i % 10}", "value": str(i), "timestamp": 0}) for i in range(30)]
+    produce(topic, parse_records(raw, topic.spec, "test"), 0)
+    producer = ProducerProcess(path, warehouse)
+    yield topic, producer
+    producer.close()
+
+
+def surviving(topic):
+    rows = topic.partition(0).read().select("offset", "key", "value").collect()
+    return rows
+
+
+def assert_log_is_sound(topic, produced_keys):
+    rows = surviving(topic)
+    offsets = [r["offset"] for r in rows]
+    assert len(offsets) == len(set(offsets)), "an offset repeats"
+    keys = [r["key"] for r in rows]
+    for key in produced_keys:
+        assert keys.count(key) == 1, f"{key} was lost or duplicated"
+    # The cleaner's keys: one survivor each, the last written.
+    winners = {r["key"]: r["value"] for r in rows if r["key"].startswith("k")}
+    assert winners == {f"k{i}": str(20 + i) for i in range(10)}
+
+
+def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, monkeypatch):
+    topic, producer = busy_topic
+    log = topic.partition(0)
+    real_execute = compaction.execute
+    appended = []
+
+    def execute_after_a_racing_append(log_, plan, *args, **kwargs):
+        if not appended:  # the first attempt loses the race to a real append from the other process
+            appended.append(producer.ask("produce 5 racer"))
+        return real_execute(log_, plan, *args, **kwargs)
+
+    monkeypatch.setattr(compaction, "execute", execute_after_a_racing_append)
+    messages = []
+    run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
+                      record_history=False).run(1000, stages=("compact",))
+    assert not run.failed, run.partitions[0].error
+    assert appended and appended[0] == "ok 30 5"
+    assert any("rolled to segment 35" in m for m in messages), messages
+    # The retry never cleaned past the roll, and the racer's records are in the new segment.
+    state = log.snapshot().state
+    assert state.active_segment == 35 and state.checkpoint == 35
+    segments = {r["key"]: r["_segment"] for r in log.read().select("key", "_segment").collect()}
+    assert {segments[f"racer-{i}"] for i in range(5)} == {0}  # written before the roll
+    assert_log_is_sound(topic, [f"racer-{i}" for i in range(5)])
+    # Appends after the roll go to the new segment, which a compaction capped at U <= 35 never reads.
+    assert producer.ask("produce 2 after") == "ok 35 2"
+    assert {r["_segment"] for r in log.read().where(F.col("key").startswith("after")).collect()} == {35}
+
+
+def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic):
+    topic, producer = busy_topic
+    log = topic.partition(0)
+    plan = compaction.plan(log, 1000)
+    assert plan.decision.due
+    assert producer.ask("produce 1 racer").startswith("ok 30")
+    with pytest.raises(Exception) as caught:
+        compaction.execute(log, plan)
+    assert is_concurrent_append(caught.value)
+    assert log.snapshot().state.checkpoint == 0  # nothing of the failed attempt landed
+
+
+def test_producer_loop_while_the_cleaner_runs(spark, busy_topic):
+    topic, producer = busy_topic
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("loop", producer.ask("loop 25 stream")))
+    thread.start()
+    runs = []
+    maintenance = Maintenance(spark, topic.warehouse, [topic.spec], record_history=False)
+    while thread.is_alive():
+        runs.append(maintenance.run(1000, stages=("compact",), force=True))
+    thread.join()
+    assert all(not run.failed for run in runs), [r.partitions[0].error for r in runs if r.failed]
+    batches = int(result["loop"].split()[1])
+    assert batches > 0 and len(runs) > 0
+    assert_log_is_sound(topic, [f"stream-{i}" for i in range(batches)])
+    state = topic.partition(0).snapshot().state
+    assert state.log_end_offset == 30 + batches

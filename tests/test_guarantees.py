@@ -1,0 +1,514 @@
+"""The guarantees of CONTRACT section 5: every check can fail, and healthy runs pass.
+
+One module fixture builds a small warehouse with real Spark and Delta: a compacted topic
+(``orders``) and a topic under consumed retention (``events``), produced and maintained
+once with validation on. Each test copies that warehouse, corrupts a table behind
+topiclake's back with raw Delta operations, and asserts that exactly the right guarantee
+catches it, through ``check_stage``, ``validate`` or the command line.
+
+The orders partition, maintained at now = 10000 (min lag 1000, so U = 6; max lag 4000):
+
+======  ===  =====  =========  =========================================
+offset  key  value  timestamp  after compaction
+======  ===  =====  =========  =========================================
+0       a    1      0          removed (superseded by 2)
+1       b    1      0          removed (superseded by 5)
+2       a    2      0          kept: a's winner below U
+3       c    1      0          removed (superseded by 4)
+4       c    null   0          kept: a tombstone, stamped 10000 + 1000
+5       b    2      5000       kept
+6       a    3      9500       head (>= U), untouched
+7       d    1      9600       head
+8       a    4      9700       head; a's final value
+======  ===  =====  =========  =========================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from framework.guarantees import (
+    GUARANTEES,
+    STAGE_GUARANTEES,
+    Guarantees,
+    consumed_removals_explained,
+    head_start,
+    max_lag_end,
+    state_at,
+    versions_to_read,
+)
+from framework.maintenance import StageCheck
+
+NOW = 10_000
+
+ORDERS_SPEC = """\
+topic: orders
+partitions: 1
+config:
+  cleanup.policy: compact
+  min.compaction.lag.ms: 1000
+  max.compaction.lag.ms: 4000
+  delete.retention.ms: 1000
+  min.cleanable.dirty.ratio: 0.0
+expectations:
+  - type: expect_column_values_to_match_regex
+    kwargs: {column: value, regex: '^[0-9]+$'}
+    meta: {notes: values are decimal counters}
+"""
+
+EVENTS_SPEC = """\
+topic: events
+partitions: 1
+config:
+  cleanup.policy: delete
+  retention.ms: -1
+  consumed.retention.ms: 0
+  consumed.retention.groups: [billing]
+"""
+
+ORDERS = [("a", "1", 0), ("b", "1", 0), ("a", "2", 0), ("c", "1", 0), ("c", None, 0), ("b", "2", 5000),
+          ("a", "3", 9500), ("d", "1", 9600), ("a", "4", 9700)]
+EVENTS = [(f"e{i}", "1", 0) for i in range(5)]
+
+
+def name(code: str) -> str:
+    return next(g.name for g in GUARANTEES if g.code == code)
+
+
+# ------------------------------------------------------------------ pure rules
+def test_every_guarantee_is_named_and_described():
+    assert [g.code for g in GUARANTEES] == [f"G{n}" for n in range(1, 10)]
+    assert name("G3") == "G3 unique keys below the checkpoint"
+    for g in GUARANTEES:
+        assert g.description.startswith(f"{g.code}: ") and len(g.description) > 30
+    assert STAGE_GUARANTEES["compact"] == ("G1", "G2", "G3", "G4", "G5", "G6", "G7")
+    assert STAGE_GUARANTEES["retain"] == ("G1", "G3", "G8")
+    assert STAGE_GUARANTEES["vacuum"] == ("G9",)
+    assert STAGE_GUARANTEES["validate"] == ("G1", "G3", "G4", "G6", "G7")
+
+
+def test_the_head_starts_at_the_strictest_of_the_three_boundaries():
+    assert head_start(6, 6, 6) == 6
+    assert head_start(6, None, 6) == 6
+    assert head_start(6, 4, 6) == 4       # a retry capped the run
+    assert head_start(8, None, 6) == 6    # the stage misjudged U: its head starts at the true U
+    assert max_lag_end(6, 6, 6) == 6
+    assert max_lag_end(6, 6, 4) == 4      # a retry's cap: records above it were appended during the run
+    assert max_lag_end(6, 5, 5) == 6      # no cap, the stage's own U was wrong: G6 looks up to the true U
+
+
+@pytest.mark.parametrize("highest, smallest, time_boundary, max_bytes, suffix, explained", [
+    (None, 3, None, None, 0, True),       # nothing removed
+    (2, 3, None, None, 0, True),          # only below the committed offset
+    (2, None, None, None, 0, True),       # consumed retention off
+    (3, 3, None, None, 0, False),         # at the committed offset, nothing else explains it
+    (5, 3, 6, None, 0, True),             # time retention removed everything below 6
+    (5, 3, 5, None, 0, False),            # ... but not offset 5
+    (5, 3, None, 100, 101, True),         # size: the records from 5 on held more than 100 bytes
+    (5, 3, None, 100, 100, False),        # ... exactly 100 fit, so 5 had to stay
+])
+def test_consumed_retention_may_remove_past_a_commit_only_when_time_or_size_explains_it(
+        highest, smallest, time_boundary, max_bytes, suffix, explained):
+    assert consumed_removals_explained(highest, smallest, time_boundary, max_bytes, suffix) is explained
+
+
+def test_a_vacuum_must_leave_the_oldest_version_of_the_window_and_the_one_before_it_readable():
+    check = StageCheck(log=None, stage="vacuum", now_ms=0, version_before=7, version_after=8, before=None,
+                       state_before=None, state_after=None, oldest_window_version=3)
+    assert [v for v, _ in versions_to_read(check)] == [3, 7, 8]
+    outside = dataclasses.replace(check, oldest_window_version=None)  # a window of 0 (an unsafe vacuum)
+    assert [v for v, _ in versions_to_read(outside)] == [8]
+
+
+def test_the_suites_follow_the_spec_and_rerunning_changes_nothing(tmp_path):
+    """Suites are fetched or added by name, and rewritten only when the spec changed."""
+    from framework.guarantees import _Project, _spec_expectations
+    from framework.spec import parse_spec
+    from framework.warehouse import Warehouse
+
+    def spec(regex: str):
+        return parse_spec({"topic": "t", "partitions": 1, "expectations": [
+            {"type": "expect_column_values_to_match_regex", "kwargs": {"column": "value", "regex": regex}}]}, "t.yaml")
+
+    project = _Project(Warehouse.resolve(str(tmp_path / "warehouse")))
+    first = project._suite("topiclake.t.expectations", _spec_expectations(spec("^a$")))
+    ids = [e.id for e in first.expectations]
+    again = project._suite("topiclake.t.expectations", _spec_expectations(spec("^a$")))
+    assert [e.id for e in again.expectations] == ids
+    changed = project._suite("topiclake.t.expectations", _spec_expectations(spec("^b$")))
+    stored = project.context.suites.get("topiclake.t.expectations")
+    assert [e.regex for e in stored.expectations] == ["^b$"] == [e.regex for e in changed.expectations]
+
+
+def test_header_versions_parse_as_kip_280_says(spark):
+    """The validator's own reading of the header strategy agrees with cleaner.header_version,
+    including the corner cases (a trailing newline is not decimal text)."""
+    from pyspark.sql import functions as F
+
+    from framework.cleaner import header_version as reference
+    from framework.guarantees import header_version
+
+    values = [b"5", b"-12", b"007", b"5\n", b"1234567\n", b"12345678", bytes([0xFF] * 8), b"\x00" * 7 + b"\x2a",
+              b"99999999999999999999", b"", b"abc", None]
+    frame = spark.range(1).select(F.array(*[
+        F.struct(F.lit("v").alias("key"), F.lit(v).cast("binary").alias("value")) for v in values
+    ]).alias("all")).select(F.posexplode("all").alias("i", "h")).select(
+        "i", F.array(F.col("h")).alias("headers"))
+    got = {r["i"]: r["v"] for r in frame.select("i", header_version("v").alias("v")).collect()}
+    assert [got[i] for i in range(len(values))] == [reference(v) for v in values]
+
+
+# --------------------------------------------------------------- the warehouse
+@dataclass
+class Base:
+    root: Path
+    specs_dir: Path
+    specs: list
+    #: produced, never maintained
+    produced: Path
+    #: produced and maintained once at NOW, validation on
+    maintained: Path
+    run: object
+
+    def copy(self, source: Path, target: Path):
+        from framework.warehouse import Warehouse
+
+        shutil.copytree(source, target)
+        return Warehouse.resolve(str(target))
+
+    def spec(self, topic: str):
+        return next(s for s in self.specs if s.topic == topic)
+
+    def row(self, topic: str, stage: str):
+        part = next(p for p in self.run.partitions if p.topic == topic)
+        return next(r for r in part.rows if r.stage == stage)
+
+
+def _produce(spark, warehouse, spec, rows, now):
+    from framework.produce import produce
+    from framework.records import parse_records
+    from framework.topic import Topic
+
+    raw = [{"partition": 0, "key": k, "value": v, "timestamp": t} for k, v, t in rows]
+    records = parse_records(list(enumerate(raw, start=1)), spec, "test")
+    return produce(Topic(spark, warehouse, spec), records, now)
+
+
+@pytest.fixture(scope="module")
+def base(spark, tmp_path_factory) -> Base:
+    from framework.consumer_offsets import ConsumerOffsets
+    from framework.maintenance import Maintenance
+    from framework.spec import load_specs
+    from framework.topic import Topic
+    from framework.warehouse import Warehouse
+
+    root = tmp_path_factory.mktemp("guarantees")
+    specs_dir = root / "specs"
+    specs_dir.mkdir()
+    (specs_dir / "orders.yaml").write_text(ORDERS_SPEC)
+    (specs_dir / "events.yaml").write_text(EVENTS_SPEC)
+    specs = load_specs([str(specs_dir)])
+    produced = root / "produced"
+    warehouse = Warehouse.resolve(str(produced))
+    by_topic = {s.topic: s for s in specs}
+    for spec in specs:
+        Topic(spark, warehouse, spec).create()
+    _produce(spark, warehouse, by_topic["orders"], ORDERS, NOW)
+    _produce(spark, warehouse, by_topic["events"], EVENTS, NOW)
+    ConsumerOffsets(spark, warehouse).commit("billing", "events", 0, 3)
+
+    maintained = root / "maintained"
+    shutil.copytree(produced, maintained)
+    after = Warehouse.resolve(str(maintained))
+    run = Maintenance(spark, after, specs, validator=Guarantees(spark, after).check_stage).run(NOW)
+    return Base(root, specs_dir, specs, produced, maintained, run)
+
+
+@pytest.fixture
+def orders(spark, base, tmp_path):
+    """A fresh copy of the maintained warehouse, and its orders partition."""
+    from framework.topic import Topic
+
+    warehouse = base.copy(base.maintained, tmp_path / "warehouse")
+    return warehouse, Topic(spark, warehouse, base.spec("orders")).partition(0)
+
+
+def offsets(log, version=None):
+    return sorted(r["offset"] for r in log.read(version).select("offset").collect())
+
+
+def latest(log) -> int:
+    return log.commits(1)[0].version
+
+
+def raw_delete(log, condition: str) -> int:
+    log.delta_table().delete(condition)
+    return latest(log)
+
+
+def raw_update(log, condition: str, values: dict) -> int:
+    log.delta_table().update(condition, values)
+    return latest(log)
+
+
+def raw_append(log, frame) -> int:
+    frame.write.format("delta").mode("append").save(log.path)
+    return latest(log)
+
+
+def compact_check(base, log, version_after: int) -> StageCheck:
+    """The StageCheck of the fixture's real compaction, pointed at another after version."""
+    row = base.row("orders", "compact")
+    return StageCheck(
+        log=log, stage="compact", now_ms=NOW, version_before=row.version_before, version_after=version_after,
+        before=log.read(row.version_before), state_before=state_at(log, row.version_before),
+        state_after=state_at(log, version_after), first_uncleanable_offset=row.first_uncleanable_offset,
+        cleaned_up_to=row.first_uncleanable_offset,
+    )
+
+
+def failed_codes(outcome) -> set[str]:
+    return {f.split()[0] for f in outcome.failed_guarantees}
+
+
+# ------------------------------------------------------------ healthy tables
+def test_healthy_runs_pass_and_leave_their_results_in_the_ge_project(spark, base):
+    assert not base.run.failed, [(p.error, p.failed_guarantees) for p in base.run.partitions]
+    compact = base.row("orders", "compact")
+    assert (compact.version_before, compact.version_after, compact.first_uncleanable_offset) == (1, 2, 6)
+    assert compact.validation == "passed"
+    assert base.row("events", "retain").validation == "passed"
+
+    import great_expectations as gx
+
+    project = gx.get_context(mode="file", project_root_dir=str(base.maintained / "_topiclake"))
+    suite = project.suites.get("topiclake.orders.guarantees")
+    assert sorted(e.description for e in suite.expectations) == sorted(g.description for g in GUARANTEES)
+    assert [e.expectation_type for e in project.suites.get("topiclake.orders.expectations").expectations] == [
+        "expect_column_values_to_match_regex"]
+    names = {d.name for d in project.validation_definitions.all()}
+    assert {"topiclake.orders-0.compact.guarantees", "topiclake.orders-0.compact.expectations",
+            "topiclake.events-0.retain.guarantees"} <= names
+    assert any(Path(base.maintained, "_topiclake", "gx", "uncommitted", "validations").rglob("*.json"))
+
+
+def test_validate_passes_on_a_healthy_table_and_rerunning_reuses_the_ge_objects(spark, base, orders):
+    warehouse, log = orders
+    assert offsets(log) == [2, 4, 5, 6, 7, 8]
+    first = Guarantees(spark, warehouse).validate(log, NOW, None, None)
+    assert first.passed, first.details
+    # A range across the compaction: what survives is a subset, so G1 holds.
+    again = Guarantees(spark, warehouse).validate(log, NOW, 1, 2)
+    assert again.passed, again.details
+
+
+# -------------------------------------------------- corruptions of a stage
+def _append_original(log, offset: int, version: int = 1) -> int:
+    from pyspark.sql import functions as F
+
+    return raw_append(log, log.read(version).where(F.col("offset") == offset))
+
+
+CORRUPTIONS = {
+    "head record removed": (lambda log: raw_delete(log, "offset = 6"), {"G2"}),  # superseded by 8: same final state
+    "offset changed": (lambda log: raw_update(log, "offset = 5", {"offset": "1"}), {"G1", "G4"}),
+    "tombstone removed before its horizon": (lambda log: raw_delete(log, "offset = 4"), {"G7"}),
+    "tombstone horizon shortened": (
+        lambda log: raw_update(log, "offset = 4", {"_delete_horizon": "timestamp_millis(10000)"}), {"G7"}),
+    "survivor is not its key's winner": (
+        lambda log: (raw_delete(log, "offset = 2"), _append_original(log, 0))[-1], {"G4"}),
+    "final state changed": (lambda log: raw_delete(log, "offset = 5"), {"G5"}),
+}
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_each_corruption_of_a_compaction_is_caught_by_its_guarantee(spark, base, orders, corruption):
+    warehouse, log = orders
+    corrupt, expected = CORRUPTIONS[corruption]
+    version = corrupt(log)
+    outcome = Guarantees(spark, warehouse).check_stage(compact_check(base, log, version))
+    assert not outcome.passed
+    assert failed_codes(outcome) == expected, outcome.details
+    text = "\n".join(outcome.details)
+    for code in expected:
+        assert f"{name(code)}: " in text
+    assert "offset " in text
+
+
+def test_a_second_record_for_a_key_below_the_checkpoint_is_caught_and_shown(spark, base, orders):
+    """The loser at offset 0 comes back: G3 (key twice) and G4 (not the winner), with the rows."""
+    warehouse, log = orders
+    version = _append_original(log, 0)
+    outcome = Guarantees(spark, warehouse).check_stage(compact_check(base, log, version))
+    assert failed_codes(outcome) == {"G3", "G4"}
+    details = list(outcome.details)
+    g3 = details.index(next(line for line in details if line.startswith(name("G3"))))
+    assert details[g3].startswith(f"{name('G3')}: 2 violation(s) in orders-0, versions 1 -> {version}")
+    assert details[g3 + 1] == "  offset 0, key 'a': key appears 2 times below the checkpoint 6"
+    assert details[g3 + 2] == "  offset 2, key 'a': key appears 2 times below the checkpoint 6"
+    assert "  offset 0, key 'a': not its key's winner under the offset strategy: the winner is offset 2" in details
+
+
+@pytest.mark.slow
+def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_records_behind(spark, base, tmp_path):
+    """G6: the engine ran with a stale min.compaction.lag.ms (U = 5 instead of 6), so record 5,
+    older than max lag, stayed above the checkpoint; the check recomputes U from the data."""
+    from framework import compaction
+    from framework.topic import Topic
+
+    warehouse = base.copy(base.produced, tmp_path / "warehouse")
+    spec = base.spec("orders")
+    stale = dataclasses.replace(spec, config=dataclasses.replace(spec.config, min_compaction_lag_ms=6000))
+    buggy = Topic(spark, warehouse, stale).partition(0)
+    planned = compaction.plan(buggy, NOW, force=True)
+    before = buggy.read(planned.snapshot.version)
+    result = compaction.execute(buggy, planned)
+    assert result.cleaned_up_to == 5
+    log = Topic(spark, warehouse, spec).partition(0)
+    outcome = Guarantees(spark, warehouse).check_stage(StageCheck(
+        log=log, stage="compact", now_ms=NOW, version_before=result.version_before,
+        version_after=result.version_after, before=before, state_before=planned.snapshot.state,
+        state_after=result.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
+        cleaned_up_to=result.cleaned_up_to,
+    ))
+    assert failed_codes(outcome) == {"G6"}, outcome.details
+    assert "  offset 5, key 'b': timestamp 5000 is older than now - max.compaction.lag.ms = 6000" in "\n".join(
+        outcome.details)
+
+
+def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, base, tmp_path):
+    from framework.topic import Topic
+
+    warehouse = base.copy(base.maintained, tmp_path / "warehouse")
+    log = Topic(spark, warehouse, base.spec("events")).partition(0)
+    assert offsets(log) == [3, 4]
+    row = base.row("events", "retain")
+    version = raw_delete(log, "offset = 3")
+    outcome = Guarantees(spark, warehouse).check_stage(StageCheck(
+        log=log, stage="retain", now_ms=NOW, version_before=row.version_before, version_after=version,
+        before=log.read(row.version_before), state_before=state_at(log, row.version_before),
+        state_after=state_at(log, version), smallest_committed_offset=3, new_log_start=3,
+    ))
+    assert failed_codes(outcome) == {"G8"}, outcome.details
+    text = "\n".join(outcome.details)
+    assert "offset 3, key 'e3': removed at or above the new log start 3" in text
+
+
+def test_an_unreadable_version_inside_the_window_is_caught(spark, base, orders):
+    warehouse, log = orders
+    old = set(log.read(1).inputFiles())
+    current = set(log.read(2).inputFiles())
+    gone = sorted(old - current)
+    assert gone, "the compaction rewrote the data file"
+    path = gone[0]
+    os.remove(path[len("file:"):] if path.startswith("file:") else path)
+    check = StageCheck(log=log, stage="vacuum", now_ms=NOW, version_before=2, version_after=2, before=None,
+                       state_before=None, state_after=None, oldest_window_version=1)
+    outcome = Guarantees(spark, warehouse).check_stage(check)
+    assert failed_codes(outcome) == {"G9"}
+    assert "version 1 (the oldest version inside the time-travel window) cannot be read" in "\n".join(outcome.details)
+    healthy = dataclasses.replace(check, oldest_window_version=2)
+    assert Guarantees(spark, warehouse).check_stage(healthy).passed
+
+
+# --------------------------------------------------------------- validate
+def test_validate_catches_a_record_removed_between_runs(spark, orders):
+    warehouse, log = orders
+    raw_delete(log, "offset = 6")
+    outcome = Guarantees(spark, warehouse).validate(log, NOW, None, None)
+    assert failed_codes(outcome) == {"G1"}
+    assert "  offset 6, key 'a': removed between versions 2 and 3: between maintenance runs only appends are legal" \
+        in outcome.details
+
+
+def test_validate_catches_a_record_left_past_max_lag(spark, orders):
+    """Nobody ran maintenance for 10 s: records 6 and 7 are now older than max lag."""
+    warehouse, log = orders
+    outcome = Guarantees(spark, warehouse).validate(log, 20_000, None, None)
+    assert failed_codes(outcome) == {"G6"}
+    assert any(line.startswith("  offset 6, key 'a': timestamp 9500 is older") for line in outcome.details)
+
+
+def test_a_failing_spec_expectation_fails_validation(spark, base, orders):
+    warehouse, log = orders
+    _produce(spark, warehouse, base.spec("orders"), [("e", "x", 9700)], NOW)  # a legal append, a bad value
+    outcome = Guarantees(spark, warehouse).validate(log, NOW, None, None)
+    assert outcome.failed_guarantees == ("spec expectation expect_column_values_to_match_regex",)
+    assert "1 unexpected value(s), e.g. ['x']" in outcome.details[0]
+
+
+# ------------------------------------------------------------------ the CLI
+def cli(base, warehouse, *args) -> int:
+    from framework.cli import main
+
+    return main(["--warehouse", warehouse.root, "--specs", str(base.specs_dir), *args])
+
+
+def test_validate_through_the_cli(spark, base, orders, capsys):
+    warehouse, log = orders
+    assert cli(base, warehouse, "validate", "--topic", "orders", "--now", str(NOW)) == 0
+    assert capsys.readouterr().out.strip() == "orders-0: passed"
+    raw_delete(log, "offset = 6")
+    _produce(spark, warehouse, base.spec("orders"), [("e", "x", 9700)], NOW)
+    assert cli(base, warehouse, "validate", "--topic", "orders", "--now", str(NOW)) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"orders-0: FAILED {name('G1')}, spec expectation expect_column_values_to_match_regex\n")
+    assert "    offset 6, key 'a': removed between versions 2 and 4" in out  # the delete, then an append
+    assert "spec expectation expect_column_values_to_match_regex {'column': 'value', 'regex': '^[0-9]+$'}" in out
+
+
+def _buggy(monkeypatch, module, attribute: str, corrupt):
+    """Make a stage commit a corruption after its real work, as a buggy engine would."""
+    real = getattr(module, attribute)
+
+    def stage(log, *args, **kwargs):
+        result = real(log, *args, **kwargs)
+        return dataclasses.replace(result, version_after=corrupt(log))
+
+    monkeypatch.setattr(module, attribute, stage)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, target, corrupt, code", [
+    (["compact", "--topic", "orders"], "framework.compaction.execute", lambda log: raw_delete(log, "offset = 6"), "G2"),
+    (["retain", "--topic", "events"], "framework.retention.execute", lambda log: raw_delete(log, "offset = 4"), "G8"),
+])
+def test_a_stage_failure_exits_1_naming_the_guarantee(spark, base, tmp_path, monkeypatch, capsys,
+                                                      args, target, corrupt, code):
+    import importlib
+
+    module_name, attribute = target.rsplit(".", 1)
+    _buggy(monkeypatch, importlib.import_module(module_name), attribute, corrupt)
+    warehouse = base.copy(base.produced, tmp_path / "warehouse")
+    topic = args[2]
+    assert cli(base, warehouse, *args, "--now", str(NOW)) == 1
+    captured = capsys.readouterr()
+    assert f"{topic}-0: FAILED ({name(code)})" in captured.out
+    assert f"{name(code)}: 1 violation(s)" in captured.err
+
+
+@pytest.mark.slow
+def test_a_vacuum_that_breaks_time_travel_exits_1_naming_g9(spark, base, orders, monkeypatch, capsys):
+    import framework.maintenance
+
+    warehouse, log = orders
+    real = framework.maintenance.vacuum
+
+    def careless_vacuum(log, *args, **kwargs):
+        result = real(log, *args, **kwargs)
+        for path in set(log.read(1).inputFiles()) - set(log.read(2).inputFiles()):
+            os.remove(path[len("file:"):] if path.startswith("file:") else path)
+        spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('test.touched' = 'yes')")
+        return dataclasses.replace(result, version_before=2, version_after=latest(log), oldest_readable_version=1)
+
+    monkeypatch.setattr(framework.maintenance, "vacuum", careless_vacuum)
+    assert cli(base, warehouse, "vacuum", "--topic", "orders", "--now", str(NOW)) == 1
+    captured = capsys.readouterr()
+    assert f"orders-0: FAILED ({name('G9')})" in captured.out
+    assert "version 1 (the oldest version inside the time-travel window) cannot be read" in captured.err

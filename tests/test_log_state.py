@@ -1,0 +1,74 @@
+"""The offset bookkeeping folded from commit metadata (pure)."""
+
+from framework.log_state import (
+    CleanSection,
+    CommitEntry,
+    LogState,
+    fold,
+    merge_states,
+    metadata_field,
+    parse_metadata,
+    to_metadata,
+)
+
+
+def entry(version, read_version, state=None, **extra):
+    return CommitEntry(version, read_version, to_metadata(state, "test", **extra) if state else None)
+
+
+def test_metadata_round_trip_and_extras():
+    state = LogState(3, 10, 7, 5, CleanSection(epoch=2, records=4, bytes=40, tombstones=1, min_delete_horizon_ms=99))
+    text = to_metadata(state, "compact", run_id="r1")
+    assert parse_metadata(text) == state
+    assert metadata_field(text, "operation") == "compact"
+    assert metadata_field(text, "run_id") == "r1"
+
+
+def test_foreign_or_broken_metadata_is_not_state():
+    assert parse_metadata(None) is None
+    assert parse_metadata("hello") is None
+    assert parse_metadata('{"other": 1}') is None
+    assert parse_metadata('{"topiclake": {"log_start_offset": 1}}') is None
+
+
+def test_newest_commit_wins_when_nothing_raced():
+    commits = [entry(1, 0, LogState(log_end_offset=3)), entry(2, 1, LogState(log_end_offset=5))]
+    result = fold(commits)
+    assert result.state.log_end_offset == 5 and result.complete
+
+
+def test_racing_commits_are_merged_with_max():
+    # A compaction (v5, read v3) and a producer (v4, read v3) raced: the producer's
+    # metadata does not know the new checkpoint, the compaction's does not know the
+    # producer's records. Folding both gives both.
+    producer = entry(4, 3, LogState(log_end_offset=20, checkpoint=0))
+    compaction = entry(5, 3, LogState(log_end_offset=15, checkpoint=15, clean=CleanSection(epoch=1, records=9)))
+    older = entry(3, 2, LogState(log_end_offset=15))
+    result = fold([compaction, producer, older])
+    assert result.state.log_end_offset == 20
+    assert result.state.checkpoint == 15
+    assert result.state.clean.records == 9
+
+
+def test_stale_clean_summary_loses_to_higher_epoch():
+    a = LogState(clean=CleanSection(epoch=3, records=1))
+    b = LogState(clean=CleanSection(epoch=4, records=7))
+    assert merge_states([a, b]).clean.records == 7
+    assert merge_states([b, a]).clean.records == 7
+
+
+def test_fold_reports_when_it_needs_more_history():
+    # The newest topiclake commit read version 7; commits 8..9 were not all given.
+    newest = entry(10, 7, LogState(log_end_offset=3))
+    assert not fold([newest]).complete
+    assert fold([newest, entry(9, 8), entry(8, 7)]).complete
+
+
+def test_no_topiclake_commit_at_all():
+    result = fold([entry(3, 2), entry(2, 1)])
+    assert result.state is None and not result.complete
+
+
+def test_foreign_commits_after_the_newest_are_ignored():
+    result = fold([entry(6, 5), entry(5, 4, LogState(log_end_offset=9))])
+    assert result.state.log_end_offset == 9

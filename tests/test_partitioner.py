@@ -1,0 +1,41 @@
+"""Kafka's default partitioner, against the Java client's own test vectors."""
+
+import pytest
+
+from framework.partitioner import default_partition, murmur2
+
+# From Kafka's UtilsTest.testMurmur2 (clients/src/test/java/org/apache/kafka/common/utils).
+KAFKA_VECTORS = {
+    "21": -973932308,
+    "foobar": -790332482,
+    "a-little-bit-long-string": -985981536,
+    "a-little-bit-longer-string": -1486304829,
+    "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    "abc": 479470107,
+}
+
+
+@pytest.mark.parametrize("text,expected", sorted(KAFKA_VECTORS.items()))
+def test_murmur2_matches_kafka(text, expected):
+    assert murmur2(text.encode("utf-8")) == expected
+
+
+def test_every_tail_length_gives_a_signed_32_bit_hash():
+    # Tails of 0..3 bytes take different branches of the Java switch; the vectors above
+    # cover lengths 2, 3, 6, 24, 26 and 48 (tails 2, 3, 2, 0, 2, 0); add tail 1.
+    for n in range(9):
+        value = murmur2(b"k" * n)
+        assert -(2**31) <= value < 2**31
+    assert len({murmur2(b"k" * n) for n in range(9)}) == 9
+
+
+def test_default_partition_is_toPositive_mod():
+    # (murmur2 & 0x7fffffff) % n, as Utils.toPositive(Utils.murmur2(key)) % numPartitions.
+    for key in (b"a", b"b", b"c", b"order-42", b"\xff\x00\x10"):
+        assert default_partition(key, 3) == (murmur2(key) & 0x7FFFFFFF) % 3
+    assert [default_partition(k.encode(), 3) for k in ("a", "b", "c", "order-42")] == [1, 2, 1, 0]
+
+
+def test_partitions_must_be_positive():
+    with pytest.raises(ValueError):
+        default_partition(b"a", 0)

@@ -1,0 +1,198 @@
+"""Retention (time, size, consumed), deleteRecords, time travel and vacuum, on real Delta tables."""
+
+import glob
+import os
+import time
+
+import pytest
+from pyspark.sql import functions as F
+
+from framework.cli import main
+from framework.consumer_offsets import ConsumerOffsets
+from framework.errors import PolicyViolationError, TimeTravelError
+from framework.maintenance import Maintenance
+from framework.produce import produce
+from framework.records import parse_records
+from framework.retention import delete_records
+from framework.spec import load_specs, parse_spec
+from framework.topic import Topic
+
+
+def make_topic(spark, warehouse, **config):
+    settings = {"cleanup.policy": "delete", "retention.ms": -1}
+    settings.update(config)
+    spec = parse_spec({"topic": "t", "partitions": 1, "config": settings}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    return topic
+
+
+def send(topic, records):
+    raw = [(i, {"partition": 0, **r}) for i, r in enumerate(records)]
+    return produce(topic, parse_records(raw, topic.spec, "test"), 0)
+
+
+def offsets(topic):
+    return [r["offset"] for r in topic.partition(0).read().select("offset").orderBy("offset").collect()]
+
+
+def maintain(spark, topic, now, **kwargs):
+    run = Maintenance(spark, topic.warehouse, [topic.spec], record_history=False).run(now, **kwargs)
+    assert not run.failed, run.partitions[0].error
+    return run
+
+
+def test_time_retention_removes_only_a_prefix(spark, warehouse):
+    topic = make_topic(spark, warehouse, **{"retention.ms": 1000})
+    # offset 2 is young; offset 3 is old again but sits behind it, so it stays (a prefix only).
+    send(topic, [{"key": "a", "value": "1", "timestamp": 0}, {"key": "b", "value": "1", "timestamp": 100},
+                 {"key": "c", "value": "1", "timestamp": 4500}, {"key": "d", "value": "1", "timestamp": 0}])
+    maintain(spark, topic, 5000)
+    assert offsets(topic) == [2, 3]
+    assert topic.partition(0).snapshot().state.log_start_offset == 2
+
+
+def test_size_retention_removes_the_oldest_until_it_fits(spark, warehouse):
+    topic = make_topic(spark, warehouse, **{"retention.bytes": 5})
+    # sizes: 2, 3, 2, 2 bytes (key + value)
+    send(topic, [{"key": "a", "value": "1", "timestamp": 0}, {"key": "b", "value": "22", "timestamp": 0},
+                 {"key": "c", "value": "3", "timestamp": 0}, {"key": "d", "value": "4", "timestamp": 0}])
+    maintain(spark, topic, 10)
+    assert offsets(topic) == [2, 3]
+
+
+def test_consumed_retention_safety(spark, warehouse):
+    topic = make_topic(spark, warehouse, **{"consumed.retention.ms": 1000,
+                                           "consumed.retention.groups": ["billing", "audit"]})
+    send(topic, [{"key": "k", "value": str(i), "timestamp": t} for i, t in enumerate([0, 0, 0, 9500, 0, 0])])
+    commits = ConsumerOffsets(spark, warehouse)
+    commits.commit("billing", "t", 0, 6)
+    maintain(spark, topic, 10_000)
+    assert offsets(topic) == [0, 1, 2, 3, 4, 5], "a listed group without a commit blocks consumed retention"
+    commits.commit("other", "t", 0, 6)  # a group that is not listed changes nothing
+    maintain(spark, topic, 10_000)
+    assert offsets(topic) == [0, 1, 2, 3, 4, 5]
+    commits.commit("audit", "t", 0, 5)
+    maintain(spark, topic, 10_000)
+    # below min(6, 5) = 5 and older than 1 s: 0..2 go; offset 3 is young (9500) and stops it.
+    assert offsets(topic) == [3, 4, 5]
+    commits.commit("audit", "t", 0, 4)  # a group moving back never brings records back
+    maintain(spark, topic, 20_000)
+    assert offsets(topic) == [4, 5]  # 3 is old now; 4 is not below min(6, 4)
+
+
+def test_unreadable_commits_mean_no_consumed_retention(spark, warehouse):
+    topic = make_topic(spark, warehouse, **{"consumed.retention.ms": 0, "consumed.retention.groups": ["g"]})
+    send(topic, [{"key": "k", "value": str(i), "timestamp": 0} for i in range(3)])
+    ConsumerOffsets(spark, warehouse).commit("g", "t", 0, 3)
+    # Break the committed-offsets table behind topiclake's back.
+    for path in glob.glob(os.path.join(warehouse.consumer_offsets_path, "_delta_log", "*.json")):
+        with open(path, "w") as handle:
+            handle.write("not json\n")
+    run = Maintenance(spark, warehouse, [topic.spec], record_history=True).run(1000, stages=("retain",))
+    assert not run.failed
+    assert offsets(topic) == [0, 1, 2]
+    [row] = run.partitions[0].rows
+    assert "consumed retention skipped" in row.message
+
+
+def test_compact_only_never_deletes_and_delete_only_never_compacts(spark, warehouse, tmp_path):
+    compact = Topic(spark, warehouse, parse_spec({"topic": "c", "partitions": 1, "config": {
+        "cleanup.policy": "compact", "retention.ms": 1, "retention.bytes": 1, "min.cleanable.dirty.ratio": 0.0}},
+        "test"))
+    compact.create()
+    raw = [(i, {"partition": 0, "key": k, "value": "1", "timestamp": 0}) for i, k in enumerate("aab")]
+    produce(compact, parse_records(raw, compact.spec, "t"), 0)
+    maintain(spark, compact, 10_000)
+    assert [r["offset"] for r in compact.partition(0).read().orderBy("offset").collect()] == [1, 2]
+    with pytest.raises(PolicyViolationError, match="POLICY_VIOLATION"):
+        delete_records(compact.partition(0), 1)
+
+    delete_only = make_topic(spark, warehouse, **{"min.cleanable.dirty.ratio": 0.0})
+    send(delete_only, [{"key": "a", "value": "1", "timestamp": 0}, {"key": "a", "value": "2", "timestamp": 0}])
+    maintain(spark, delete_only, 10_000, force=True)
+    assert offsets(delete_only) == [0, 1]
+
+
+def test_offsets_continue_after_delete_records_empties_the_log(spark, warehouse):
+    topic = make_topic(spark, warehouse)
+    send(topic, [{"key": "a", "value": "1", "timestamp": 0}] * 3)
+    result = delete_records(topic.partition(0), 3)
+    assert result.removed_records == 3 and offsets(topic) == []
+    assert delete_records(topic.partition(0), 2).version_after is None  # below the log start: nothing to do
+    [appended] = send(topic, [{"key": "b", "value": "1", "timestamp": 0}])
+    assert appended.base_offset == 3 and offsets(topic) == [3]
+    state = topic.partition(0).snapshot().state
+    assert (state.log_start_offset, state.log_end_offset) == (3, 4)
+
+
+def spec_file(tmp_path, text):
+    folder = tmp_path / "specs"
+    folder.mkdir(exist_ok=True)
+    (folder / "t.yaml").write_text(text)
+    return str(folder)
+
+
+def test_time_travel_reads_inside_the_window_and_refuses_outside(spark, warehouse, tmp_path, capsys):
+    specs = spec_file(tmp_path, "topic: tt\npartitions: 1\nconfig: {cleanup.policy: delete, retention.ms: -1, "
+                                "time.travel.retention.ms: 3000}\n")
+    wh = ["--warehouse", warehouse.root, "--specs", specs]
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"key": "a", "value": "1", "timestamp": 0}\n{"key": "b", "value": "2", "timestamp": 0}\n')
+    assert main([*wh, "produce", "--topic", "tt", "--input", str(source)]) == 0
+    assert main([*wh, "delete-records", "--topic", "tt", "--partition", "0", "--before-offset", "1"]) == 0
+    capsys.readouterr()
+    assert main([*wh, "vacuum"]) == 0
+    assert main([*wh, "read", "--topic", "tt", "--partition", "0", "--version", "1"]) == 0
+    assert len([line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]) == 2
+    time.sleep(3.5)  # the window passes; vacuum now removes the file version 1 needed
+    assert main([*wh, "vacuum"]) == 0
+    capsys.readouterr()
+    assert main([*wh, "read", "--topic", "tt", "--partition", "0", "--version", "1"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "cannot read that version" in err
+    with pytest.raises(TimeTravelError):
+        Topic(spark, warehouse, load_specs([specs])[0]).partition(0).read(version=1)
+
+
+def test_a_shorter_vacuum_window_is_refused_unless_forced(spark, warehouse, tmp_path, capsys):
+    specs = spec_file(tmp_path, "topic: v\npartitions: 1\nconfig: {cleanup.policy: delete}\n")
+    wh = ["--warehouse", warehouse.root, "--specs", specs]
+    assert main([*wh, "create"]) == 0
+    capsys.readouterr()
+    assert main([*wh, "vacuum", "--retention-ms", "0"]) == 2
+    assert "--unsafe-shorter-time-travel" in capsys.readouterr().err
+    assert main([*wh, "vacuum", "--retention-ms", "3600000", "--unsafe-shorter-time-travel"]) == 2
+    assert "ignores a vacuum window" in capsys.readouterr().err
+    assert main([*wh, "vacuum", "--retention-ms", "0", "--unsafe-shorter-time-travel"]) == 0
+
+
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_deleted_values_leave_every_parquet_file_after_the_window(spark, warehouse, deletion_vectors):
+    spec = parse_spec({"topic": "secrets", "partitions": 1, "config": {
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": 0,
+        "time.travel.retention.ms": 1000}}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    log = topic.partition(0)
+    if deletion_vectors:
+        spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    raw = [(0, {"partition": 0, "key": "user-1", "value": "secret-address", "timestamp": 0}),
+           (1, {"partition": 0, "key": "user-2", "value": "kept-value", "timestamp": 0})]
+    produce(topic, parse_records(raw, spec, "t"), 0)
+    tombstone = [(0, {"partition": 0, "key": "user-1", "value": None, "timestamp": 0})]
+    produce(topic, parse_records(tombstone, spec, "t"), 0)
+
+    def values_on_disk():
+        files = glob.glob(os.path.join(log.path, "**", "*.parquet"), recursive=True)
+        if not files:
+            return set()
+        return {r["value"] for r in spark.read.parquet(*files).select("value").collect()}
+
+    maintain(spark, topic, 1000)   # removes secret-address, stamps the tombstone (horizon 1000)
+    maintain(spark, topic, 2000)   # the horizon has passed: the tombstone goes too
+    assert offsets(topic) == [1]
+    assert "secret-address" in values_on_disk(), "still on disk inside the time-travel window"
+    time.sleep(1.5)
+    maintain(spark, topic, 3000)   # the window has passed: purge (if DVs) and vacuum
+    assert values_on_disk() == {"kept-value"}

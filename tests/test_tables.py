@@ -1,0 +1,150 @@
+"""Partition tables: layout, idempotent creation, specs that no longer fit, and appends."""
+
+import threading
+
+import pytest
+from pyspark.sql import functions as F
+
+from framework.errors import RecordError, TableMismatchError
+from framework.log import desired_properties, table_schema
+from framework.produce import produce, produce_frame
+from framework.records import parse_records
+from framework.spec import parse_spec
+from framework.topic import Topic
+
+
+def spec(partitions=1, key_type="string", **config):
+    settings = {"cleanup.policy": "compact"}
+    settings.update(config)
+    return parse_spec({"topic": "orders", "partitions": partitions, "key": {"type": key_type},
+                       "config": settings}, "orders.yaml")
+
+
+def records(topic, items):
+    return parse_records(list(enumerate(items)), topic.spec, "test")
+
+
+def test_layout_and_properties(spark, warehouse):
+    topic = Topic(spark, warehouse, spec(2, **{"time.travel.retention.ms": 86_400_000 * 10,
+                                                "min.compaction.lag.ms": 3_600_000}))
+    assert topic.create() == {0: "created", 1: "created"}
+    log = topic.partition(1)
+    assert log.path == warehouse.root + "/orders-1"
+    fields = {f.name: (f.dataType.simpleString(), f.nullable) for f in log.schema().fields}
+    assert fields["offset"] == ("bigint", False) and fields["timestamp"] == ("timestamp", False)
+    assert fields["key"] == ("string", True) and fields["value"] == ("string", True)
+    assert fields["headers"][0] == "array<struct<key:string,value:binary>>"
+    assert set(fields) == {f.name for f in table_schema(topic.spec).fields}
+    props = log.properties()
+    assert props["delta.deletedFileRetentionDuration"] == "interval 864000000 milliseconds"
+    assert props["delta.logRetentionDuration"] == "interval 864000000 milliseconds"
+    assert props["topiclake.topic"] == "orders" and props["topiclake.partition"] == "1"
+    assert props["topiclake.config.min.compaction.lag.ms"] == "3600000"
+    partitioned = spark.sql(f"DESCRIBE DETAIL delta.`{log.path}`").collect()[0]["partitionColumns"]
+    assert partitioned == ["_segment"]
+
+
+def test_create_is_idempotent_and_syncs_properties(spark, warehouse):
+    Topic(spark, warehouse, spec(1)).create()
+    assert Topic(spark, warehouse, spec(1)).create() == {0: "exists"}
+    changed = Topic(spark, warehouse, spec(1, **{"time.travel.retention.ms": 1000}))
+    assert changed.create() == {0: "updated"}
+    assert changed.partition(0).properties()["delta.deletedFileRetentionDuration"] == "interval 1000 milliseconds"
+    # The log is kept at least a day: topiclake's offset bookkeeping lives in it.
+    assert desired_properties(changed.spec, 0)["delta.logRetentionDuration"] == "interval 86400000 milliseconds"
+    grown = Topic(spark, warehouse, spec(3))
+    assert grown.create() == {0: "updated", 1: "created", 2: "created"}
+
+
+def test_specs_that_no_longer_fit_are_refused(spark, warehouse):
+    Topic(spark, warehouse, spec(2)).create()
+    with pytest.raises(TableMismatchError, match="partitions: the spec says 1"):
+        Topic(spark, warehouse, spec(1)).create()
+    with pytest.raises(TableMismatchError, match="key.type: the spec says binary"):
+        Topic(spark, warehouse, spec(2, key_type="binary")).create()
+
+
+def test_offsets_are_dense_per_partition_and_never_reused(spark, warehouse):
+    topic = Topic(spark, warehouse, spec(1))
+    first = produce(topic, records(topic, [{"key": "a", "value": str(i), "timestamp": 0} for i in range(3)]), 0)
+    second = produce(topic, records(topic, [{"key": "b", "value": "x", "timestamp": 0}]), 0)
+    assert [(r.base_offset, r.count) for r in first + second] == [(0, 3), (3, 1)]
+    rows = topic.partition(0).read().orderBy("offset").collect()
+    assert [(r["offset"], r["value"], r["_size"]) for r in rows] == [(0, "0", 2), (1, "1", 2), (2, "2", 2), (3, "x", 2)]
+
+
+def test_log_append_time_stamps_the_append_time(spark, warehouse):
+    topic = Topic(spark, warehouse, spec(1, **{"message.timestamp.type": "LogAppendTime"}))
+    produce(topic, records(topic, [{"key": "a", "value": "1", "timestamp": 5}, {"key": "b", "value": "1"}]), 777)
+    stamps = [r[0] for r in topic.partition(0).read().select(F.unix_millis("timestamp")).collect()]
+    assert stamps == [777, 777]
+
+
+def test_binary_keys_and_header_bytes_round_trip(spark, warehouse):
+    topic = Topic(spark, warehouse, spec(1, key_type="binary"))
+    produce(topic, records(topic, [{"key": {"base64": "AP8="}, "value": "v", "timestamp": 0,
+                                    "headers": [["v", {"base64": "AAAAAAAAAAU="}], ["v", None]]}]), 0)
+    row = topic.partition(0).read().collect()[0]
+    assert bytes(row["key"]) == b"\x00\xff"
+    assert [(h["key"], None if h["value"] is None else bytes(h["value"])) for h in row["headers"]] == [
+        ("v", b"\x00" * 7 + b"\x05"), ("v", None)]
+    assert row["_size"] == 2 + 1 + 1 + 8 + 1
+
+
+def test_a_batch_that_fails_mid_write_lands_not_at_all(spark, warehouse):
+    topic = Topic(spark, warehouse, spec(1))
+    produce(topic, records(topic, [{"key": "a", "value": "1", "timestamp": 0}]), 0)
+    before = topic.partition(0).snapshot()
+
+    @F.udf("string")
+    def explode_on_the_last(value):
+        if value == "boom":
+            raise ValueError("a task failed half way through the batch")
+        return value
+
+    frame = spark.createDataFrame([("k1", "1", 0), ("k2", "boom", 0)], "key string, value string, timestamp long")
+    frame = frame.withColumn("value", explode_on_the_last("value"))
+    with pytest.raises(Exception):
+        produce_frame(topic, frame, 0)
+    after = topic.partition(0).snapshot()
+    assert after.version == before.version and after.state.log_end_offset == 1
+
+
+def test_produce_frame_partitions_like_kafka_and_checks_in_spark(spark, warehouse):
+    topic = Topic(spark, warehouse, spec(3))
+    frame = spark.createDataFrame([(k, "1", 0) for k in ("a", "b", "c", "order-42")],
+                                  "key string, value string, timestamp long")
+    results = produce_frame(topic, frame, 0)
+    assert {r.partition: r.count for r in results} == {0: 1, 1: 2, 2: 1}
+    assert [r["key"] for r in topic.partition(1).read().orderBy("offset").collect()] == ["a", "c"]
+    bad = spark.createDataFrame([("a", "1", 0), (None, "1", 0)], "key string, value string, timestamp long")
+    with pytest.raises(RecordError, match="without a key"):
+        produce_frame(topic, bad, 0)
+    assert sum(log.snapshot().state.log_end_offset for log in topic.partitions()) == 4
+
+
+def test_concurrent_producers_never_share_an_offset(spark, warehouse):
+    topic = Topic(spark, warehouse, spec(1))
+    topic.create()
+    errors = []
+
+    def producer(name):
+        session = spark.newSession()  # the engine sets session confs: one session per thread
+        mine = Topic(session, warehouse, topic.spec)
+        try:
+            for batch in range(3):
+                items = [{"key": f"{name}-{batch}-{i}", "value": name, "timestamp": 0, "partition": 0} for i in range(2)]
+                produce(mine, parse_records(list(enumerate(items)), mine.spec, name), 0)
+        except Exception as error:  # noqa: BLE001 - collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=producer, args=(f"p{n}",)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    rows = topic.partition(0).read().select("offset", "key").collect()
+    assert sorted(r["offset"] for r in rows) == list(range(18))
+    assert len({r["key"] for r in rows}) == 18
+    assert topic.partition(0).snapshot().state.log_end_offset == 18
