@@ -176,7 +176,8 @@ def _rank(config: TopicConfig):
     text = value.cast("string")
     version = (
         F.when(value.isNull(), F.lit(None).cast("long"))
-        .when(text.rlike("^-?[0-9]+$"), F.expr("try_cast(cast(_hv AS STRING) AS BIGINT)"))
+        # \z, not $: Java's $ also matches before a final line terminator ("7\n")
+        .when(text.rlike("^-?[0-9]+\\z"), F.expr("try_cast(cast(_hv AS STRING) AS BIGINT)"))
         .when(F.octet_length(value) == 8, F.conv(F.hex(value), 16, -10).cast("long"))
         .otherwise(F.lit(None).cast("long"))
     )

@@ -328,6 +328,13 @@ class PartitionLog:
                 raise TimeTravelError(f"{self.name}: cannot read that version: {first_line}") from None
             raise
 
+    def size(self, version: int) -> tuple[int, int]:
+        """Records and bytes (the contract's byte measure) at ``version``: one aggregate pass."""
+        from pyspark.sql import functions as F
+
+        row = self.read(version).agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()[0]
+        return row["n"], row["b"] or 0
+
     def records(self, version: int | None = None, as_of: str | None = None):
         """The user-facing columns, in offset order."""
         return self.read(version, as_of).select(*RECORD_COLUMNS).orderBy("offset")

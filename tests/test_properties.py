@@ -27,8 +27,6 @@ Knobs (environment):
 ``TOPICLAKE_PROPERTY_EXAMPLES``  how many scenarios to run (default and minimum 200)
 ``TOPICLAKE_PROPERTY_SEED``      an integer seed, or ``random``; unset = derandomized (CI)
 ``TOPICLAKE_PROPERTY_WORKERS``   threads (default 4)
-``TOPICLAKE_PROPERTY_KNOWN_BUGS`` set to 1 to also generate inputs that hit the known
-                                 engine bugs (see the xfail regressions below)
 """
 
 from __future__ import annotations
@@ -65,7 +63,6 @@ CASES = max(MIN_CASES, int(os.environ.get("TOPICLAKE_PROPERTY_EXAMPLES", str(MIN
 #: an earlier batch, which is not run again (and not counted), so one spare batch.
 MAX_EXAMPLES = math.ceil(CASES / BATCH) + 1
 SEED = os.environ.get("TOPICLAKE_PROPERTY_SEED")
-KNOWN_BUGS = os.environ.get("TOPICLAKE_PROPERTY_KNOWN_BUGS", "") not in ("", "0")
 STAGES = ("compact", "retain")
 #: Test-only settings of the worker sessions. They change how fast Spark and Delta work
 #: on tiny tables, never what the engine decides: whole-stage code generation costs more
@@ -417,7 +414,7 @@ def test_engine_matches_model(spark, tmp_path):
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.large_base_example, HealthCheck.filter_too_much],
     )
-    @given(st.lists(scenarios(min_steps=2, max_steps=4, known_bugs=KNOWN_BUGS), min_size=BATCH, max_size=BATCH,
+    @given(st.lists(scenarios(min_steps=2, max_steps=4), min_size=BATCH, max_size=BATCH,
                     unique_by=scenario_key))
     def check(batch):
         failures = pool.run(batch)
@@ -587,15 +584,11 @@ def test_consumed_retention_blocked_then_unblocked(worker_session, tmp_path):
     ])
 
 
-# Engine bug (framework/compaction.py, _rank): decimal header text is matched with the
-# Java regex ^-?[0-9]+$, whose $ also matches before a final line terminator, and then
-# cast to BIGINT, which trims it; so "7\n" reads as 7 instead of counting as missing, and
-# the 8-byte value "1234567\n" reads as 1234567 instead of big-endian. CONTRACT.md 4:
-# decimal text is "an optional minus sign and digits", else exactly 8 bytes big-endian,
-# and "a value that does not parse counts as missing".
+# Regressions for a bug the generator found (framework/compaction.py, _rank): decimal
+# header text was matched with the Java regex ^-?[0-9]+$, whose $ also matches before a
+# final line terminator, and then cast to BIGINT, which trims; so "7\n" read as 7.
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: header value '7\\n' read as decimal 7 (regex $ + trimming cast)")
 def test_header_value_with_a_trailing_newline_is_missing(worker_session, tmp_path):
     run_case(worker_session, tmp_path, HEADER_COMPACTION, [
         {"produce": {"now": 0, "records": [r("a", "1", headers=[["v", "5"]]), r("a", "2", headers=[["v", "7\n"]])]}},
@@ -604,7 +597,6 @@ def test_header_value_with_a_trailing_newline_is_missing(worker_session, tmp_pat
     ])
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: 8-byte header '1234567\\n' read as decimal, not big-endian")
 def test_8_byte_header_ending_in_a_newline_is_big_endian(worker_session, tmp_path):
     run_case(worker_session, tmp_path, HEADER_COMPACTION, [
         {"produce": {"now": 0, "records": [r("a", "1", headers=[["v", "1234567\n"]]),
