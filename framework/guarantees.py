@@ -597,11 +597,20 @@ def _summary(violations, limit: int = SAMPLE_ROWS) -> tuple[dict[str, int], dict
 
 
 # ------------------------------------------------------------- G9: readability
-def versions_to_read(check: StageCheck) -> list[tuple[int, str]]:
-    """The versions a vacuum must have left readable, and why each is on the list."""
+def versions_to_read(check: StageCheck, oldest_still_inside: int | None) -> list[tuple[int, str]]:
+    """The versions a vacuum must have left readable, and why each is on the list.
+
+    The window slides while the check runs: a version that was inside it when the
+    vacuum ran may have left it since (``oldest_still_inside`` is the oldest version
+    inside it now), and Delta then rightly refuses it. The latest version is always due.
+    """
     oldest = check.oldest_window_version
+    if oldest is not None and oldest_still_inside is not None:
+        oldest = max(oldest, oldest_still_inside)
+    elif oldest_still_inside is None:
+        oldest = None
     chosen: dict[int, str] = {}
-    if oldest is not None:
+    if oldest is not None and oldest <= check.version_after:
         chosen[oldest] = "the oldest version inside the time-travel window"
         if check.version_before >= oldest:
             chosen.setdefault(check.version_before, "the version before the vacuum")
@@ -827,9 +836,15 @@ class Guarantees:
         return outcome
 
     def _check_vacuum(self, check: StageCheck) -> ValidationOutcome:
+        import time
+
+        from .vacuum import oldest_readable_version
+
         log = check.log
+        window = check.window_ms if check.window_ms is not None else log.spec.config.time_travel_retention_ms
+        still_inside = oldest_readable_version(log, window, int(time.time() * 1000))
         rows = []
-        for version, why in versions_to_read(check):
+        for version, why in versions_to_read(check, still_inside):
             problem = read_problem(log, version)
             if problem is not None:
                 rows.append(("G9", None, None, f"version {version} ({why}) cannot be read: {problem}"))

@@ -57,6 +57,8 @@ class StageCheck:
     new_log_start: int | None = None
     #: vacuum: the oldest version committed inside the time-travel window (G9 reads it)
     oldest_window_version: int | None = None
+    #: vacuum: the window it kept (the spec's, or an explicitly forced shorter one)
+    window_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -336,6 +338,7 @@ class Maintenance:
                 log=log, stage="vacuum", now_ms=run.now_ms, version_before=result.version_before,
                 version_after=result.version_after, before=None, state_before=state,
                 state_after=state, oldest_window_version=result.oldest_readable_version,
+                window_ms=result.window_ms,
             ))
         row.duration_ms = int((time.monotonic() - started) * 1000)
         part.rows.append(row)

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from framework import compaction
-from framework.log import is_concurrent_append
+from framework.log import PartitionLog, is_concurrent_append
 from framework.maintenance import Maintenance
 from framework.produce import produce
 from framework.records import parse_records
@@ -40,13 +40,19 @@ class ProducerProcess:
         )
         assert self.ask(None) == "ready"
 
-    def ask(self, command):
-        if command is not None:
-            self.process.stdin.write(command + "\n")
-            self.process.stdin.flush()
+    def send(self, command):
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def answer(self):
         line = self.process.stdout.readline().strip()
         assert not line.startswith("error"), line
         return line
+
+    def ask(self, command):
+        if command is not None:
+            self.send(command)
+        return self.answer()
 
     def close(self):
         self.process.stdin.write("quit\n")
@@ -85,25 +91,59 @@ def assert_log_is_sound(topic, produced_keys):
     assert winners == {f"k{i}": str(20 + i) for i in range(10)}
 
 
-def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, monkeypatch):
+def append_inside_the_merge(monkeypatch, producer, signal: Path, count: int, tag: str) -> None:
+    """Make the other process's append commit while the cleaner's MERGE transaction is open.
+
+    The MERGE's source gets a filter that, the first time Spark evaluates it (inside the
+    MERGE, after Delta has taken the transaction's snapshot), creates ``signal`` and waits
+    until the producer process has committed its append. That is a real race, pinned.
+    """
+    from pyspark.sql.types import BooleanType
+
+    producer.send(f"produce-when {signal} {count} {tag}")
+    path = str(signal)
+
+    def gate(_offset):
+        import os
+        import time
+
+        if not os.path.exists(path + ".done"):
+            open(path, "w").close()
+            deadline = time.monotonic() + 300
+            while not os.path.exists(path + ".done") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return True
+
+    gated = F.udf(gate, BooleanType()).asNondeterministic()
+    real_delta_table = PartitionLog.delta_table
+
+    class GatedTable:
+        def __init__(self, table):
+            self.table = table
+
+        def alias(self, name):
+            return GatedTable(self.table.alias(name))
+
+        def merge(self, source, condition):
+            return self.table.merge(source.where(gated(F.col("offset"))), condition)
+
+        def __getattr__(self, name):
+            return getattr(self.table, name)
+
+    monkeypatch.setattr(PartitionLog, "delta_table", lambda self: GatedTable(real_delta_table(self)))
+
+
+def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, monkeypatch, tmp_path):
     topic, producer = busy_topic
     log = topic.partition(0)
-    real_execute = compaction.execute
-    appended = []
-
-    def execute_after_a_racing_append(log_, plan, *args, **kwargs):
-        if not appended:  # the first attempt loses the race to a real append from the other process
-            appended.append(producer.ask("produce 5 racer"))
-        return real_execute(log_, plan, *args, **kwargs)
-
-    monkeypatch.setattr(compaction, "execute", execute_after_a_racing_append)
+    append_inside_the_merge(monkeypatch, producer, tmp_path / "race", 5, "racer")
     messages = []
     run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
                       record_history=False).run(1000, stages=("compact",))
+    assert producer.answer() == "ok 30 5"  # the producer did not fail
     assert not run.failed, run.partitions[0].error
-    assert appended and appended[0] == "ok 30 5"
     assert any("rolled to segment 35" in m for m in messages), messages
-    # The retry never cleaned past the roll, and the racer's records are in the new segment.
+    # The retry never cleaned past the roll, and the racer's records are in the old segment.
     state = log.snapshot().state
     assert state.active_segment == 35 and state.checkpoint == 35
     segments = {r["key"]: r["_segment"] for r in log.read().select("key", "_segment").collect()}
@@ -114,16 +154,30 @@ def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, bus
     assert {r["_segment"] for r in log.read().where(F.col("key").startswith("after")).collect()} == {35}
 
 
-def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic):
+def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic, monkeypatch, tmp_path):
     topic, producer = busy_topic
     log = topic.partition(0)
     plan = compaction.plan(log, 1000)
     assert plan.decision.due
-    assert producer.ask("produce 1 racer").startswith("ok 30")
+    append_inside_the_merge(monkeypatch, producer, tmp_path / "race", 1, "racer")
     with pytest.raises(Exception) as caught:
         compaction.execute(log, plan)
-    assert is_concurrent_append(caught.value)
+    assert producer.answer() == "ok 30 1"
+    assert is_concurrent_append(caught.value), caught.value
     assert log.snapshot().state.checkpoint == 0  # nothing of the failed attempt landed
+    assert log.read().count() == 31
+
+
+def test_an_append_before_the_merge_starts_is_no_conflict(spark, busy_topic):
+    """Delta's MERGE takes its snapshot when it starts: an append committed before then is
+    simply part of the table it reads (above U, so untouched), and nothing is retried."""
+    topic, producer = busy_topic
+    log = topic.partition(0)
+    plan = compaction.plan(log, 1000)
+    assert producer.ask("produce 1 early") == "ok 30 1"
+    result = compaction.execute(log, plan)
+    assert result.committed and result.removed_records == 20
+    assert_log_is_sound(topic, ["early-0"])
 
 
 def test_producer_loop_while_the_cleaner_runs(spark, busy_topic):

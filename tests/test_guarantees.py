@@ -121,9 +121,13 @@ def test_consumed_retention_may_remove_past_a_commit_only_when_time_or_size_expl
 def test_a_vacuum_must_leave_the_oldest_version_of_the_window_and_the_one_before_it_readable():
     check = StageCheck(log=None, stage="vacuum", now_ms=0, version_before=7, version_after=8, before=None,
                        state_before=None, state_after=None, oldest_window_version=3)
-    assert [v for v, _ in versions_to_read(check)] == [3, 7, 8]
+    assert [v for v, _ in versions_to_read(check, oldest_still_inside=0)] == [3, 7, 8]
+    # the window slid on while the check ran: versions 3..4 left it, and Delta may refuse them
+    assert [v for v, _ in versions_to_read(check, oldest_still_inside=5)] == [5, 7, 8]
+    assert [v for v, _ in versions_to_read(check, oldest_still_inside=8)] == [8]
+    assert [v for v, _ in versions_to_read(check, oldest_still_inside=None)] == [8]
     outside = dataclasses.replace(check, oldest_window_version=None)  # a window of 0 (an unsafe vacuum)
-    assert [v for v, _ in versions_to_read(outside)] == [8]
+    assert [v for v, _ in versions_to_read(outside, oldest_still_inside=0)] == [8]
 
 
 def test_the_suites_follow_the_spec_and_rerunning_changes_nothing(tmp_path):

@@ -135,7 +135,7 @@ def spec_file(tmp_path, text):
 
 def test_time_travel_reads_inside_the_window_and_refuses_outside(spark, warehouse, tmp_path, capsys):
     specs = spec_file(tmp_path, "topic: tt\npartitions: 1\nconfig: {cleanup.policy: delete, retention.ms: -1, "
-                                "time.travel.retention.ms: 3000}\n")
+                                "time.travel.retention.ms: 20000}\n")
     wh = ["--warehouse", warehouse.root, "--specs", specs]
     source = tmp_path / "in.jsonl"
     source.write_text('{"key": "a", "value": "1", "timestamp": 0}\n{"key": "b", "value": "2", "timestamp": 0}\n')
@@ -145,7 +145,12 @@ def test_time_travel_reads_inside_the_window_and_refuses_outside(spark, warehous
     assert main([*wh, "vacuum"]) == 0
     assert main([*wh, "read", "--topic", "tt", "--partition", "0", "--version", "1"]) == 0
     assert len([line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]) == 2
-    time.sleep(3.5)  # the window passes; vacuum now removes the file version 1 needed
+    # the window passes (counted from version 2, the commit that made version 1 history);
+    # vacuum now removes the file version 1 needed
+    log = Topic(spark, warehouse, load_specs([specs])[0]).partition(0)
+    [replaced_at] = [r["ms"] for r in log.delta_table().history().selectExpr("version", "unix_millis(timestamp) ms")
+                     .collect() if r["version"] == 2]
+    time.sleep(max(0.0, (replaced_at + 20_000 + 500) / 1000 - time.time()))
     assert main([*wh, "vacuum"]) == 0
     capsys.readouterr()
     assert main([*wh, "read", "--topic", "tt", "--partition", "0", "--version", "1"]) == 2
@@ -184,7 +189,8 @@ def test_deleted_values_leave_every_parquet_file_after_the_window(spark, warehou
     produce(topic, parse_records(tombstone, spec, "t"), 0)
 
     def values_on_disk():
-        files = glob.glob(os.path.join(log.path, "**", "*.parquet"), recursive=True)
+        files = [f for f in glob.glob(os.path.join(log.path, "**", "*.parquet"), recursive=True)
+                 if "_delta_log" not in f]  # Delta's own checkpoints are Parquet too
         if not files:
             return set()
         return {r["value"] for r in spark.read.parquet(*files).select("value").collect()}
@@ -192,7 +198,8 @@ def test_deleted_values_leave_every_parquet_file_after_the_window(spark, warehou
     maintain(spark, topic, 1000)   # removes secret-address, stamps the tombstone (horizon 1000)
     maintain(spark, topic, 2000)   # the horizon has passed: the tombstone goes too
     assert offsets(topic) == [1]
-    assert "secret-address" in values_on_disk(), "still on disk inside the time-travel window"
+    # (whether the files are still there now depends on how long those runs took: the
+    # window is 1 s; that versions inside it stay readable is tested above)
     time.sleep(1.5)
     maintain(spark, topic, 3000)   # the window has passed: purge (if DVs) and vacuum
     assert values_on_disk() == {"kept-value"}

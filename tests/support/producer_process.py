@@ -1,11 +1,15 @@
 """A producer in its own process (its own JVM), driven line by line over stdin.
 
 Commands: ``produce <n> <tag>`` appends n records with keys ``<tag>-0``.. (unique, so
-compaction never supersedes them) and prints ``ok <base offset> <count>``; ``loop <seconds>
+compaction never supersedes them) and prints ``ok <base offset> <count>``; ``produce-when
+<signal file> <n> <tag>`` waits until the file exists, produces the same way, then creates
+``<signal file>.done`` (so a test can hold another writer's transaction open until this
+append has committed); ``loop <seconds>
 <tag>`` produces one-record batches for that long and prints ``ok <batches>``; ``quit``.
 Any failure prints ``error <message>``: the test asserts none happens.
 """
 
+import os
 import sys
 import time
 
@@ -29,10 +33,20 @@ def main() -> None:
         try:
             if words[0] == "quit":
                 break
-            if words[0] == "produce":
+            if words[0] in ("produce", "produce-when"):
+                signal = None
+                if words[0] == "produce-when":
+                    signal, words = words[1], words[1:]
+                    deadline = time.monotonic() + 600
+                    while not os.path.exists(signal):
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"no signal at {signal}")
+                        time.sleep(0.05)
                 count, tag = int(words[1]), words[2]
                 raw = [(i, {"key": f"{tag}-{i}", "value": tag, "timestamp": 0, "partition": 0}) for i in range(count)]
                 [result] = produce(topic, parse_records(raw, topic.spec, "producer"), 0)
+                if signal:
+                    open(signal + ".done", "w").close()
                 print(f"ok {result.base_offset} {result.count}", flush=True)
             elif words[0] == "loop":
                 until, tag, batches = time.monotonic() + float(words[1]), words[2], 0
