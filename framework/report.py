@@ -609,7 +609,7 @@ def index_page(warehouse: Warehouse, partitions: list[PartitionHistory], runs: l
         return _page("topiclake report", "\n".join(body))
     body.append("<h2>Partitions</h2>")
     body.append(_table(["partition", "last run", "log start", "log end", "checkpoint", "records", "bytes",
-                        "dirty ratio", "last trigger", "last validation", "failed guarantees"],
+                        "dirty ratio (last run)", "last trigger", "last validation", "failed guarantees"],
                        [_partition_line(p) for p in partitions]))
     body.append("<h2>Last runs</h2>")
     lines = []
@@ -651,7 +651,7 @@ def partition_page(p: PartitionHistory) -> str:
                     f"{_guarantees(checked.failed_guarantees, ', ') or 'see the stage rows below'}</div>")
     facts = [("log start", _count(p.latest("log_start"))), ("log end", _count(p.latest("log_end"))),
              ("checkpoint", _count(p.latest("checkpoint"))), ("records", _count(p.latest("records_after"))),
-             ("bytes", _bytes(p.latest("bytes_after"))), ("dirty ratio", _ratio(p.latest("dirty_ratio"))),
+             ("bytes", _bytes(p.latest("bytes_after"))), ("dirty ratio at last run", _ratio(p.latest("dirty_ratio"))),
              ("threshold", "-" if p.threshold is None else f"{p.threshold:g}"),
              ("last trigger", p.latest("trigger") or "-")]
     body.append('<div class="facts">' + "".join(f"<div><span>{escape(k)}</span>{escape(v)}</div>" for k, v in facts)
@@ -725,7 +725,43 @@ def _copy_data_docs(warehouse: Warehouse, folder: str) -> tuple[str | None, str]
     if os.path.isdir(target):
         shutil.rmtree(target)
     shutil.copytree(os.path.dirname(index), target)
+    _add_offline_style(target)
     return "data_docs/" + os.path.basename(index), ""
+
+
+#: Data Docs take Bootstrap and their scripts from CDNs; a reader offline would get bare
+#: HTML. This small sheet, local and linked after theirs, keeps the pages readable then.
+OFFLINE_CSS = """
+body { font: 14px/1.45 -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1b2330;
+       background: #f7f8fa; margin: 0 24px 24px; }
+a { color: #0b5cab; }
+img[src*="gx_logo"], img[alt="Great Expectations"] { display: none; }
+table { border-collapse: collapse; margin: 6px 0 14px; background: #fff; }
+th, td { border: 1px solid #d9dee6; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #eef1f5; }
+h1, h2, h3, h4, h5, h6 { font-weight: 600; margin: 18px 0 6px; }
+h5, h6 { font-size: 15px; }
+ol.breadcrumb, ul { padding-left: 20px; }
+.alert-danger, .text-danger, .fa-times { color: #b3261e; }
+.fa-check-circle, .text-success { color: #1a7f37; }
+"""
+
+
+def _add_offline_style(folder: str) -> None:
+    """Write the offline sheet into the copied Data Docs and link it from every page."""
+    sheet = os.path.join(folder, "topiclake-offline.css")
+    _write(sheet, OFFLINE_CSS.lstrip())
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            if not name.endswith(".html"):
+                continue
+            page = os.path.join(directory, name)
+            relative = os.path.relpath(sheet, directory).replace(os.sep, "/")
+            with open(page, encoding="utf-8") as handle:
+                text = handle.read()
+            link = f'<link rel="stylesheet" href="{relative}">'
+            if link not in text and "</head>" in text:
+                _write(page, text.replace("</head>", link + "\n</head>", 1))
 
 
 def _write(path: str, text: str) -> None:

@@ -169,12 +169,19 @@ def test_empty_warehouse_says_so(spark, warehouse, tmp_path):
 def test_data_docs_are_copied_and_linked(spark, warehouse, tmp_path, monkeypatch):
     docs = tmp_path / "gx_site"
     (docs / "static").mkdir(parents=True)
-    (docs / "index.html").write_text("<html>docs</html>")
+    (docs / "index.html").write_text("<html><head></head>docs</html>")
+    (docs / "validations" / "t").mkdir(parents=True)
+    (docs / "validations" / "t" / "run.html").write_text("<html><head></head>a run</html>")
     (docs / "static" / "style.css").write_text("body {}")
     monkeypatch.setattr(gx_project, "build_data_docs", lambda wh: str(docs / "index.html"))
     index = Path(write_report(spark, warehouse, str(tmp_path / "out")))
     assert "data_docs/index.html" in Page(index).links
-    assert (index.parent / "data_docs" / "static" / "style.css").is_file()
+    copied = index.parent / "data_docs"
+    assert (copied / "static" / "style.css").is_file()
+    # the offline sheet is there and every page links it by a path that resolves
+    assert (copied / "topiclake-offline.css").is_file()
+    assert '<link rel="stylesheet" href="topiclake-offline.css">' in (copied / "index.html").read_text()
+    assert '<link rel="stylesheet" href="../../topiclake-offline.css">' in (copied / "validations" / "t" / "run.html").read_text()
 
 
 def test_a_uri_warehouse_needs_an_output_folder(spark):
