@@ -300,8 +300,8 @@ def _plan_text(log, entry) -> str:
     if c["skipped_because"]:
         lines.append(f"  compaction: never ({c['skipped_because']})")
     else:
-        why = ", ".join(c["reasons"]) if c["due"] else "not due"
-        lines.append(f"  compaction: {'DUE' if c['due'] else 'not due'} ({why}); checkpoint C={c['checkpoint']}, "
+        verdict = f"DUE ({', '.join(c['reasons'])})" if c["due"] else "not due"
+        lines.append(f"  compaction: {verdict}; checkpoint C={c['checkpoint']}, "
                      f"first uncleanable U={c['first_uncleanable_offset']}, dirty ratio {c['dirty_ratio']:.3f} "
                      f"(threshold {c['min_cleanable_dirty_ratio']}), dirty {c['dirty_records']} record(s)/"
                      f"{c['dirty_bytes']} B, oldest dirty age {_ms_text(c['oldest_dirty_age_ms'])}, "
