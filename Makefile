@@ -20,7 +20,7 @@ quickstart: setup
 	@echo "report: $(WAREHOUSE)/_topiclake/report/index.html"
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

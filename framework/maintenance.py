@@ -282,7 +282,9 @@ class Maintenance:
             planned = retention.plan(log, run.now_ms, committed, cap=cap)
             state = planned.snapshot.state
             reasons = sorted(planned.boundaries)
-            records_before, bytes_before = log.size(planned.snapshot.version)
+            # one aggregate pass, for the history's records/bytes columns only
+            records_before, bytes_before = (log.size(planned.snapshot.version) if self.history is not None
+                                            else (None, None))
             row = self._row(
                 run, log, "retain", reasons=reasons, due=planned.due, version_before=planned.snapshot.version,
                 records_before=records_before, bytes_before=bytes_before, records_after=records_before,
@@ -305,8 +307,9 @@ class Maintenance:
             row.committed = result.committed
             row.version_after = result.version_after
             row.removed_records, row.removed_bytes = result.removed_records, result.removed_bytes
-            row.records_after = records_before - result.removed_records
-            row.bytes_after = bytes_before - result.removed_bytes
+            if records_before is not None:
+                row.records_after = records_before - result.removed_records
+                row.bytes_after = bytes_before - result.removed_bytes
             row.log_start_after = result.state_after.log_start_offset
             row.checkpoint_after = result.state_after.checkpoint
             self.progress(f"      retain ({', '.join(reasons)}): removed {result.removed_records} record(s), "

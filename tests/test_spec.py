@@ -34,10 +34,10 @@ from framework.spec import (
     parse_spec,
 )
 from framework.yaml_source import load_yaml, load_yaml_file
+from tests.conftest import acceptance_files
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_SPECS = REPO / "table_specs"
-ACCEPTANCE = REPO.parent / "shared" / "acceptance"
 LONG_MAX = 2**63 - 1
 DAY_MS = 86_400_000
 WEEK_MS = 7 * DAY_MS
@@ -760,7 +760,6 @@ def test_expectation_type_refusals(type_, rule):
     assert rule in problem.rule
 
 
-@pytest.mark.skipif(importlib.util.find_spec("great_expectations") is None, reason="great_expectations not installed")
 def test_an_unknown_expectation_names_the_closest_one(tmp_path):
     [problem] = problems_in(tmp_path, """\
         topic: a
@@ -775,7 +774,6 @@ def test_an_unknown_expectation_names_the_closest_one(tmp_path):
     assert "did you mean 'expect_column_values_to_not_be_null'?" in problem.rule
 
 
-@pytest.mark.skipif(importlib.util.find_spec("great_expectations") is None, reason="great_expectations not installed")
 def test_expectation_names_come_from_the_installed_package_layout():
     names = known_expectation_types()
     core = Path(importlib.util.find_spec("great_expectations").submodule_search_locations[0]) / "expectations" / "core"
@@ -837,7 +835,7 @@ def shipped_specs() -> list[Path]:
 
 
 def acceptance_scenarios() -> list[Path]:
-    return sorted(ACCEPTANCE.glob("*.yaml")) if ACCEPTANCE.is_dir() else []
+    return acceptance_files()  # a missing shared folder is an error, never a skip
 
 
 def assert_round_trips(spec: TopicSpec) -> None:
@@ -874,8 +872,6 @@ def test_acceptance_scenario_specs_round_trip_or_are_refused(path):
 
 
 def test_the_refused_acceptance_scenario_exists():
-    if not ACCEPTANCE.is_dir():
-        pytest.skip("no shared acceptance scenarios here")
     assert any(load_yaml_file(p)[0].get("expect_spec_error") for p in acceptance_scenarios())
 
 
