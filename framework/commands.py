@@ -271,16 +271,13 @@ def _would_remove(log, c) -> dict:
 
 
 def _retention_entry(log, r, blocked) -> dict:
-    from pyspark.sql import functions as F
-
     state = r.snapshot.state
     entry = {"due": r.due, "log_start_offset": state.log_start_offset, "new_log_start_offset": r.new_log_start,
              "boundaries": r.boundaries, "consumed_retention": r.rules.consumed_blocked_by or blocked or (
                  "on" if r.rules.smallest_committed_offset is not None else "off")}
     if r.due:
-        row = (log.read(r.snapshot.version).where(F.col("offset") < r.new_log_start)
-               .agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()[0])
-        entry["would_remove"] = {"records": row["n"], "bytes": row["b"] or 0}
+        records, size = log.size(r.snapshot.version, end=r.new_log_start)
+        entry["would_remove"] = {"records": records, "bytes": size}
     return entry
 
 

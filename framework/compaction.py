@@ -246,7 +246,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         dirty_records = measured.dirty_records if end >= checkpoint else 0
         dirty_bytes = measured.dirty_bytes if end >= checkpoint else 0
         if checkpoint <= end < measured.first_uncleanable_offset:
-            dirty_records, dirty_bytes = _section_size(records, checkpoint, end)
+            dirty_records, dirty_bytes = log.size(snap.version, checkpoint, end)
         clean = CleanSection(
             epoch=state.clean.epoch + 1,
             records=measured.clean_records + dirty_records - totals["removed"],
@@ -289,14 +289,3 @@ def _horizons_between(records, start: int, end: int) -> tuple[int, int | None]:
         .collect()[0]
     )
     return row["n"], row["m"]
-
-
-def _section_size(records, start: int, end: int) -> tuple[int, int]:
-    from pyspark.sql import functions as F
-
-    row = (
-        records.where((F.col("offset") >= start) & (F.col("offset") < end))
-        .agg(F.count("*").alias("n"), F.sum("_size").alias("b"))
-        .collect()[0]
-    )
-    return row["n"], row["b"] or 0

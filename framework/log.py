@@ -328,11 +328,17 @@ class PartitionLog:
                 raise TimeTravelError(f"{self.name}: cannot read that version: {first_line}") from None
             raise
 
-    def size(self, version: int) -> tuple[int, int]:
-        """Records and bytes (the contract's byte measure) at ``version``: one aggregate pass."""
+    def size(self, version: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
+        """Records and bytes (the contract's byte measure) at ``version``, of the offsets in
+        ``[start, end)`` (the whole log by default): one aggregate pass."""
         from pyspark.sql import functions as F
 
-        row = self.read(version).agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()[0]
+        records = self.read(version)
+        if start is not None:
+            records = records.where(F.col("offset") >= start)
+        if end is not None:
+            records = records.where(F.col("offset") < end)
+        row = records.agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()[0]
         return row["n"], row["b"] or 0
 
     def records(self, version: int | None = None, as_of: str | None = None):
