@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from . import cleaner
+from . import cleaner, faults
 from .cleaner import CompactionDecision, PartitionMeasure
 from .log import PartitionLog, Snapshot
 from .log_state import CleanSection, LogState
@@ -261,7 +261,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         extra = dict(run_id=run_id, cleaned_up_to=end, removed=totals["removed"], stamped=totals["stamped"])
         action = None
         if changes:
-            source = actions.where(F.col("_action").isin(DELETE, STAMP))
+            source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
             merge = (
                 log.delta_table().alias("t")
                 .merge(source.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")

@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
+from . import faults
 from .errors import ArgumentError, ConcurrentWriteError, TimeTravelError
 from .log_state import CommitEntry, LogState, fold, metadata_field, to_metadata
 from .spec import TopicSpec
@@ -376,6 +377,7 @@ class PartitionLog:
             frame = frame.withColumn("_delete_horizon", F.lit(None).cast("timestamp"))
             frame = frame.withColumn("_segment", F.lit(snap.state.active_segment).cast("long"))
             metadata = to_metadata(after, "produce", producer_id=producer_id, base_offset=base, count=count)
+            faults.reached("produce.before_commit", log=self, base_offset=base, count=count)
             try:
                 (
                     frame.write.format("delta")
@@ -392,6 +394,7 @@ class PartitionLog:
                 continue
             landed = self._landed(producer_id, snap.version)
             if landed is not None:
+                faults.reached("produce.after_commit", log=self, base_offset=base, count=count, version=landed)
                 return AppendResult(self.partition, base, count, landed)
             backoff(attempt)  # Delta skipped it: another producer already wrote this base
         raise ConcurrentWriteError(
@@ -432,6 +435,8 @@ class PartitionLog:
         commit_id = uuid.uuid4().hex
         metadata = to_metadata(state, operation, commit_id=commit_id, **extra)
         epoch = state.clean.epoch
+        point = "compact" if operation == "compact" else "retain"
+        faults.reached(f"{point}.before_commit", log=self, operation=operation, read_version=read_version)
         if action is None:
             self._empty_commit(metadata, MAINTENANCE_APP_ID, epoch)
         else:
@@ -442,6 +447,7 @@ class PartitionLog:
         version = self.find_commit("commit_id", commit_id, read_version)
         if version is None:
             raise StaleSnapshotError(f"{self.name}: another maintenance run committed epoch {epoch} first")
+        faults.reached(f"{point}.after_commit", log=self, operation=operation, version=version)
         return version
 
     def _empty_commit(self, metadata: str, app_id: str, txn_version: int) -> None:

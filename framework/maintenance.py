@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from . import compaction, retention
+from . import compaction, faults, retention
 from .consumer_offsets import ConsumerOffsets
 from .errors import ArgumentError, ConcurrentWriteError, TopiclakeError
 from .history import HistoryRow, MaintenanceHistory
@@ -32,7 +32,7 @@ from .log import MAX_COMMIT_ATTEMPTS, PartitionLog, StaleSnapshotError, backoff,
 from .log_state import LogState
 from .spec import TopicSpec
 from .topic import Topic
-from .vacuum import VacuumResult, vacuum
+from .vacuum import VacuumResult, check_window, vacuum
 from .warehouse import Warehouse
 
 STAGES = ("compact", "retain", "vacuum")
@@ -130,6 +130,7 @@ class Maintenance:
         unknown = [s for s in stages if s not in STAGES]
         if unknown:
             raise ArgumentError(f"unknown maintenance stage(s) {', '.join(unknown)}; stages: {', '.join(STAGES)}")
+        self._check_arguments(topic, partition, stages, vacuum_retention_ms, unsafe_vacuum)
         run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
         logs = self._logs(topic, partition)
         for index, log in enumerate(logs, start=1):
@@ -146,11 +147,25 @@ class Maintenance:
                 part.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
                 part.rows.append(self._row(run, log, "error", message=traceback.format_exc(limit=3)[-2000:]))
             finally:
+                faults.reached("maintain.before_history", log=log, run_id=run.run_id)
                 if self.history is not None and part.rows:
                     self.history.append(part.rows)
+            faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
             if part.failed:
                 self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
         return run
+
+    def _check_arguments(self, topic: str | None, partition: int | None, stages: tuple[str, ...],
+                         vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
+        """Every argument is checked against every selected spec before the first write."""
+        for spec in self.select(topic):
+            if partition is not None:
+                try:
+                    Topic(self.spark, self.warehouse, spec).partition(partition)  # refuses one out of range
+                except ArgumentError as error:
+                    raise ArgumentError(f"--partition: {error}") from None
+            if "vacuum" in stages:
+                check_window(spec.config.time_travel_retention_ms, vacuum_retention_ms, unsafe_vacuum)
 
     def _logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:
         logs = []

@@ -8,7 +8,9 @@ Builds two identical partitions of ``--records`` records over ``--keys`` keys, t
 3. ``validation``: the guarantee checks of that compaction (Great Expectations);
 4. ``incremental``: a second compaction after 1% of the keys were updated;
 5. ``plan (nothing due)`` against ``full scan``: deciding that nothing is due reads commit
-   metadata and the head, not the whole table.
+   metadata and the head, not the whole table;
+6. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
+   lint is for git hooks, so it must not start Spark.
 
     python jobs/benchmark.py --records 1000000 --keys 100000 [--json out.json]
 """
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -115,6 +118,11 @@ def run(argv) -> int:
     _timed("plan (nothing due)", results, lambda: compaction.plan(log, now))
     _timed("full scan", results, lambda: log.read().agg(F.sum("_size"), F.count("*")).collect())
 
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lint = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main(['lint', 'table_specs']))"]
+    _timed("bare interpreter", results, lambda: subprocess.run([sys.executable, "-c", "pass"], cwd=repo, check=True))
+    _timed("lint", results, lambda: subprocess.run(lint, cwd=repo, check=True, capture_output=True))
+
     summary = {
         "records": args.records,
         "keys": args.keys,
@@ -126,6 +134,7 @@ def run(argv) -> int:
             "validation / compaction": round(results["validation"] / results["compaction"], 3),
             "incremental / compaction": round(results["incremental"] / results["compaction"], 3),
             "plan (nothing due) / full scan": round(results["plan (nothing due)"] / results["full scan"], 3),
+            "lint / bare interpreter": round(results["lint"] / results["bare interpreter"], 3),
         },
     }
     print(json.dumps(summary, indent=2))

@@ -48,19 +48,18 @@ def write_jsonl(path, records):
     return str(path)
 
 
-def test_lint_needs_no_spark_and_answers_fast():
-    # A fresh interpreter: lint must not import pyspark or great_expectations.
+def test_lint_needs_no_spark():
+    # A fresh interpreter: lint must not import pyspark or great_expectations (how fast it
+    # answers is measured by jobs/benchmark.py, not asserted here).
     code = (
-        "import sys, time; t = time.time(); from framework.cli import main; "
+        "import sys; from framework.cli import main; "
         "rc = main(['lint', 'table_specs']); "
         "assert 'pyspark' not in sys.modules and 'great_expectations' not in sys.modules, 'lint imported Spark/GE'; "
-        "print('elapsed', time.time() - t); sys.exit(rc)"
+        "sys.exit(rc)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "ok   table_specs/customers-cdc.yaml" in done.stdout
-    elapsed = float(done.stdout.split("elapsed")[1])
-    assert elapsed < 1.0
 
 
 def test_lint_reports_problems_with_exit_2(tmp_path, capsys):

@@ -6,13 +6,14 @@ The producer runs in another process with its own JVM, as a real producer would.
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-from framework import compaction
-from framework.log import PartitionLog, is_concurrent_append
+from framework import compaction, faults
+from framework.log import is_concurrent_append
 from framework.maintenance import Maintenance
 from framework.produce import produce
 from framework.records import parse_records
@@ -55,9 +56,13 @@ class ProducerProcess:
         return self.answer()
 
     def close(self):
-        self.process.stdin.write("quit\n")
-        self.process.stdin.flush()
-        self.process.wait(timeout=60)
+        try:
+            self.process.stdin.write("quit\n")
+            self.process.stdin.flush()
+            self.process.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()  # stuck waiting for a signal a failed test never gave
+            self.process.wait()
 
 
 @pytest.fixture
@@ -91,55 +96,40 @@ def assert_log_is_sound(topic, produced_keys):
     assert winners == {f"k{i}": str(20 + i) for i in range(10)}
 
 
-def append_inside_the_merge(monkeypatch, producer, signal: Path, count: int, tag: str) -> None:
-    """Make the other process's append commit while the cleaner's MERGE transaction is open.
+@contextmanager
+def append_inside_the_commit(producer, signal: Path, count: int, tag: str):
+    """Make the other process's append commit while the cleaner's transaction is open.
 
-    The MERGE's source gets a filter that, the first time Spark evaluates it (inside the
-    MERGE, after Delta has taken the transaction's snapshot), creates ``signal`` and waits
-    until the producer process has committed its append. That is a real race, pinned.
+    The engine's ``compact.during_commit`` fault point is reached inside the compaction's
+    Delta transaction (its snapshot taken, nothing committed). The hook creates ``signal``
+    and waits until the producer process has committed its append. That is a real race,
+    pinned, whatever DML the engine uses. A hook that is never reached fails the test.
     """
-    from pyspark.sql.types import BooleanType
-
     producer.send(f"produce-when {signal} {count} {tag}")
     path = str(signal)
 
-    def gate(_offset):
+    def gate(_point, _context):
         import os
         import time
 
         if not os.path.exists(path + ".done"):
             open(path, "w").close()
-            deadline = time.monotonic() + 300
+            deadline = time.monotonic() + 120
             while not os.path.exists(path + ".done") and time.monotonic() < deadline:
                 time.sleep(0.05)
-        return True
 
-    gated = F.udf(gate, BooleanType()).asNondeterministic()
-    real_delta_table = PartitionLog.delta_table
-
-    class GatedTable:
-        def __init__(self, table):
-            self.table = table
-
-        def alias(self, name):
-            return GatedTable(self.table.alias(name))
-
-        def merge(self, source, condition):
-            return self.table.merge(source.where(gated(F.col("offset"))), condition)
-
-        def __getattr__(self, name):
-            return getattr(self.table, name)
-
-    monkeypatch.setattr(PartitionLog, "delta_table", lambda self: GatedTable(real_delta_table(self)))
+    with faults.installed("compact.during_commit", gate):
+        yield
+    assert signal.exists(), "the engine never reached its compact.during_commit fault point"
 
 
-def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, monkeypatch, tmp_path):
+def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, tmp_path):
     topic, producer = busy_topic
     log = topic.partition(0)
-    append_inside_the_merge(monkeypatch, producer, tmp_path / "race", 5, "racer")
     messages = []
-    run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
-                      record_history=False).run(1000, stages=("compact",))
+    with append_inside_the_commit(producer, tmp_path / "race", 5, "racer"):
+        run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
+                          record_history=False).run(1000, stages=("compact",))
     assert producer.answer() == "ok 30 5"  # the producer did not fail
     assert not run.failed, run.partitions[0].error
     assert any("rolled to segment 35" in m for m in messages), messages
@@ -154,13 +144,12 @@ def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, bus
     assert {r["_segment"] for r in log.read().where(F.col("key").startswith("after")).collect()} == {35}
 
 
-def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic, monkeypatch, tmp_path):
+def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic, tmp_path):
     topic, producer = busy_topic
     log = topic.partition(0)
     plan = compaction.plan(log, 1000)
     assert plan.decision.due
-    append_inside_the_merge(monkeypatch, producer, tmp_path / "race", 1, "racer")
-    with pytest.raises(Exception) as caught:
+    with append_inside_the_commit(producer, tmp_path / "race", 1, "racer"), pytest.raises(Exception) as caught:
         compaction.execute(log, plan)
     assert producer.answer() == "ok 30 1"
     assert is_concurrent_append(caught.value), caught.value

@@ -2,7 +2,7 @@
 
 import glob
 import os
-import time
+import json
 
 import pytest
 from pyspark.sql import functions as F
@@ -134,8 +134,11 @@ def spec_file(tmp_path, text):
 
 
 def test_time_travel_reads_inside_the_window_and_refuses_outside(spark, warehouse, tmp_path, capsys):
-    specs = spec_file(tmp_path, "topic: tt\npartitions: 1\nconfig: {cleanup.policy: delete, retention.ms: -1, "
-                                "time.travel.retention.ms: 20000}\n")
+    # No waiting on the wall clock (Delta's vacuum reads it): the same table is first kept
+    # with a day's window, then the spec shrinks the window to 1 ms, which every version
+    # but the latest is already outside of.
+    spec = "topic: tt\npartitions: 1\nconfig: {cleanup.policy: delete, retention.ms: -1, time.travel.retention.ms: %d}\n"
+    specs = spec_file(tmp_path, spec % 86_400_000)
     wh = ["--warehouse", warehouse.root, "--specs", specs]
     source = tmp_path / "in.jsonl"
     source.write_text('{"key": "a", "value": "1", "timestamp": 0}\n{"key": "b", "value": "2", "timestamp": 0}\n')
@@ -145,12 +148,8 @@ def test_time_travel_reads_inside_the_window_and_refuses_outside(spark, warehous
     assert main([*wh, "vacuum"]) == 0
     assert main([*wh, "read", "--topic", "tt", "--partition", "0", "--version", "1"]) == 0
     assert len([line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]) == 2
-    # the window passes (counted from version 2, the commit that made version 1 history);
-    # vacuum now removes the file version 1 needed
-    log = Topic(spark, warehouse, load_specs([specs])[0]).partition(0)
-    [replaced_at] = [r["ms"] for r in log.delta_table().history().selectExpr("version", "unix_millis(timestamp) ms")
-                     .collect() if r["version"] == 2]
-    time.sleep(max(0.0, (replaced_at + 20_000 + 500) / 1000 - time.time()))
+    # the window shrinks; vacuum now removes the file version 1 needed
+    spec_file(tmp_path, spec % 1)
     assert main([*wh, "vacuum"]) == 0
     capsys.readouterr()
     assert main([*wh, "read", "--topic", "tt", "--partition", "0", "--version", "1"]) == 2
@@ -158,6 +157,9 @@ def test_time_travel_reads_inside_the_window_and_refuses_outside(spark, warehous
     assert len(err.strip().splitlines()) == 1 and "cannot read that version" in err
     with pytest.raises(TimeTravelError):
         Topic(spark, warehouse, load_specs([specs])[0]).partition(0).read(version=1)
+    # the latest version is always readable
+    assert main([*wh, "read", "--topic", "tt", "--partition", "0"]) == 0
+    assert [json.loads(line)["key"] for line in capsys.readouterr().out.splitlines() if line.startswith("{")] == ["b"]
 
 
 def test_a_shorter_vacuum_window_is_refused_unless_forced(spark, warehouse, tmp_path, capsys):
@@ -176,7 +178,7 @@ def test_a_shorter_vacuum_window_is_refused_unless_forced(spark, warehouse, tmp_
 def test_deleted_values_leave_every_parquet_file_after_the_window(spark, warehouse, deletion_vectors):
     spec = parse_spec({"topic": "secrets", "partitions": 1, "config": {
         "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": 0,
-        "time.travel.retention.ms": 1000}}, "test")
+        "time.travel.retention.ms": 1}}, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
     log = topic.partition(0)
@@ -198,8 +200,30 @@ def test_deleted_values_leave_every_parquet_file_after_the_window(spark, warehou
     maintain(spark, topic, 1000)   # removes secret-address, stamps the tombstone (horizon 1000)
     maintain(spark, topic, 2000)   # the horizon has passed: the tombstone goes too
     assert offsets(topic) == [1]
-    # (whether the files are still there now depends on how long those runs took: the
-    # window is 1 s; that versions inside it stay readable is tested above)
-    time.sleep(1.5)
-    maintain(spark, topic, 3000)   # the window has passed: purge (if DVs) and vacuum
+    # the window is 1 ms (no waiting on the wall clock), so every replaced file is outside it
+    maintain(spark, topic, 3000)   # purge (if DVs) and vacuum
     assert values_on_disk() == {"kept-value"}
+
+
+@pytest.mark.parametrize("bad", [["--retention-ms", "1000"], ["--retention-ms", "1000", "--unsafe-shorter-time-travel"],
+                                 ["--partition", "5"]], ids=["short-window", "short-window-unsafe", "partition"])
+def test_maintain_checks_every_argument_before_the_first_write(spark, warehouse, tmp_path, capsys, bad):
+    """A bad argument used to be found only at the vacuum stage, after compaction and
+    retention had committed on the first partitions: exit 2 must mean nothing written."""
+    specs = spec_file(tmp_path, "topic: due\npartitions: 2\nconfig: {cleanup.policy: 'compact,delete', "
+                                "min.cleanable.dirty.ratio: 0.0, retention.ms: 1000}\n")
+    wh = ["--warehouse", warehouse.root, "--specs", specs]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(f'{{"key": "k", "value": "{i}", "timestamp": 0, "partition": {i % 2}}}\n'
+                              for i in range(6)))
+    assert main([*wh, "produce", "--topic", "due", "--input", str(source)]) == 0
+    topic = Topic(spark, warehouse, load_specs([specs])[0])
+    versions = [log.snapshot().version for log in topic.partitions()]
+    capsys.readouterr()
+    assert main([*wh, "maintain", "--now", "5000", *bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and bad[0] in err[0], err
+    assert [log.snapshot().version for log in topic.partitions()] == versions
+    assert [sorted(r["offset"] for r in log.read().select("offset").collect()) for log in topic.partitions()] \
+        == [[0, 1, 2], [0, 1, 2]]
+    assert not os.path.exists(os.path.join(warehouse.root, "_topiclake", "maintenance_history"))

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -971,13 +970,10 @@ def test_two_specs_of_one_topic_are_a_problem(tmp_path):
 # ---------------------------------------------------------------- lint
 
 
-def test_lint_of_the_shipped_specs_is_ok_and_fast():
-    started = time.perf_counter()
+def test_lint_of_the_shipped_specs_is_ok():
     report = lint([TABLE_SPECS])
-    elapsed = time.perf_counter() - started
     assert report.ok(), report.lines()
     assert [s.topic for s in report.specs] == ["customers-cdc", "orders-changelog", "prices-feed"]
-    assert elapsed < 1.0
 
 
 def test_lint_lines_of_the_shipped_specs():
@@ -1016,11 +1012,9 @@ def test_lint_takes_a_single_path_too():
 def test_lint_starts_neither_spark_nor_great_expectations():
     # A fresh interpreter, so other tests' imports cannot hide one.
     code = (
-        "import sys, time; t = time.perf_counter(); from framework.spec import lint; "
+        "import sys; from framework.spec import lint; "
         "r = lint(['table_specs']); assert r.ok(), r.lines(); "
-        "print(time.perf_counter() - t); "
         "assert not {'pyspark', 'great_expectations'} & set(sys.modules), sorted(sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert float(result.stdout) < 1.0

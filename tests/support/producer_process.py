@@ -37,7 +37,7 @@ def main() -> None:
                 signal = None
                 if words[0] == "produce-when":
                     signal, words = words[1], words[1:]
-                    deadline = time.monotonic() + 600
+                    deadline = time.monotonic() + 120
                     while not os.path.exists(signal):
                         if time.monotonic() > deadline:
                             raise TimeoutError(f"no signal at {signal}")

@@ -1,0 +1,94 @@
+"""Named fault points: the places where the engine commits, where a test may step in.
+
+The engine calls :func:`reached` at each point below, and passes the source of each
+maintenance DML through :func:`inside`, so that a test can inject a race or a failure
+without knowing how the engine issues its commits (DataFrame API, SQL MERGE or DELETE).
+Nothing happens unless a test installed a hook for the point (:func:`installed`), or the
+environment variable ``TOPICLAKE_FAULTS`` names it: then the process kills itself with
+SIGKILL there, as a crash would (the switch the crash tests use; read here and only here).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+ENVIRONMENT = "TOPICLAKE_FAULTS"
+
+#: Every point the engine reaches, with what it is just before or after.
+POINTS = {
+    "produce.before_commit": "a producer is about to commit its append",
+    "produce.after_commit": "a producer's append has committed",
+    "compact.before_commit": "a compaction run is about to commit",
+    "compact.during_commit": "inside a compaction's Delta transaction (its snapshot taken, not committed)",
+    "compact.after_commit": "a compaction run has committed",
+    "retain.before_commit": "a retention cut (retain or delete-records) is about to commit",
+    "retain.after_commit": "a retention cut has committed",
+    "maintain.before_history": "a partition's stages are done; its history rows are not yet written",
+    "maintain.after_partition": "a partition is done, history included; the next has not started",
+}
+
+Hook = Callable[[str, dict], None]
+_hooks: dict[str, list[Hook]] = {}
+_lock = threading.Lock()
+
+
+def _check(point: str) -> None:
+    if point not in POINTS:
+        raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS)}")
+
+
+def _killed_at(point: str) -> bool:
+    wanted = os.environ.get(ENVIRONMENT, "")
+    return point in {name.strip() for name in wanted.split(",") if name.strip()}
+
+
+def reached(point: str, **context) -> None:
+    """The engine is at ``point``; run the hooks installed for it (they may raise)."""
+    _check(point)
+    for hook in list(_hooks.get(point, ())):
+        hook(point, context)
+    if _killed_at(point):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def inside(point: str, frame):
+    """``frame``, the source of a DML, made to call ``point``'s hooks the first time Spark
+    evaluates a row of it inside the transaction (after Delta took its snapshot, before it
+    commits). Without hooks the frame is returned unchanged and costs nothing.
+
+    The hooks run in a Python worker process: they must be picklable and can only reach
+    the driver through the file system or the network.
+    """
+    _check(point)
+    hooks = list(_hooks.get(point, ()))
+    if not hooks:
+        return frame
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    def gate(_):
+        for hook in hooks:
+            hook(point, {})
+        return True
+
+    first_column = frame.columns[0]
+    return frame.where(F.udf(gate, BooleanType()).asNondeterministic()(F.col(first_column)))
+
+
+@contextmanager
+def installed(point: str, hook: Hook) -> Iterator[None]:
+    """Run ``hook(point, context)`` whenever the engine reaches ``point``, inside the block."""
+    _check(point)
+    with _lock:
+        _hooks.setdefault(point, []).append(hook)
+    try:
+        yield
+    finally:
+        with _lock:
+            _hooks[point].remove(hook)
+            if not _hooks[point]:
+                del _hooks[point]
