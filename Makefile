@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 WAREHOUSE ?= warehouse
 
-.PHONY: quickstart setup test test-fast lint clean
+.PHONY: quickstart setup test test-fast lint clean mutation
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt scripts/setup.sh
 	PYTHON=$(PYTHON) scripts/setup.sh
@@ -27,6 +27,30 @@ test-fast: setup
 
 lint: setup
 	$(VENV)/bin/topiclake lint table_specs
+
+# Mutation testing of the pure decision module framework/cleaner.py (a developer tool; CI does
+# not run it). mutmut's settings are setup.cfg's [mutmut]: it mutates a copy under mutants/
+# (git-ignored), never framework/cleaner.py itself, and runs only the Spark-free tests of it.
+# Starts afresh each time; fails if framework/cleaner.py changed during the run. SPARK_HOME
+# points nowhere so that a Spark test selected by mistake fails at once instead of starting Spark.
+MUTATION_JOBS ?= 1
+
+$(VENV)/.installed-dev: $(VENV)/.installed setup.cfg constraints.txt
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,dev]'
+	touch $@
+
+mutation: $(VENV)/.installed-dev
+	rm -rf mutants
+	@before=$$(sha256sum framework/cleaner.py); \
+	  SPARK_HOME=/nonexistent/no-spark-in-mutation-runs $(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS); status=$$?; \
+	  if [ "$$(sha256sum framework/cleaner.py)" != "$$before" ]; then \
+	    echo "mutation: framework/cleaner.py changed during the run" >&2; exit 1; fi; \
+	  exit $$status
+	@$(VENV)/bin/mutmut export-cicd-stats >/dev/null
+	@echo "mutants not killed:"; $(VENV)/bin/mutmut results
+	@$(PY) -c "import json; s = json.load(open('mutants/mutmut-cicd-stats.json')); \
+	  print('mutation score: %(killed)d/%(total)d killed' % s, '(%.1f%%);' % (100.0 * s['killed'] / s['total']), \
+	        '%(survived)d survived, %(no_tests)d no tests, %(timeout)d timeout, %(suspicious)d suspicious' % s)"
 
 clean:
 	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .hypothesis build *.egg-info
