@@ -171,11 +171,8 @@ class Maintenance:
         logs = []
         for spec in self.select(topic):
             handle = Topic(self.spark, self.warehouse, spec)
-            handle.ensure()
-            if partition is not None:
-                logs.append(handle.partition(partition))
-            else:
-                logs.extend(handle.partitions())
+            every = handle.ensure_partitions()
+            logs.extend(every if partition is None else [every[partition]])
         return logs
 
     # -------------------------------------------------------------- per partition

@@ -26,11 +26,13 @@ class Topic:
     def partitions(self) -> list[PartitionLog]:
         return [self.partition(p) for p in range(self.spec.partitions)]
 
-    def check_fits(self) -> list[PartitionLog]:
+    def check_fits(self, skip_unreadable: bool = False) -> list[PartitionLog]:
         """Refuse a spec that no longer fits the tables already there; return those tables.
 
         Kafka can add partitions but never remove them, and a key's type is part of
         every record written; so fewer partitions, or another key or value type, is refused.
+        With ``skip_unreadable``, a table whose schema cannot be read is left out rather
+        than failing the call (maintenance lets that one partition fail on its own).
         """
         from delta.tables import DeltaTable
 
@@ -40,9 +42,18 @@ class Topic:
                 f"{self.spec.source}: partitions: the spec says {self.spec.partitions} but the "
                 f"warehouse already has {beyond_path}; Kafka topics can gain partitions, never lose them"
             )
-        existing = [log for log in self.partitions() if log.exists()]
-        for log in existing:
-            fields = {f.name: f.dataType.simpleString() for f in log.schema().fields}
+        existing = []
+        for log in self.partitions():
+            if not log.exists():
+                continue
+            try:
+                schema = log.schema()
+            except Exception:  # noqa: BLE001 - a broken table is that partition's failure, not the spec's
+                if not skip_unreadable:
+                    raise
+                continue
+            existing.append(log)
+            fields = {f.name: f.dataType.simpleString() for f in schema.fields}
             for column, wanted in (("key", self.spec.key_type), ("value", self.spec.value_type)):
                 found = fields.get(column)
                 if found != wanted:
@@ -74,3 +85,13 @@ class Topic:
         for log in self.partitions():
             if log.partition not in existing:
                 log.create()
+
+    def ensure_partitions(self) -> list[PartitionLog]:
+        """Check the spec against every readable table and create the missing ones, leaving
+        any table that cannot be read for its own partition's run to fail on."""
+        self.check_fits(skip_unreadable=True)
+        logs = self.partitions()
+        for log in logs:
+            if not log.exists():
+                log.create()
+        return logs

@@ -4,13 +4,15 @@ Everything is tiny on purpose: each engine step costs about a second. A scenario
 shape of the acceptance files (contract section 7), so it can be written out as YAML and
 given to `topiclake simulate`, or replayed step by step:
 
-    {"name": ..., "spec": {"topic", "partitions": 1, "config": {...}},
-     "steps": [{"produce": {"now", "records"}} | {"maintain": {"now", "force"}}
-               | {"commit_offset": {"group", "partition", "offset"}}, ...]}
+    {"name": ..., "spec": {"topic", "partitions": 1..3, "config": {...}},
+     "steps": [{"produce": {"now", "records", "expect_error"?}} | {"maintain": {"now", "force"}}
+               | {"commit_offset": {"group", "partition", "offset"}}
+               | {"delete_records": {"partition", "before_offset"}}, ...]}
 
 Times are in milliseconds and stay within a few tens of seconds of 0, so that the small
 lags and retentions below actually matter. Every generated spec is valid per contract
-section 2 and every generated batch is accepted by produce.
+section 2; a batch that must be refused says so (`expect_error`); whether a
+delete_records is refused is the reference model's call.
 """
 
 from __future__ import annotations
@@ -109,23 +111,38 @@ def _headers(draw) -> list[list]:
 
 
 @st.composite
-def record_batches(draw, config: dict[str, Any], now: int = 10_000) -> list[dict[str, Any]]:
-    """1..8 records for partition 0, with timestamps near `now` (duplicates, out of order,
-    and sometimes a little in the future)."""
+def record_batches(draw, config: dict[str, Any], now: int = 10_000, partitions: int = 1) -> list[dict[str, Any]]:
+    """1..8 records with timestamps near `now` (duplicates, out of order, and sometimes a
+    little in the future). With several partitions, a record names its partition or, as
+    most Kafka records do, leaves it to Kafka's default partitioner (murmur2 of the key)."""
     deltas = [-8000, -5000, -3000, -3000, -1000, 0, 0, 1000]
     records = []
     for _ in range(draw(st.integers(1, 8))):
-        record: dict[str, Any] = {
-            "partition": 0,
+        record: dict[str, Any] = {}
+        if partitions == 1 or draw(st.booleans()):
+            record["partition"] = draw(st.integers(0, partitions - 1))
+        record.update({
             "key": draw(st.sampled_from(KEYS)),
             "value": draw(st.sampled_from(VALUES)),
             "timestamp": max(0, now + draw(st.sampled_from(deltas))),
-        }
+        })
         headers = draw(_headers())
         if headers:
             record["headers"] = headers
         records.append(record)
     return records
+
+
+def _bad_record(draw, config: dict[str, Any], partitions: int) -> dict[str, Any]:
+    """A record produce must refuse, so that its whole batch is refused."""
+    kinds = ["partition"] + (["null key"] if "compact" in config["cleanup.policy"] else [])
+    record: dict[str, Any] = {"key": draw(st.sampled_from(KEYS)), "value": "1", "timestamp": 0}
+    if draw(st.sampled_from(kinds)) == "partition":
+        record["partition"] = partitions + draw(st.integers(0, 2))  # past the last partition
+    else:
+        record["key"] = None
+        record["partition"] = 0
+    return record
 
 
 def _as_bytes(data):
@@ -134,25 +151,30 @@ def _as_bytes(data):
 
 @st.composite
 def scenarios(draw, min_steps: int = 1, max_steps: int = 5, binary: bool = True) -> dict[str, Any]:
-    """A spec and min_steps..max_steps steps: a produce first, a maintain last (when there
-    are two or more steps), and any mix in between; the clock mostly moves forward.
+    """A spec of 1..3 partitions and min_steps..max_steps steps: a produce first, a
+    maintain last (when there are two or more steps), and any mix in between of produce
+    (sometimes a batch produce must refuse, `expect_error`), maintain, commit_offset and
+    delete_records; the clock mostly moves forward.
 
     With `binary`, about one topic in eight has binary keys and values (the records then
     carry bytes)."""
     config = draw(topic_configs())
+    partitions = draw(st.sampled_from([1, 1, 2, 3]))
     groups = config.get("consumed.retention.groups", [])
     count = draw(st.integers(min_steps, max_steps))
     now = draw(st.sampled_from([0, 2000, 10_000]))
     is_binary = binary and draw(st.integers(0, 7)) == 0
     steps: list[dict[str, Any]] = []
     committed: set[str] = set()
+    produced = [0] * partitions  # an upper bound of each partition's log end offset
     for index in range(count):
         if index == 0:
             kind = "produce"
         elif index == count - 1:
             kind = "maintain"
         else:
-            kinds = ["produce", "produce", "maintain", "maintain", "maintain"] + (["commit_offset"] * 5 if groups else [])
+            kinds = (["produce", "produce", "maintain", "maintain", "maintain", "delete_records", "delete_records"]
+                     + (["commit_offset"] * 5 if groups else []))
             kind = draw(st.sampled_from(kinds))
 
         if kind == "commit_offset":
@@ -160,15 +182,15 @@ def scenarios(draw, min_steps: int = 1, max_steps: int = 5, binary: bool = True)
             waiting = [g for g in groups if g not in committed]
             group = draw(st.sampled_from(waiting or groups))
             committed.add(group)
-            steps.append(
-                {
-                    "commit_offset": {
-                        "group": group,
-                        "partition": 0,
-                        "offset": draw(st.integers(0, 12)),
-                    }
-                }
-            )
+            steps.append({"commit_offset": {"group": group, "partition": draw(st.integers(0, partitions - 1)),
+                                            "offset": draw(st.integers(0, 12))}})
+            continue
+        if kind == "delete_records":
+            partition = draw(st.integers(0, partitions - 1))
+            before = draw(st.integers(0, produced[partition] + 1))
+            # refused on a compact-only topic (POLICY_VIOLATION) or past the log end offset
+            # (OFFSET_OUT_OF_RANGE); the model says which, the engine must agree
+            steps.append({"delete_records": {"partition": partition, "before_offset": before}})
             continue
 
         if index > 0:
@@ -178,15 +200,23 @@ def scenarios(draw, min_steps: int = 1, max_steps: int = 5, binary: bool = True)
             elif move == "back":
                 now = max(0, now - draw(st.sampled_from([1000, 5000])))
         if kind == "produce":
-            records = draw(record_batches(config, now))
+            records = draw(record_batches(config, now, partitions))
+            body = {"now": now, "records": records}
+            if index > 0 and draw(st.integers(0, 2)) == 0:
+                records.insert(draw(st.integers(0, len(records))), _bad_record(draw, config, partitions))
+                body["expect_error"] = True
             if is_binary:
                 for record in records:
                     record["key"] = _as_bytes(record["key"])
                     record["value"] = _as_bytes(record["value"])
-            steps.append({"produce": {"now": now, "records": records}})
+            if not body.get("expect_error"):
+                # where the records land is the partitioner's business; bound every partition
+                for p in range(partitions):
+                    produced[p] += len(records)
+            steps.append({"produce": body})
         else:
             steps.append({"maintain": {"now": now, "force": draw(st.integers(0, 3)) == 0}})
-    spec: dict[str, Any] = {"topic": "generated", "partitions": 1}
+    spec: dict[str, Any] = {"topic": "generated", "partitions": partitions}
     if is_binary:
         spec["key"] = {"type": "binary"}
         spec["value"] = {"type": "binary"}

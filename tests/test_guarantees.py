@@ -21,12 +21,38 @@ offset  key  value  timestamp  after compaction
 7       d    1      9600       head
 8       a    4      9700       head; a's final value
 ======  ===  =====  =========  =========================================
+
+Two more topics, ``prices`` (the timestamp strategy) and ``versions`` (the header strategy,
+header ``version``), hold six keys whose winner below U is never their highest offset: a
+check or an engine that silently used "highest offset" (or the other strategy: versions'
+timestamps all tie, prices has no headers) goes wrong on them. Maintained at now = 10000
+(U = 12):
+
+======  ===  =====  ==============  ================================  ===================
+offset  key  value  prices: ts      versions: headers (ts 0)          after compaction
+======  ===  =====  ==============  ================================  ===================
+0       a    1      2000            version=2                         kept
+1       a    2      1000            version=7, then version=1 (last)  removed
+2       b    1      5000            version=9                         kept
+3       b    2      4000            version=8                         removed
+4       c    null   4000            version=5 (8 bytes, big-endian)   kept, stamped 11000
+5       c    1      3000            no header                         removed
+6       e    null   3000            version=-1                        kept, stamped 11000
+7       e    1      2500            version=x (does not parse)        removed
+8       f    1      3000            version=00012                     kept
+9       f    2      2000            version=11                        removed
+10      g    1      4500            version=3                         kept
+11      g    2      3500            version=2                         removed
+12      a    3      9500            version=50 (ts 9500)              head
+13      a    4      9700            version=100 (ts 9700)             head; a's final
+======  ===  =====  ==============  ================================  ===================
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,9 +98,37 @@ config:
   consumed.retention.groups: [billing]
 """
 
+STRATEGY_SPEC = """\
+topic: {topic}
+partitions: 1
+config:
+  cleanup.policy: compact
+  min.compaction.lag.ms: 1000
+  max.compaction.lag.ms: 4000
+  delete.retention.ms: 1000
+  min.cleanable.dirty.ratio: 0.0
+  compaction.strategy: {strategy}
+"""
+PRICES_SPEC = STRATEGY_SPEC.format(topic="prices", strategy="timestamp")
+VERSIONS_SPEC = STRATEGY_SPEC.format(topic="versions", strategy="header") + "  compaction.strategy.header: version\n"
+
 ORDERS = [("a", "1", 0), ("b", "1", 0), ("a", "2", 0), ("c", "1", 0), ("c", None, 0), ("b", "2", 5000),
           ("a", "3", 9500), ("d", "1", 9600), ("a", "4", 9700)]
 EVENTS = [(f"e{i}", "1", 0) for i in range(5)]
+#: key, value, prices' timestamp, versions' headers
+STRATEGY_ROWS = [
+    ("a", "1", 2000, {"version": "2"}), ("a", "2", 1000, [["version", "7"], ["version", "1"]]),
+    ("b", "1", 5000, {"version": 9}), ("b", "2", 4000, {"version": "8"}),
+    ("c", None, 4000, {"version": {"base64": "AAAAAAAAAAU="}}), ("c", "1", 3000, {}),
+    ("e", None, 3000, {"version": "-1"}), ("e", "1", 2500, {"version": "x"}),
+    ("f", "1", 3000, {"version": "00012"}), ("f", "2", 2000, {"version": "11"}),
+    ("g", "1", 4500, {"version": "3"}), ("g", "2", 3500, {"version": "2"}),
+    ("a", "3", 9500, {"version": "50"}), ("a", "4", 9700, {"version": "100"}),
+]
+PRICES = [(k, v, t) for k, v, t, _ in STRATEGY_ROWS]
+VERSIONS = [(k, v, t if t > 9000 else 0, h) for k, v, t, h in STRATEGY_ROWS]
+#: What compaction at NOW leaves of prices and versions
+STRATEGY_SURVIVORS = [0, 2, 4, 6, 8, 10, 12, 13]
 
 
 def name(code: str) -> str:
@@ -150,24 +204,6 @@ def test_the_suites_follow_the_spec_and_rerunning_changes_nothing(tmp_path):
     assert [e.regex for e in stored.expectations] == ["^b$"] == [e.regex for e in changed.expectations]
 
 
-def test_header_versions_parse_as_kip_280_says(spark):
-    """The validator's own reading of the header strategy agrees with cleaner.header_version,
-    including the corner cases (a trailing newline is not decimal text)."""
-    from pyspark.sql import functions as F
-
-    from framework.cleaner import header_version as reference
-    from framework.guarantees import header_version
-
-    values = [b"5", b"-12", b"007", b"5\n", b"1234567\n", b"12345678", bytes([0xFF] * 8), b"\x00" * 7 + b"\x2a",
-              b"99999999999999999999", b"", b"abc", None]
-    frame = spark.range(1).select(F.array(*[
-        F.struct(F.lit("v").alias("key"), F.lit(v).cast("binary").alias("value")) for v in values
-    ]).alias("all")).select(F.posexplode("all").alias("i", "h")).select(
-        "i", F.array(F.col("h")).alias("headers"))
-    got = {r["i"]: r["v"] for r in frame.select("i", header_version("v").alias("v")).collect()}
-    assert [got[i] for i in range(len(values))] == [reference(v) for v in values]
-
-
 # --------------------------------------------------------------- the warehouse
 @dataclass
 class Base:
@@ -199,7 +235,8 @@ def _produce(spark, warehouse, spec, rows, now):
     from framework.records import parse_records
     from framework.topic import Topic
 
-    raw = [{"partition": 0, "key": k, "value": v, "timestamp": t} for k, v, t in rows]
+    raw = [{"partition": 0, "key": k, "value": v, "timestamp": t, "headers": h} for k, v, t, h in
+           (row if len(row) == 4 else (*row, {}) for row in rows)]
     records = parse_records(list(enumerate(raw, start=1)), spec, "test")
     return produce(Topic(spark, warehouse, spec), records, now)
 
@@ -217,6 +254,8 @@ def base(spark, tmp_path_factory) -> Base:
     specs_dir.mkdir()
     (specs_dir / "orders.yaml").write_text(ORDERS_SPEC)
     (specs_dir / "events.yaml").write_text(EVENTS_SPEC)
+    (specs_dir / "prices.yaml").write_text(PRICES_SPEC)
+    (specs_dir / "versions.yaml").write_text(VERSIONS_SPEC)
     specs = load_specs([str(specs_dir)])
     produced = root / "produced"
     warehouse = Warehouse.resolve(str(produced))
@@ -225,6 +264,8 @@ def base(spark, tmp_path_factory) -> Base:
         Topic(spark, warehouse, spec).create()
     _produce(spark, warehouse, by_topic["orders"], ORDERS, NOW)
     _produce(spark, warehouse, by_topic["events"], EVENTS, NOW)
+    _produce(spark, warehouse, by_topic["prices"], PRICES, NOW)
+    _produce(spark, warehouse, by_topic["versions"], VERSIONS, NOW)
     ConsumerOffsets(spark, warehouse).commit("billing", "events", 0, 3)
 
     maintained = root / "maintained"
@@ -268,7 +309,7 @@ def raw_append(log, frame) -> int:
 
 def compact_check(base, log, version_after: int) -> StageCheck:
     """The StageCheck of the fixture's real compaction, pointed at another after version."""
-    row = base.row("orders", "compact")
+    row = base.row(log.spec.topic, "compact")
     return StageCheck(
         log=log, stage="compact", now_ms=NOW, version_before=row.version_before, version_after=version_after,
         before=log.read(row.version_before), state_before=state_at(log, row.version_before),
@@ -288,6 +329,10 @@ def test_healthy_runs_pass_and_leave_their_results_in_the_ge_project(spark, base
     assert (compact.version_before, compact.version_after, compact.first_uncleanable_offset) == (1, 2, 6)
     assert compact.validation == "passed"
     assert base.row("events", "retain").validation == "passed"
+    # Under the timestamp and header strategies too: a check that ranked by offset alone
+    # would find their survivors (never their key's highest offset below U) wrong.
+    for topic in ("prices", "versions"):
+        assert base.row(topic, "compact").validation == "passed", topic
 
     import great_expectations as gx
 
@@ -310,6 +355,17 @@ def test_validate_passes_on_a_healthy_table_and_rerunning_reuses_the_ge_objects(
     # A range across the compaction: what survives is a subset, so G1 holds.
     again = Guarantees(spark, warehouse).validate(log, NOW, 1, 2)
     assert again.passed, again.details
+
+
+def test_the_timestamp_and_header_strategies_keep_their_winners_not_the_highest_offsets(spark, base):
+    """The engine itself, on the fixture's data: each key's winner below U, under its strategy."""
+    from framework.topic import Topic
+    from framework.warehouse import Warehouse
+
+    warehouse = Warehouse.resolve(str(base.maintained))
+    for topic in ("prices", "versions"):
+        log = Topic(spark, warehouse, base.spec(topic)).partition(0)
+        assert offsets(log) == STRATEGY_SURVIVORS, topic
 
 
 # -------------------------------------------------- corruptions of a stage
@@ -343,6 +399,80 @@ def test_each_corruption_of_a_compaction_is_caught_by_its_guarantee(spark, base,
     for code in expected:
         assert f"{name(code)}: " in text
     assert "offset " in text
+
+
+#: The kinds of corruption above, all at once on prices and versions, each on its own key
+#: (a's head and a's survivor aside): what each corruption must be named by, at which
+#: offsets. Their survivors below U are never their key's highest offset.
+STRATEGY_CORRUPTIONS = [
+    # (what, {"delete": offsets, "update": (condition, values), "append": offsets of version 1},
+    #  {guarantee: the offsets it must name})
+    ("head record removed", {"delete": [12]}, {"G2": {12}}),  # a's final value is 13's
+    # By offset a's survivor would be right; a's final value is 13's either way.
+    ("survivor is not its key's winner", {"delete": [0], "append": [1]}, {"G4": {1}}),
+    ("offset changed", {"update": ("offset = 2", {"offset": "3"})}, {"G1": {3}, "G4": {3}}),
+    # By offset the winner of c would be 5, and its removal no tombstone's business.
+    ("tombstone removed before its horizon", {"delete": [4]}, {"G7": {4}}),
+    ("tombstone horizon shortened", {"update": ("offset = 6", {"_delete_horizon": "timestamp_millis(10000)"})},
+     {"G7": {6}}),
+    ("final state changed", {"delete": [8]}, {"G5": {8}}),
+    # g's final value goes from 1 to 2; by offset this is exactly right (G5 names the old winner).
+    ("highest offset kept instead of the winner", {"delete": [10], "append": [11]}, {"G4": {11}, "G5": {10}}),
+]
+
+
+def corrupt_all(log, corruptions) -> int:
+    """Every corruption at once, in three raw Delta commits (deletes, updates, appends)."""
+    from pyspark.sql import functions as F
+
+    deleted = [o for _, ops, _ in corruptions for o in ops.get("delete", [])]
+    appended = [o for _, ops, _ in corruptions for o in ops.get("append", [])]
+    raw_delete(log, f"offset IN ({', '.join(map(str, deleted))})")
+    for _, ops, _ in corruptions:
+        if "update" in ops:
+            raw_update(log, *ops["update"])
+    return raw_append(log, log.read(1).where(F.col("offset").isin(appended)))
+
+
+def violations_by_guarantee(outcome) -> tuple[dict[str, int], dict[str, set[int]]]:
+    """From a failed check's details: per guarantee, its count and the offsets it names."""
+    counts: dict[str, int] = {}
+    named: dict[str, set[int]] = {}
+    code = None
+    for line in outcome.details:
+        head = re.match(r"(G\d) .*: (\d+) violation\(s\) in ", line)
+        if head:
+            code = head.group(1)
+            counts[code] = int(head.group(2))
+            named[code] = set()
+            continue
+        row = re.match(r"  offset (\d+)", line)
+        if row and code is not None:
+            named[code].add(int(row.group(1)))
+    return counts, named
+
+
+@pytest.mark.parametrize("topic", ["prices", "versions"])
+def test_each_corruption_is_caught_under_the_timestamp_and_header_strategies(spark, base, tmp_path, topic):
+    """Every kind of corruption, each on its own key, in one corrupted version: the check
+    fails and names each corruption by exactly its guarantees, at exactly its offsets."""
+    from framework.topic import Topic
+
+    warehouse = base.copy(base.maintained, tmp_path / "warehouse")
+    log = Topic(spark, warehouse, base.spec(topic)).partition(0)
+    version = corrupt_all(log, STRATEGY_CORRUPTIONS)
+    expected: dict[str, set[int]] = {}
+    for _, _, named in STRATEGY_CORRUPTIONS:
+        for code, at in named.items():
+            expected.setdefault(code, set()).update(at)
+    outcome = Guarantees(spark, warehouse).check_stage(compact_check(base, log, version))
+    assert not outcome.passed
+    assert failed_codes(outcome) == set(expected), outcome.details
+    counts, named = violations_by_guarantee(outcome)
+    assert named == expected, outcome.details
+    assert counts == {code: len(at) for code, at in expected.items()}, outcome.details
+    strategy = base.spec(topic).config.compaction_strategy
+    assert f"not its key's winner under the {strategy} strategy" in "\n".join(outcome.details)
 
 
 def test_a_second_record_for_a_key_below_the_checkpoint_is_caught_and_shown(spark, base, orders):
@@ -516,3 +646,71 @@ def test_a_vacuum_that_breaks_time_travel_exits_1_naming_g9(spark, base, orders,
     captured = capsys.readouterr()
     assert f"orders-0: FAILED ({name('G9')})" in captured.out
     assert "version 1 (the oldest version inside the time-travel window) cannot be read" in captured.err
+
+
+# ------------------------------------------- changes in place, through the CLI
+#: Changes that keep every offset and every key where it was. During a compaction
+#: (``compact``: a buggy engine's doing, landing between the run's before and after
+#: versions) and between runs (``validate``: only appends are legal there).
+IN_PLACE = {
+    # a's survivor below U; a's final value is 8's, so only the record's own content shows it
+    "survivor's value updated": (lambda log: raw_update(log, "offset = 2", {"value": "'9'"}),
+                                 {"G1"}, {"G1"}),
+    # headers do not rank under the offset strategy: only the record's content shows it
+    "survivor's headers updated": (
+        lambda log: raw_update(log, "offset = 2", {"headers": "array(named_struct('key', 'version', 'value', X'39'))"}),
+        {"G1"}, {"G1"}),
+    # an identical second copy of a head record: same content, same key, same final state
+    "offset duplicated": (lambda log: _append_original(log, 7), {"G1"}, {"G1"}),
+    # a head record (superseded by 8 in the final state) changed rather than removed
+    "head record modified": (lambda log: raw_update(log, "offset = 6", {"value": "'9'"}),
+                             {"G1", "G2"}, {"G1"}),
+}
+
+
+def _failed_names(out: str, prefix: str, closing: str = "") -> set[str]:
+    line = next((line for line in out.splitlines() if line.startswith(prefix)), None)
+    assert line is not None, out
+    names = line[len(prefix):]
+    if closing:
+        assert names.endswith(closing), line
+        names = names[:-len(closing)]
+    return set(names.split(", "))
+
+
+@pytest.mark.parametrize("change", sorted(IN_PLACE))
+def test_a_compaction_that_changes_records_in_place_exits_1_naming_the_guarantee(spark, base, tmp_path, capsys,
+                                                                                  change):
+    """A buggy engine: the change lands just before compaction commits (the engine's fault
+    point), so the stage check sees it between the run's before and after versions."""
+    from framework import faults
+
+    corrupt, expected, _ = IN_PLACE[change]
+    done = []
+
+    def buggy(point, context):
+        if not done:  # once: a retry must not start from the corrupted version
+            done.append(corrupt(context["log"]))
+
+    warehouse = base.copy(base.produced, tmp_path / "warehouse")
+    with faults.installed("compact.before_commit", buggy):
+        code = cli(base, warehouse, "compact", "--topic", "orders", "--now", str(NOW))
+    captured = capsys.readouterr()
+    assert done, "the fault point was never reached"
+    assert code == 1, captured.out + captured.err
+    assert _failed_names(captured.out, "orders-0: FAILED (", ")") == {name(c) for c in expected}
+    for code_ in expected:
+        line = rf"{re.escape(name(code_))}: 1 violation\(s\) in orders-0, versions \d+ -> \d+\n"
+        assert re.search(line, captured.err), captured.err
+
+
+# (a duplicated offset and a changed head record fall to the same rules as at the compact stage)
+@pytest.mark.parametrize("change", ["survivor's value updated", "survivor's headers updated"])
+def test_validate_exits_1_for_a_record_changed_in_place_between_runs(spark, base, orders, capsys, change):
+    warehouse, log = orders
+    corrupt, _, expected = IN_PLACE[change]
+    version = corrupt(log)
+    assert cli(base, warehouse, "validate", "--topic", "orders", "--now", str(NOW)) == 1
+    out = capsys.readouterr().out
+    assert _failed_names(out, "orders-0: FAILED ") == {name(c) for c in expected}
+    assert f"  {name('G1')}: 1 violation(s) in orders-0, versions 2 -> {version}" in out

@@ -1,17 +1,24 @@
 """Property-based tests: the real engine (local Spark, real Delta tables) against the
 reference model (tests/reference_model.py), over generated scenarios.
 
-Hypothesis draws scenarios in the acceptance-file format (tests/strategies.py): a spec
-and a few steps (produce, commit_offset, maintain). Each scenario runs through the real
-engine, in its own temporary warehouse, and through the model, step by step; after every
-maintain step both sides are compared, per partition, on
+Hypothesis draws scenarios in the acceptance-file format (tests/strategies.py): a spec of
+1-3 partitions and a few steps (produce, with records that name their partition and
+records left to Kafka's partitioner, and now and then a batch that must be refused;
+commit_offset; delete_records; maintain). Each scenario runs through the real engine, in
+its own temporary warehouse, and through the model, step by step. A refused batch or
+delete_records must be refused by both sides and leave every table version as it was.
+After every maintain step both sides are compared, per partition, on
 
-* the surviving offsets,
+* every surviving record: offset, key, value, timestamp, headers and delete horizon
+  (engine column ``_delete_horizon``, as epoch milliseconds),
 * the log end offset and the log start offset,
 * the checkpoint, as ``max(checkpoint, log start)`` (the engine moves C up to the log
-  start when retention passes it; the model moves C only by compaction),
-* the delete horizons of the surviving records that carry one (engine column
-  ``_delete_horizon``, compared as epoch milliseconds).
+  start when retention passes it; the model moves C only by compaction).
+
+One scenario of every batch of eight also runs the Great Expectations guarantee checks
+after each committed stage; a failed guarantee is a finding like any mismatch. The rules
+each scenario exercised are counted, and the test fails unless every rule in
+``MIN_COVERAGE`` was exercised at least that often.
 
 A mismatch fails with the scenario written out as an acceptance-style YAML file (its
 ``expect`` step holds the model's answer) and both sides' observations.
@@ -19,8 +26,8 @@ A mismatch fails with the scenario written out as an acceptance-style YAML file 
 Cost. An engine step takes 0.5-3 s on two cores, so each hypothesis example is a batch
 of ``BATCH`` independent scenarios, run concurrently by ``WORKERS`` threads, each with
 its own child session (``spark.newSession()``: the engine sets session confs around its
-commits, so threads must not share one). Vacuum, validation and the maintenance history
-are left out here (tested elsewhere): this test is about the decisions and the data.
+commits, so threads must not share one). Vacuum and the maintenance history are left out
+here (tested elsewhere): this test is about the decisions and the data.
 
 Knobs (environment):
 
@@ -47,12 +54,12 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reference_model import ModelTopic  # noqa: E402
+from reference_model import ModelRejected, ModelTopic  # noqa: E402
 from strategies import scenarios  # noqa: E402
 
 MIN_CASES = 200
@@ -64,6 +71,19 @@ CASES = max(MIN_CASES, int(os.environ.get("TOPICLAKE_PROPERTY_EXAMPLES", str(MIN
 MAX_EXAMPLES = math.ceil(CASES / BATCH) + 1
 SEED = os.environ.get("TOPICLAKE_PROPERTY_SEED")
 STAGES = ("compact", "retain")
+#: what the generated scenarios must exercise, at least this often, for the run to count
+#: (the counts of a derandomized 200-scenario run are two to ten times these)
+MIN_COVERAGE = {
+    "strategy: offset": 30, "strategy: timestamp": 20, "strategy: header": 30,
+    "policy: compact": 30, "policy: compact,delete": 30, "policy: delete": 15,
+    "partitions: 2 or 3": 40, "records placed by the partitioner": 40,
+    "due: dirty_ratio": 40, "due: max_lag": 15, "due: forced": 20, "due: tombstone_horizon": 2,
+    "tombstone stamped": 15, "tombstone removed at its horizon": 2,
+    "retention: time": 10, "retention: size": 10, "retention: consumed": 2,
+    "delete_records applied": 10, "delete_records refused": 10, "produce refused": 10,
+    "clock went back": 5, "binary topic": 10, "LogAppendTime": 10,
+    "scenarios checked by the guarantees": 20,
+}
 #: Test-only settings of the worker sessions. They change how fast Spark and Delta work
 #: on tiny tables, never what the engine decides: whole-stage code generation costs more
 #: to compile than it saves on a few rows, and the file statistics only feed data
@@ -83,48 +103,67 @@ WORKER_CONF = {
 # ---------------------------------------------------------------------------------------
 
 
+#: One surviving record: (offset, key, value, timestamp ms, headers, delete horizon ms or None);
+#: keys and values as str on a string topic, bytes on a binary one; header values as bytes.
+Record = tuple
+
+
 @dataclass(frozen=True)
 class Observed:
-    offsets: tuple[int, ...]
+    records: tuple[Record, ...]
     log_start: int
     end_offset: int
     #: max(checkpoint, log start)
     checkpoint: int
-    #: (offset, delete horizon in epoch ms) of every survivor that has a horizon
-    horizons: tuple[tuple[int, int], ...]
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        return tuple(record[0] for record in self.records)
 
     def describe(self) -> str:
         return (f"offsets {list(self.offsets)}, log start {self.log_start}, end offset {self.end_offset}, "
-                f"checkpoint {self.checkpoint}, horizons {dict(self.horizons)}")
+                f"checkpoint {self.checkpoint}")
 
     def differences(self, other: "Observed") -> list[str]:
-        return [name for name in ("offsets", "log_start", "end_offset", "checkpoint", "horizons")
-                if getattr(self, name) != getattr(other, name)]
+        found = [name for name in ("offsets", "log_start", "end_offset", "checkpoint")
+                 if getattr(self, name) != getattr(other, name)]
+        if self.offsets == other.offsets:
+            fields = ("offset", "key", "value", "timestamp", "headers", "delete horizon")
+            for mine, theirs in zip(self.records, other.records):
+                found.extend(f"offset {mine[0]}: {field} {a!r} != {b!r}"
+                             for field, a, b in zip(fields, mine, theirs) if a != b)
+        return found
 
 
 def model_observation(topic: ModelTopic, partition: int) -> Observed:
-    records = topic.records(partition)
     return Observed(
-        offsets=tuple(r.offset for r in records),
+        records=tuple((r.offset, r.key, r.value, r.timestamp, tuple(r.headers), r.delete_horizon)
+                      for r in topic.records(partition)),
         log_start=topic.log_start(partition),
         end_offset=topic.end_offset(partition),
         checkpoint=max(topic.checkpoint(partition), topic.log_start(partition)),
-        horizons=tuple((r.offset, r.delete_horizon) for r in records if r.delete_horizon is not None),
     )
+
+
+def _plain(data):
+    return bytes(data) if isinstance(data, (bytes, bytearray)) else data
 
 
 def engine_observation(log) -> Observed:
     from pyspark.sql import functions as F
 
     state = log.snapshot().state
-    rows = log.read().select("offset", F.unix_millis("_delete_horizon").alias("h")).collect()
-    rows = sorted((r["offset"], r["h"]) for r in rows)
+    rows = log.read().select("offset", "key", "value", F.unix_millis("timestamp").alias("ts"), "headers",
+                             F.unix_millis("_delete_horizon").alias("h")).collect()
+    records = sorted(
+        (r["offset"], _plain(r["key"]), _plain(r["value"]), r["ts"],
+         tuple((h["key"], _plain(h["value"])) for h in (r["headers"] or ())), r["h"])
+        for r in rows)
     return Observed(
-        offsets=tuple(offset for offset, _ in rows),
+        records=tuple(records),
         log_start=state.log_start_offset,
         end_offset=state.log_end_offset,
         checkpoint=max(state.checkpoint, state.log_start_offset),
-        horizons=tuple((offset, h) for offset, h in rows if h is not None),
     )
 
 
@@ -184,14 +223,17 @@ def as_acceptance_yaml(scenario: dict, steps: list[dict], model: ModelTopic | No
                      allow_unicode=True)
 
 
-def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None) -> int:
+def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None, guarantees: bool = False) -> int:
     """Run ``scenario`` through the engine (in ``folder``) and the model; raise Mismatch on
     the first disagreement. Returns the number of comparisons made; ``seen`` counts what
-    the maintain steps did (by the model's account), to show what the cases covered."""
+    the steps did (by the model's account), to show and assert what the cases covered.
+    With ``guarantees`` every committed stage is also checked by the guarantee suite."""
     from framework.consumer_offsets import ConsumerOffsets
+    from framework.errors import TopiclakeError
     from framework.maintenance import Maintenance
     from framework.produce import produce
     from framework.records import parse_records
+    from framework.retention import delete_records
     from framework.spec import parse_spec
     from framework.topic import Topic
     from framework.warehouse import Warehouse
@@ -200,12 +242,19 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
     warehouse = Warehouse.resolve(os.path.join(folder, "warehouse"))
     spec = parse_spec(spec_dict, source="generated spec")
     topic = Topic(spark, warehouse, spec)
+    topic.create()
     model = ModelTopic(spec_dict.get("partitions", 1), spec_dict.get("config") or {})
+    seen = Counter() if seen is None else seen
+    validator = None
+    if guarantees:
+        from framework.guarantees import Guarantees
+
+        validator = Guarantees(spark, warehouse).check_stage
+        seen["scenarios checked by the guarantees"] += 1
     clock = 0
     last_maintain = None
     done: list[dict] = []
     compared = 0
-    seen = Counter() if seen is None else seen
 
     def fail(step_number: int, what: str, engine: Observed | None = None, expected: Observed | None = None,
              decisions: list[dict] | None = None) -> Mismatch:
@@ -215,26 +264,76 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
         if engine is not None:
             lines.append(f"  engine: {engine.describe()}")
             lines.append(f"  model:  {expected.describe()}")
-            lines.append(f"  differ: {', '.join(engine.differences(expected))}")
+            lines.append(f"  differ: {'; '.join(engine.differences(expected))}")
         for decision in decisions or []:
             lines.append(f"  model decision: {json.dumps(decision, default=str, sort_keys=True)}")
         return Mismatch("\n".join(lines))
+
+    def versions() -> list[int]:
+        return [log.snapshot().version for log in topic.partitions()]
+
+    def both_refuse(number: int, what: str, engine_call, model_call) -> bool:
+        """Run a request on both sides: both refuse it (and the engine writes nothing), or
+        both accept it. Returns whether it was refused."""
+        try:
+            model_call()
+            model_refused = None
+        except ModelRejected as rejected:
+            model_refused = str(rejected)
+        before = versions() if model_refused is not None else None
+        try:
+            engine_call()
+            engine_refused = None
+        except TopiclakeError as error:
+            if error.exit_code != 2:
+                raise
+            engine_refused = str(error)
+        if (model_refused is None) != (engine_refused is None):
+            raise fail(number, f"{what}: the model {'refused' if model_refused else 'accepted'} it "
+                               f"({model_refused or 'ok'}), the engine {'refused' if engine_refused else 'accepted'} "
+                               f"it ({engine_refused or 'ok'})")
+        if engine_refused is not None and versions() != before:  # both refused
+            raise fail(number, f"{what}: refused ({engine_refused}), but table versions moved {before} -> {versions()}")
+        return engine_refused is not None
 
     for number, step in enumerate(scenario["steps"], start=1):
         (kind, body), = step.items()
         done.append(step)
         if kind == "produce":
             clock = body.get("now", clock)
-            records = parse_records([(None, raw) for raw in body["records"]], spec, "generated")
-            produce(topic, records, clock, source="generated")
-            model.produce(body["records"], clock)
+            raw = body["records"]
+            refused = both_refuse(
+                number, "produce",
+                lambda: produce(topic, parse_records([(None, r) for r in raw], spec, "generated"), clock,
+                                source="generated"),
+                lambda: model.produce(raw, clock))
+            if refused != bool(body.get("expect_error")):
+                raise fail(number, f"produce: the batch was {'refused' if refused else 'accepted'}, "
+                                   f"the generator meant it {'refused' if body.get('expect_error') else 'accepted'}")
+            seen["produce refused" if refused else "produce accepted"] += 1
+            if spec.partitions > 1 and any("partition" not in r for r in raw):
+                seen["records placed by the partitioner"] += 1
         elif kind == "commit_offset":
             ConsumerOffsets(spark, warehouse).commit(body["group"], spec.topic, body["partition"], body["offset"])
             model.commit_offset(body["group"], body["partition"], body["offset"])
+        elif kind == "delete_records":
+            partition, before_offset = body["partition"], body["before_offset"]
+            refused = both_refuse(
+                number, f"delete_records before {before_offset} on partition {partition}",
+                lambda: delete_records(topic.partition(partition), before_offset),
+                lambda: model.delete_records(partition, before_offset))
+            if refused:
+                done[-1] = {"delete_records": dict(body, expect_error=True)}
+            seen["delete_records refused" if refused else "delete_records applied"] += 1
+            for p in range(spec.partitions):
+                engine, expected = engine_observation(topic.partition(p)), model_observation(model, p)
+                compared += 1
+                if engine != expected:
+                    raise fail(number, f"partition {p} after delete_records", engine, expected)
         elif kind == "maintain":
             clock = body.get("now", clock)
             force = bool(body.get("force", False))
-            runner = Maintenance(spark, warehouse, [spec], validator=None, record_history=False)
+            runner = Maintenance(spark, warehouse, [spec], validator=validator, record_history=False)
             run = runner.run(clock, force=force, stages=STAGES)
             before = {p: {r.offset: r for r in model.records(p)} for p in range(model.partitions)}
             model.maintain(clock, force=force)
@@ -243,8 +342,10 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
             last_maintain = clock
             for part in run.partitions:
                 if part.failed:
+                    details = [row.message for row in part.rows if row.message and row.validation == "failed"]
                     raise fail(number, f"the engine's maintain failed on partition {part.partition}: "
-                                       f"{part.error or part.failed_guarantees}", decisions=decisions)
+                                       f"{part.error or part.failed_guarantees} {' '.join(details)[:3000]}",
+                               decisions=decisions)
             for partition in range(spec.partitions):
                 engine = engine_observation(topic.partition(partition))
                 expected = model_observation(model, partition)
@@ -345,22 +446,25 @@ class Pool:
         session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
         return session
 
-    def _one(self, key: str, scenario: dict) -> str | None:
+    def _one(self, key: str, scenario: dict, guarantees: bool) -> str | None:
         folder = tempfile.mkdtemp(prefix="case-", dir=self.root)
         started = time.monotonic()
         try:
             seen: Counter = Counter()
-            compared = run_scenario(self._session(), scenario, folder, seen)
+            compared = run_scenario(self._session(), scenario, folder, seen, guarantees=guarantees)
             message = None
             config = scenario["spec"]["config"]
             seen[f"strategy: {config.get('compaction.strategy', 'offset')}"] += 1
             seen[f"policy: {config['cleanup.policy']}"] += 1
+            if scenario["spec"]["partitions"] > 1:
+                seen["partitions: 2 or 3"] += 1
             if config.get("message.timestamp.type") == "LogAppendTime":
                 seen["LogAppendTime"] += 1
             if scenario["spec"].get("key", {}).get("type") == "binary":
                 seen["binary topic"] += 1
         except Mismatch as mismatch:
-            compared, message = 0, str(mismatch)
+            compared = 0
+            message = str(mismatch) + ("\n(with the guarantee checks on)" if guarantees else "")
         except Exception as error:  # noqa: BLE001 - any engine error is a finding, with its scenario
             compared = 0
             message = (f"the engine raised {type(error).__name__}: {str(error).strip()[:2000]}\n"
@@ -383,7 +487,9 @@ class Pool:
         for key, scenario in zip(keys, batch):
             if key not in self.results and key not in todo:
                 todo[key] = scenario
-        futures = [self.executor.submit(self._one, key, scenario) for key, scenario in todo.items()]
+        # the first new scenario of every batch also runs the guarantee checks
+        futures = [self.executor.submit(self._one, key, scenario, index == 0)
+                   for index, (key, scenario) in enumerate(todo.items())]
         for future in futures:
             future.result()
         return [self.results[key] for key in dict.fromkeys(keys) if self.results[key] is not None]
@@ -400,6 +506,7 @@ def _seeded(test):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_engine_matches_model(spark, tmp_path):
     pool = Pool(spark, str(tmp_path), WORKERS)
     started = time.monotonic()
@@ -410,6 +517,9 @@ def test_engine_matches_model(spark, tmp_path):
         derandomize=SEED is None,  # deterministic in CI
         deadline=None,
         database=None,
+        # no shrinking: a scenario is already tiny, the failure prints it as an acceptance
+        # file, and shrinking a batch of eight through real Delta tables takes too long
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.large_base_example, HealthCheck.filter_too_much],
@@ -434,6 +544,8 @@ def test_engine_matches_model(spark, tmp_path):
         print(f"  {count:5d}  {what}")
     assert pool.executed >= CASES, (
         f"only {pool.executed} distinct generated scenarios ran against the model; at least {CASES} must")
+    short = {what: (pool.coverage[what], least) for what, least in MIN_COVERAGE.items() if pool.coverage[what] < least}
+    assert not short, f"the generated scenarios exercised too little of (seen, needed): {short}"
 
 
 # ---------------------------------------------------------------------------------------

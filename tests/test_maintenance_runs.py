@@ -1,0 +1,241 @@
+"""Real `topiclake maintain` runs: partition isolation (CONTRACT section 6) and what the
+maintenance history records (CONTRACT section 8).
+
+Everything here goes through the command line (``framework.cli.main``) on real Delta
+tables, and every expected number is worked out by hand in the test, never by calling
+the engine's own functions, so that a rewritten engine that gets one wrong turns red.
+Surviving offsets are read straight from the Delta tables, not through the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from framework import faults
+from framework.cli import main
+
+# --------------------------------------------------------------------- helpers
+
+
+def write_jsonl(path, records) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def delta_offsets(spark, path: str) -> list[int]:
+    """The offsets in a partition table, read with plain Delta (not through the engine)."""
+    return sorted(r["offset"] for r in spark.read.format("delta").load(path).select("offset").collect())
+
+
+def delta_log_files(path: str) -> list[str]:
+    return sorted(os.listdir(os.path.join(path, "_delta_log")))
+
+
+# ------------------------------------------------------ a. partition isolation
+ISOLATED = """\
+topic: iso
+partitions: 3
+config:
+  cleanup.policy: compact
+  min.cleanable.dirty.ratio: 0.0
+"""
+
+#: Per partition, what it holds and what one compaction leaves (the latest offset per key).
+RECORDS = {
+    0: ["a", "a", "b"],        # a: 0, 1; b: 2          -> [1, 2]
+    1: ["a", "a", "b"],        # (made to fail)         -> unchanged [0, 1, 2]
+    2: ["x", "y", "x", "y"],   # x: 0, 2; y: 1, 3       -> [2, 3]
+}
+COMPACTED = {0: [1, 2], 2: [2, 3]}
+
+
+@pytest.fixture
+def isolated(spark, tmp_path, capsys):
+    """Three partitions of a compacted topic, produced and not yet maintained."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "iso.yaml").write_text(ISOLATED)
+    warehouse = tmp_path / "warehouse"
+    common = ["--warehouse", str(warehouse), "--specs", str(specs)]
+    records = [{"partition": p, "key": key, "value": str(i), "timestamp": 0}
+               for p, keys in RECORDS.items() for i, key in enumerate(keys)]
+    code, _, err = cli(capsys, "produce", *common, "--topic", "iso", "--input",
+                       write_jsonl(tmp_path / "in.jsonl", records), "--now", "0")
+    assert code == 0, err
+    paths = {p: str(warehouse / f"iso-{p}") for p in RECORDS}
+    assert {p: delta_offsets(spark, path) for p, path in paths.items()} == {0: [0, 1, 2], 1: [0, 1, 2], 2: [0, 1, 2, 3]}
+    return common, paths
+
+
+def assert_others_compacted(spark, paths) -> None:
+    assert {p: delta_offsets(spark, paths[p]) for p in (0, 2)} == COMPACTED
+
+
+def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys):
+    common, paths = isolated
+    version_files = delta_log_files(paths[1])
+    calls = []
+
+    def fail_partition_1(point, context):
+        calls.append(context["log"].partition)
+        if context["log"].partition == 1:
+            raise RuntimeError("injected failure in partition 1")
+
+    with faults.installed("compact.before_commit", fail_partition_1):
+        code, out, err = cli(capsys, "maintain", *common, "--now", "1000")
+    assert sorted(set(calls)) == [0, 1, 2], err  # partition 2 still ran after partition 1 failed
+    assert code == 1, err
+    lines = out.splitlines()
+    assert [lines[0], lines[2]] == ["iso-0: ok", "iso-2: ok"], out
+    assert lines[1].startswith("iso-1: FAILED") and "injected failure in partition 1" in lines[1], out
+    assert len(lines) == 3, out
+    assert_others_compacted(spark, paths)
+    assert delta_offsets(spark, paths[1]) == [0, 1, 2]
+    assert delta_log_files(paths[1]) == version_files  # nothing committed to partition 1
+
+
+def corrupt_a_data_file(path: str) -> None:
+    """Overwrite partition 1's data files with garbage: its log reads, its records do not."""
+    data = [os.path.join(folder, name) for folder, _, names in os.walk(path) if "_delta_log" not in folder
+            for name in names if name.endswith(".parquet")]
+    assert data
+    for name in data:
+        with open(name, "wb") as corrupt:
+            corrupt.write(b"this is not a parquet file")
+
+
+def corrupt_the_log(path: str) -> None:
+    """Add a garbage commit file to partition 1's _delta_log: Delta cannot read the table at all."""
+    folder = os.path.join(path, "_delta_log")
+    newest = max(int(name.split(".")[0]) for name in os.listdir(folder) if name.endswith(".json"))
+    with open(os.path.join(folder, f"{newest + 1:020d}.json"), "w") as corrupt:
+        corrupt.write("{this is not a Delta commit\n")
+
+
+@pytest.mark.parametrize("corrupt", [
+    corrupt_a_data_file,
+    corrupt_the_log,
+], ids=["data file", "delta log"])
+def test_a_broken_partition_table_does_not_stop_the_others(spark, isolated, capsys, corrupt):
+    common, paths = isolated
+    corrupt(paths[1])
+    version_files = delta_log_files(paths[1])
+
+    code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--json")
+    assert code == 1, err
+    assert out, [line for line in err.splitlines() if line.startswith("topiclake:")]
+    summary = json.loads(out)
+    outcome = {p["partition"]: (p["failed"], p["error"] is not None) for p in summary["partitions"]}
+    assert outcome == {0: (False, False), 1: (True, True), 2: (False, False)}, out
+    assert_others_compacted(spark, paths)
+    assert delta_log_files(paths[1]) == version_files  # nothing committed to partition 1
+
+
+# ------------------------------------------------------------ b. the history
+HISTORY_SPEC = """\
+topic: hist
+partitions: 1
+config:
+  cleanup.policy: compact
+  min.cleanable.dirty.ratio: 0.5
+  max.compaction.lag.ms: 10000
+  delete.retention.ms: 100000
+"""
+
+
+def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_path, capsys):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "hist.yaml").write_text(HISTORY_SPEC)
+    warehouse = tmp_path / "warehouse"
+    common = ["--warehouse", str(warehouse), "--specs", str(specs)]
+    table = str(warehouse / "hist-0")
+
+    def produce(name, records, now):
+        code, _, err = cli(capsys, "produce", *common, "--topic", "hist", "--input",
+                           write_jsonl(tmp_path / name, records), "--now", str(now))
+        assert code == 0, err
+
+    def maintain(now):
+        code, _, err = cli(capsys, "maintain", *common, "--now", str(now), "--json")
+        assert code == 0, err
+
+    # Sizes (UTF-8 bytes of key + value + header names and values):
+    #   offset 0  k1 = "v1"                      2 + 2         = 4
+    #   offset 1  k2 = "vé", header h = "x"      2 + 3 + 1 + 1 = 7   ("é" is 2 bytes)
+    #   offset 2  k1 = "v2"                      2 + 2         = 4
+    #   offset 3  k3 = null (tombstone)          2 + 0         = 2
+    #   offset 4  k2 = "v3"                      2 + 2         = 4
+    produce("1.jsonl", [
+        {"key": "k1", "value": "v1", "timestamp": 1000},
+        {"key": "k2", "value": "vé", "timestamp": 1000, "headers": {"h": "x"}},
+        {"key": "k1", "value": "v2", "timestamp": 2000},
+        {"key": "k3", "value": None, "timestamp": 2000},
+    ], now=3000)                                                  # table version 1 (0 is the CREATE)
+
+    # Run 1, now = 5000: C = 0, U = 4 (no min lag: the log end). Dirty = 4+7+4+2 = 17 bytes,
+    # clean = 0: ratio 17/17 = 1.0 > 0.5 -> dirty_ratio. Oldest dirty t = 1000, not below
+    # 5000 - 10000 -> not max lag; delay = max(0, 5000 - 1000 - 10000) = 0. Removes offset 0
+    # (k1's older record, 4 bytes); keeps and stamps the k3 tombstone: horizon 5000 + 100000.
+    maintain(5000)                                                # MERGE: version 2
+
+    produce("2.jsonl", [{"key": "k2", "value": "v3", "timestamp": 6000}], now=7000)   # version 3
+
+    # Run 2, now = 20000: C = 4, U = 5. Clean = 7+4+2 = 13, dirty = 4: ratio 4/17 < 0.5.
+    # Oldest dirty t = 6000 < 20000 - 10000 -> max_lag, alone; delay = 20000 - 6000 - 10000
+    # = 4000. The tombstone's horizon (105000) is not reached. Removes offset 1 (k2's older
+    # record, 7 bytes).
+    maintain(20000)                                               # version 4
+
+    # Run 3, now = 105000 = the horizon: nothing dirty (C = U = 5): ratio 0 / 10 = 0.0 and
+    # no max lag; the tombstone at offset 3 has reached its horizon -> tombstone_horizon.
+    # Removes it (2 bytes); delay 0 (no dirty record).
+    maintain(105000)                                              # version 5
+
+    rows = [r.asDict() for r in spark.read.format("delta").load(
+        str(warehouse / "_topiclake" / "maintenance_history")).collect()]
+    assert sorted((r["now_ms"], r["stage"]) for r in rows) == [
+        (5000, "compact"), (5000, "vacuum"), (20000, "compact"), (20000, "vacuum"),
+        (105000, "compact"), (105000, "vacuum")]
+    assert len({r["run_id"] for r in rows}) == 3
+    compact = {r["now_ms"]: r for r in rows if r["stage"] == "compact"}
+
+    common_fields = dict(topic="hist", partition=0, due=True, committed=True, validation="passed",
+                         failed_guarantees=[], log_start_before=0, log_start_after=0)
+    expected = {
+        5000: dict(trigger="dirty_ratio", reasons=["dirty_ratio"], max_lag_caused=False,
+                   dirty_ratio=17 / 17, oldest_dirty_age_ms=5000 - 1000, max_compaction_delay_ms=0,
+                   version_before=1, version_after=2, records_before=4, records_after=3,
+                   bytes_before=17, bytes_after=17 - 4, removed_records=1, removed_bytes=4, stamped_tombstones=1,
+                   checkpoint_before=0, checkpoint_after=4, first_uncleanable_offset=4, log_end_offset=4),
+        20000: dict(trigger="max_lag", reasons=["max_lag"], max_lag_caused=True,
+                    dirty_ratio=4 / (13 + 4), oldest_dirty_age_ms=20000 - 6000,
+                    max_compaction_delay_ms=20000 - 6000 - 10000,
+                    version_before=3, version_after=4, records_before=3 + 1, records_after=3,
+                    bytes_before=13 + 4, bytes_after=17 - 7, removed_records=1, removed_bytes=7, stamped_tombstones=0,
+                    checkpoint_before=4, checkpoint_after=5, first_uncleanable_offset=5, log_end_offset=5),
+        105000: dict(trigger="tombstone_horizon", reasons=["tombstone_horizon"], max_lag_caused=False,
+                     dirty_ratio=0.0, oldest_dirty_age_ms=None, max_compaction_delay_ms=0,
+                     version_before=4, version_after=5, records_before=3, records_after=2,
+                     bytes_before=10, bytes_after=10 - 2, removed_records=1, removed_bytes=2, stamped_tombstones=0,
+                     checkpoint_before=5, checkpoint_after=5, first_uncleanable_offset=5, log_end_offset=5),
+    }
+    for now, fields in expected.items():
+        fields = {**common_fields, **fields}
+        assert {name: compact[now][name] for name in fields} == fields, f"the compact row of the run at {now}"
+
+    # The versions are the table's own: each run's compaction is the MERGE commit it names,
+    # and what survives is k1 = "v2" (offset 2) and k2 = "v3" (offset 4).
+    operations = {r["version"]: r["operation"] for r in
+                  spark.sql(f"DESCRIBE HISTORY delta.`{table}`").select("version", "operation").collect()}
+    assert operations == {0: "CREATE TABLE", 1: "WRITE", 2: "MERGE", 3: "WRITE", 4: "MERGE", 5: "MERGE"}
+    assert delta_offsets(spark, table) == [2, 4]
