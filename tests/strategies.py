@@ -7,12 +7,11 @@ given to `topiclake simulate`, or replayed step by step:
     {"name": ..., "spec": {"topic", "partitions": 1..3, "config": {...}},
      "steps": [{"produce": {"now", "records", "expect_error"?}} | {"maintain": {"now", "force"}}
                | {"commit_offset": {"group", "partition", "offset"}}
-               | {"delete_records": {"partition", "before_offset"}}, ...]}
+               | {"delete_records": {"partition", "before_offset", "expect_error"?}}, ...]}
 
 Times are in milliseconds and stay within a few tens of seconds of 0, so that the small
 lags and retentions below actually matter. Every generated spec is valid per contract
-section 2; a batch that must be refused says so (`expect_error`); whether a
-delete_records is refused is the reference model's call.
+section 2; a batch or a delete_records that must be refused says so (`expect_error`).
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
+
+from framework.partitioner import default_partition
 
 KEYS = ["a", "b", "c", "d"]
 # four values and a tombstone: about 20% of the records are tombstones
@@ -166,7 +167,7 @@ def scenarios(draw, min_steps: int = 1, max_steps: int = 5, binary: bool = True)
     is_binary = binary and draw(st.integers(0, 7)) == 0
     steps: list[dict[str, Any]] = []
     committed: set[str] = set()
-    produced = [0] * partitions  # an upper bound of each partition's log end offset
+    ends = [0] * partitions  # each partition's log end offset
     for index in range(count):
         if index == 0:
             kind = "produce"
@@ -187,10 +188,11 @@ def scenarios(draw, min_steps: int = 1, max_steps: int = 5, binary: bool = True)
             continue
         if kind == "delete_records":
             partition = draw(st.integers(0, partitions - 1))
-            before = draw(st.integers(0, produced[partition] + 1))
-            # refused on a compact-only topic (POLICY_VIOLATION) or past the log end offset
-            # (OFFSET_OUT_OF_RANGE); the model says which, the engine must agree
-            steps.append({"delete_records": {"partition": partition, "before_offset": before}})
+            before = draw(st.integers(0, ends[partition] + 1))
+            body = {"partition": partition, "before_offset": before}
+            if "delete" not in config["cleanup.policy"] or before > ends[partition]:
+                body["expect_error"] = True  # POLICY_VIOLATION, or OFFSET_OUT_OF_RANGE
+            steps.append({"delete_records": body})
             continue
 
         if index > 0:
@@ -210,9 +212,10 @@ def scenarios(draw, min_steps: int = 1, max_steps: int = 5, binary: bool = True)
                     record["key"] = _as_bytes(record["key"])
                     record["value"] = _as_bytes(record["value"])
             if not body.get("expect_error"):
-                # where the records land is the partitioner's business; bound every partition
-                for p in range(partitions):
-                    produced[p] += len(records)
+                for record in records:
+                    key = record["key"]
+                    ends[record["partition"] if "partition" in record
+                         else default_partition(_as_bytes(key), partitions)] += 1
             steps.append({"produce": body})
         else:
             steps.append({"maintain": {"now": now, "force": draw(st.integers(0, 3)) == 0}})

@@ -322,8 +322,9 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
                 number, f"delete_records before {before_offset} on partition {partition}",
                 lambda: delete_records(topic.partition(partition), before_offset),
                 lambda: model.delete_records(partition, before_offset))
-            if refused:
-                done[-1] = {"delete_records": dict(body, expect_error=True)}
+            if refused != bool(body.get("expect_error")):
+                raise fail(number, f"delete_records: {'refused' if refused else 'accepted'}, the generator "
+                                   f"meant it {'refused' if body.get('expect_error') else 'accepted'}")
             seen["delete_records refused" if refused else "delete_records applied"] += 1
             for p in range(spec.partitions):
                 engine, expected = engine_observation(topic.partition(p)), model_observation(model, p)
