@@ -249,7 +249,7 @@ class PartitionLog:
         for key, value in desired_properties(self.spec, self.partition).items():
             builder = builder.property(key, value)
         builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
-        with commit_metadata(self.spark, to_metadata(LogState(), "create")):
+        with commit_metadata(self.spark, to_metadata(LogState(), "create", None)):
             builder.execute()
         return True
 
@@ -376,7 +376,7 @@ class PartitionLog:
             frame = frame.withColumn("_size", record_size_column())
             frame = frame.withColumn("_delete_horizon", F.lit(None).cast("timestamp"))
             frame = frame.withColumn("_segment", F.lit(snap.state.active_segment).cast("long"))
-            metadata = to_metadata(after, "produce", producer_id=producer_id, base_offset=base, count=count)
+            metadata = to_metadata(after, "produce", snap.version, producer_id=producer_id, base_offset=base, count=count)
             faults.reached("produce.before_commit", log=self, base_offset=base, count=count)
             try:
                 (
@@ -433,7 +433,7 @@ class PartitionLog:
         Returns the new table version.
         """
         commit_id = uuid.uuid4().hex
-        metadata = to_metadata(state, operation, commit_id=commit_id, **extra)
+        metadata = to_metadata(state, operation, read_version, commit_id=commit_id, **extra)
         epoch = state.clean.epoch
         point = "compact" if operation == "compact" else "retain"
         faults.reached(f"{point}.before_commit", log=self, operation=operation, read_version=read_version)
@@ -462,11 +462,13 @@ class PartitionLog:
             .save(self.path)
         )
 
-    def roll_segment(self, state: LogState) -> LogState:
+    def roll_segment(self, snap: Snapshot) -> LogState:
         """Start a new active segment at the log end offset, so appends leave older ones alone."""
+        state = snap.state
         rolled = replace(state, active_segment=max(state.active_segment, state.log_end_offset))
         if rolled.active_segment != state.active_segment:
-            self._empty_commit(to_metadata(rolled, "roll-segment"), SEGMENT_ROLL_APP_ID, rolled.active_segment)
+            metadata = to_metadata(rolled, "roll-segment", snap.version)
+            self._empty_commit(metadata, SEGMENT_ROLL_APP_ID, rolled.active_segment)
         return rolled
 
 

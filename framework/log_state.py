@@ -69,9 +69,17 @@ class CommitEntry:
         return parse_metadata(self.user_metadata)
 
 
-def to_metadata(state: LogState, operation: str, **extra) -> str:
-    """The userMetadata JSON for a commit that leaves the log in ``state``."""
+def to_metadata(state: LogState, operation: str, based_on: int | None, **extra) -> str:
+    """The userMetadata JSON for a commit that leaves the log in ``state``.
+
+    ``based_on`` is the table version whose state the writer extended. Delta's own
+    ``readVersion`` can be later (a MERGE or an append takes its snapshot when it starts,
+    after the writer planned), and a commit landing in between would otherwise fall out
+    of the fold below.
+    """
     body = {"format": FORMAT_VERSION, "operation": operation, **asdict(state), **extra}
+    if based_on is not None:
+        body["based_on"] = int(based_on)
     return json.dumps({METADATA_KEY: body}, sort_keys=True, separators=(",", ":"))
 
 
@@ -120,8 +128,10 @@ def fold(commits: Iterable[CommitEntry]) -> Fold:
     if not stateful:
         return Fold(state=None, complete=False)
     newest, _ = stateful[0]
-    # Every commit after the version the newest one read may carry changes it did not see.
-    horizon = newest.read_version if newest.read_version is not None else newest.version - 1
+    # Every commit after the version the newest one's state was based on may carry changes
+    # it did not see: the earlier of its writer's snapshot and Delta's read version.
+    bases = [v for v in (newest.read_version, metadata_field(newest.user_metadata, "based_on")) if v is not None]
+    horizon = min(int(v) for v in bases) if bases else newest.version - 1
     window = [s for c, s in stateful if c.version > horizon]
     oldest_given = ordered[-1].version
     complete = oldest_given <= horizon + 1 or oldest_given == 0

@@ -271,7 +271,7 @@ class Maintenance:
         if not is_retryable_conflict(error):
             raise error
         if is_concurrent_append(error) and cap is None:
-            rolled = log.roll_segment(log.snapshot().state)
+            rolled = log.roll_segment(log.snapshot())
             self.progress(f"      lost a commit race to a producer; rolled to segment {rolled.active_segment}, retrying")
             return rolled.active_segment
         backoff(attempt)

@@ -167,7 +167,8 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
     shorter = window != log.spec.config.time_travel_retention_ms
     deleted = 0
     if purge or sweep or shorter:
-        with commit_metadata(log.spark, to_metadata(log.snapshot().state, "vacuum")):
+        snap = log.snapshot()
+        with commit_metadata(log.spark, to_metadata(snap.state, "vacuum", snap.version)):
             if purge:
                 log.spark.sql(f"REORG TABLE delta.`{log.path}` APPLY (PURGE)").collect()
             if shorter:

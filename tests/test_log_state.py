@@ -12,16 +12,17 @@ from framework.log_state import (
 )
 
 
-def entry(version, read_version, state=None, **extra):
-    return CommitEntry(version, read_version, to_metadata(state, "test", **extra) if state else None)
+def entry(version, read_version, state=None, based_on=None, **extra):
+    return CommitEntry(version, read_version, to_metadata(state, "test", based_on, **extra) if state else None)
 
 
 def test_metadata_round_trip_and_extras():
     state = LogState(3, 10, 7, 5, CleanSection(epoch=2, records=4, bytes=40, tombstones=1, min_delete_horizon_ms=99))
-    text = to_metadata(state, "compact", run_id="r1")
+    text = to_metadata(state, "compact", 2, run_id="r1")
     assert parse_metadata(text) == state
     assert metadata_field(text, "operation") == "compact"
     assert metadata_field(text, "run_id") == "r1"
+    assert metadata_field(text, "based_on") == 2
 
 
 def test_foreign_or_broken_metadata_is_not_state():
@@ -72,3 +73,16 @@ def test_no_topiclake_commit_at_all():
 def test_foreign_commits_after_the_newest_are_ignored():
     result = fold([entry(6, 5), entry(5, 4, LogState(log_end_offset=9))])
     assert result.state.log_end_offset == 9
+
+
+def test_a_commit_that_landed_between_plan_and_commit_is_folded_in():
+    # The compaction planned at v3 (end offset 34) but Delta's MERGE took its snapshot at
+    # v4, after a producer's append of offset 34: its readVersion (4) hides the append,
+    # its based_on (3) does not. (A CI run once saw the end offset go back to 34.)
+    older = entry(3, 2, LogState(log_end_offset=34))
+    producer = entry(4, 3, LogState(log_end_offset=35), based_on=3)
+    compaction = entry(5, 4, LogState(log_end_offset=34, checkpoint=34, clean=CleanSection(epoch=1)), based_on=3)
+    result = fold([compaction, producer, older])
+    assert result.state.log_end_offset == 35 and result.state.checkpoint == 34 and result.complete
+    # Without the history back to v4 the fold knows it is not complete.
+    assert not fold([compaction]).complete
