@@ -265,7 +265,7 @@ def _would_remove(log, c) -> dict:
     from .compaction import compaction_actions
 
     actions = compaction_actions(log.read(c.snapshot.version), log.spec.config,
-                                 c.measure.first_uncleanable_offset, c.now_ms)
+                                 c.measure.first_uncleanable_offset, c.now_ms, c.measure.checkpoint)
     rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()
     return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
 

@@ -6,11 +6,11 @@ whether a run is due. ``execute`` builds, from that same version, the set of rec
 remove and tombstones to stamp, and applies it with a single MERGE whose commit also
 carries the new checkpoint: data and bookkeeping change together or not at all.
 
-The winner search is one window over the key across every record below U: the
-contract's rule as written. (Only keys in the dirty section can lose a record, since the
-clean section holds one record per key; but on small and medium partitions one window
-pass costs less than first finding those keys, and it repairs a clean section that
-someone else broke.)
+A run pays for its dirty section, as Kafka's cleaner does: the winner search covers the
+dirty section, the clean records of the keys it touches (found by a join on the key
+column alone) and the clean tombstones; see :func:`compaction_actions`. The MERGE then
+touches only the files that hold those records, and with deletion vectors it marks rows
+deleted instead of rewriting the files.
 """
 
 from __future__ import annotations
@@ -117,30 +117,48 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
     return CompactionPlan(log.partition, snap, measured, decision, now_ms)
 
 
-def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms: int):
+def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms: int, checkpoint: int = 0):
     """What a run does to each affected record below ``cleanable_end`` (U).
 
-    One pass: a window over the key picks each key's winner among the records below U
-    (KIP-280's rank), and every record gets its fate. Columns: offset, _size, _action,
-    _reason, _horizon. ``_action`` is "delete" (a superseded record, a keyless one, a
-    tombstone past its horizon), "stamp" (a winning tombstone kept for the first time gets
-    ``now + delete.retention.ms``) or "keep" (a tombstone keeping the horizon it has,
-    listed so the run can count what is left). Records a run leaves alone are not listed.
+    Kafka's cleaner builds its offset map from the dirty section alone; so does this. The
+    clean section below the checkpoint C holds one record per key, and every tombstone in
+    it carries a delete horizon (the first pass stamps it). So the only records below U a
+    run can change are: the dirty section [C, U); the clean records whose key appears in
+    it (they may lose); and the clean tombstones (their horizon may have passed). The
+    frame holds just those, and of the clean section only the key, offset and the columns
+    the rank needs are read (a clean record is a tombstone exactly when it has a horizon,
+    so its value is never read). A window over the key then picks each key's winner
+    (KIP-280's rank) and every record in the frame gets its fate.
+
+    Columns: offset, _size, _action, _reason, _horizon. ``_action`` is "delete" (a
+    superseded record, a keyless one, a tombstone past its horizon), "stamp" (a winning
+    tombstone kept for the first time gets ``now + delete.retention.ms``) or "keep" (a
+    tombstone keeping the horizon it has, listed so the run can count what is left).
+    Records a run leaves alone are not listed.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     now_ts = F.timestamp_millis(F.lit(now_ms))
-    columns = ["offset", "timestamp", "key", F.col("value").isNull().alias("_tomb"), "_delete_horizon", "_size"]
-    below = records.where(F.col("offset") < cleanable_end)
+    has_horizon = F.col("_delete_horizon").isNotNull()
+    rank_columns = ["timestamp"] if config.compaction_strategy == "timestamp" else []
     if config.compaction_strategy == "header":
         named = F.filter("headers", lambda h: h["key"] == F.lit(config.compaction_strategy_header))
-        below = below.withColumn("_hv", F.try_element_at(named, F.lit(-1))["value"])
-        columns.append("_hv")
-    below = below.select(*columns)
+        rank_columns = [F.try_element_at(named, F.lit(-1))["value"].alias("_hv")]
+    common = ["offset", "key", "_delete_horizon", "_size", *rank_columns]
+
+    clean_end = min(checkpoint, cleanable_end)
+    dirty = records.where((F.col("offset") >= clean_end) & (F.col("offset") < cleanable_end))
+    dirty = dirty.select(*common, F.col("value").isNull().alias("_tomb"))
+    clean = records.where(F.col("offset") < clean_end).select(*common, has_horizon.alias("_tomb"))
+    if clean_end < cleanable_end:
+        dirty_keys = dirty.where(F.col("key").isNotNull()).select("key").distinct().withColumn("_dirty", F.lit(True))
+        clean = clean.join(dirty_keys, "key", "left").where(F.col("_dirty") | has_horizon).drop("_dirty")
+    else:
+        clean = clean.where(has_horizon)
+    below = dirty.unionByName(clean)
     below = below.withColumn("_best", F.max(_rank(config)).over(Window.partitionBy("key"))["offset"])
 
-    has_horizon = F.col("_delete_horizon").isNotNull()
     keyless = F.col("key").isNull()
     loses = F.col("offset") != F.col("_best")
     expired = F.col("_tomb") & has_horizon & (F.col("_delete_horizon") <= now_ts)
@@ -223,7 +241,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
     records = log.read(snap.version)
-    actions = compaction_actions(records, config, end, compaction.now_ms).persist()
+    actions = compaction_actions(records, config, end, compaction.now_ms, checkpoint).persist()
     try:
         is_delete = F.col("_action") == DELETE
         left_with_horizon = F.col("_action").isin(STAMP, KEEP)
@@ -266,8 +284,12 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
                 log.delta_table().alias("t")
                 .merge(source.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")
                 .whenMatchedDelete(condition=f"s._action = '{DELETE}'")
-                .whenMatchedUpdate(condition=f"s._action = '{STAMP}'", set={"_delete_horizon": "s._horizon"})
             )
+            if totals["stamped"]:
+                # An update makes Delta read every column of every file the MERGE touches;
+                # a MERGE that only deletes reads the offsets (5M + 50k: 3 s against 5 s).
+                merge = merge.whenMatchedUpdate(condition=f"s._action = '{STAMP}'",
+                                                set={"_delete_horizon": "s._horizon"})
             action = merge.execute
         version = log.commit_maintenance(after, "compact", action, snap.version, **extra)
         return CompactionResult(

@@ -99,9 +99,11 @@ def record_size_column():
 def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
     """Table properties: Delta's time-travel window from the spec, and the spec's settings."""
     window = spec.config.time_travel_retention_ms
-    # Deletion vectors are left as the table (or the platform's default) has them: a
-    # copy-on-write MERGE was faster here, and vacuum purges DVs wherever they exist.
     props = {
+        # A compaction's losers are spread over every file (random keys); with deletion
+        # vectors its MERGE marks them instead of rewriting the files (5M + 50k updates:
+        # 7 s against 19 s copy-on-write). Vacuum purges them (see vacuum.purge_due).
+        "delta.enableDeletionVectors": "true",
         "delta.deletedFileRetentionDuration": f"interval {window} milliseconds",
         "delta.logRetentionDuration": f"interval {max(window, MIN_LOG_RETENTION_MS)} milliseconds",
         "delta.setTransactionRetentionDuration": TXN_RETENTION,

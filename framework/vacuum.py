@@ -5,8 +5,9 @@ Delta 4.1, VACUUM takes its window from ``delta.deletedFileRetentionDuration`` (
 ``RETAIN n HOURS`` other than 0 is ignored), so the window is set through the table
 properties, from the spec, before every vacuum. With deletion vectors, a DELETE or MERGE
 only marks rows deleted; ``REORG TABLE ... APPLY (PURGE)`` rewrites those files without
-the rows, and the VACUUM that runs once the window has passed removes the old files. So a
-key deleted by a tombstone is, in the end, gone from every file of the table.
+the rows (once the marks are half a window old), and the VACUUM that runs once the window
+has passed removes the old files. So a key deleted by a tombstone is gone from every file
+of the table within 1.5 time-travel windows.
 """
 
 from __future__ import annotations
@@ -85,12 +86,21 @@ def _removes_files(commit: CommitSummary) -> bool:
     return commit.operation not in _KEEPS_FILES
 
 
-def purge_due(commits: list[CommitSummary]) -> bool:
-    """Did a commit since the last purge (REORG or OPTIMIZE) leave deletion vectors behind?"""
+def purge_due(commits: list[CommitSummary], window_ms: int, wall_now_ms: int) -> bool:
+    """Is a deletion vector left since the last purge (REORG or OPTIMIZE) half a window old?
+
+    A purge rewrites every file that carries one, which after a compaction of random keys
+    is nearly the whole table; doing it at every run would make each run cost a rewrite.
+    Waiting half the time-travel window bounds that to two rewrites per window, and a
+    deleted value still leaves the disk within 1.5 windows of its deletion (the purge,
+    then the vacuum one window later).
+    """
+    due_before = wall_now_ms - window_ms // 2
     for commit in sorted(commits, key=lambda c: c.version, reverse=True):
         if commit.operation.startswith("REORG") or commit.operation == "OPTIMIZE":
             return False
-        if any(int((commit.metrics or {}).get(name, 0) or 0) > 0 for name in _DV_METRICS):
+        if commit.timestamp_ms <= due_before and any(
+                int((commit.metrics or {}).get(name, 0) or 0) > 0 for name in _DV_METRICS):
             return True
     return False
 
@@ -162,7 +172,7 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
     changed = tuple(sorted(log.sync_properties()))
     commits = _commit_summaries(log, HISTORY_PAGE)
     version_before = commits[0].version
-    purge = purge_due(commits)
+    purge = purge_due(commits, window, wall_now)
     sweep = vacuum_due(commits, window, wall_now, complete=len(commits) < HISTORY_PAGE)
     shorter = window != log.spec.config.time_travel_retention_ms
     deleted = 0

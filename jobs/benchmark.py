@@ -1,18 +1,19 @@
 """Side-by-side measurements in one process, reported as ratios (these machines are noisy).
 
-Builds two identical partitions of ``--records`` records over ``--keys`` keys, then times:
-
-1. ``compaction``: topiclake's compaction of a whole dirty partition (plan + one MERGE);
-2. ``full rewrite``: the naive alternative on the twin table (compute the winners, overwrite
-   the table): the baseline topiclake's MERGE is compared with;
-3. ``validation``: the guarantee checks of that compaction (Great Expectations);
-4. ``incremental``: a second compaction after 1% of the keys were updated;
-5. ``plan (nothing due)`` against ``full scan``: deciding that nothing is due reads commit
-   metadata and the head, not the whole table;
-6. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
+1. ``compaction``, for each ``--clean`` size: a partition whose clean section holds one
+   record per key (200-byte values), plus ``--updates`` fresh updates of existing keys.
+   Its twin (a copy of the same table files) is compacted by the naive rewrite (a window
+   dedupe of the whole table, then an overwrite). Timed: topiclake's compaction (plan +
+   MERGE), its guarantee checks (Great Expectations), the naive rewrite. The two results
+   must keep the same key -> offset set.
+2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
+   the command line's code, the first maintain, then an idle maintain (nothing due).
+3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
+   partition from Kafka's partitioner).
+4. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
 
-    python jobs/benchmark.py --records 1000000 --keys 100000 [--json out.json]
+    python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,59 +32,178 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from framework.cli import guarded  # noqa: E402
 
 DAY_MS = 86_400_000
+SECTIONS = ("compaction", "partitions", "produce", "lint")
 
 
 def _timed(label, results, action):
     started = time.perf_counter()
     value = action()
-    results[label] = time.perf_counter() - started
-    print(f"  {label:<22} {results[label]:8.2f} s", file=sys.stderr, flush=True)
+    results[label] = round(time.perf_counter() - started, 3)
+    print(f"  {label:<34} {results[label]:8.2f} s", file=sys.stderr, flush=True)
     return value
 
 
-def _spec(topic: str):
+def _spec(topic: str, partitions: int = 1):
     from framework.spec import parse_spec
 
-    return parse_spec({"topic": topic, "partitions": 1, "config": {
-        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.5, "delete.retention.ms": DAY_MS}}, "benchmark")
+    return parse_spec({"topic": topic, "partitions": partitions, "config": {
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}}, "benchmark")
 
 
-def _records(spark, count: int, keys: int, now: int, seed: int = 1):
+def _value(n):
+    """About 200 bytes that compress like real payloads (hex digests), not like padding."""
     from pyspark.sql import functions as F
 
-    frame = spark.range(count).withColumnRenamed("id", "n")
-    key = F.concat(F.lit("key-"), (F.abs(F.xxhash64("n", F.lit(seed))) % keys).cast("string"))
-    value = F.when(F.rand(seed) < 0.02, F.lit(None).cast("string")).otherwise(
-        F.to_json(F.struct(F.col("n").alias("seq"), F.round(F.rand(seed + 1) * 100, 2).alias("amount"))))
-    timestamp = F.lit(now - 2 * DAY_MS) + F.col("n")
-    return frame.select(key.alias("key"), value.alias("value"), timestamp.alias("timestamp"))
+    text = F.concat(F.sha2(n.cast("string"), 512), F.sha2((n + 1).cast("string"), 512))
+    return F.substring(text, 1, 200)
 
 
-def _full_rewrite(spark, log, now: int) -> None:
-    """The baseline: compute every key's winner and overwrite the table with the winners."""
+def _clean_records(spark, count: int, now: int):
+    """``count`` distinct keys, old enough to compact."""
+    from pyspark.sql import functions as F
+
+    n = F.col("id")
+    return spark.range(count).select(
+        F.concat(F.lit("key-"), n.cast("string")).alias("key"), _value(n).alias("value"),
+        (F.lit(now - 2 * DAY_MS) + n).alias("timestamp"))
+
+
+def _updates(spark, count: int, keys: int, now: int):
+    """``count`` updates of random existing keys (a few repeat), 1% of them tombstones."""
+    from pyspark.sql import functions as F
+
+    n = F.col("id")
+    key = F.concat(F.lit("key-"), (F.abs(F.xxhash64(n, F.lit(7))) % keys).cast("string"))
+    value = F.when(F.rand(3) < 0.01, F.lit(None).cast("string")).otherwise(_value(n + keys))
+    return spark.range(count).select(key.alias("key"), value.alias("value"),
+                                     (F.lit(now - DAY_MS) + n).alias("timestamp"))
+
+
+def _naive_rewrite(spark, path: str) -> None:
+    """The baseline: every key's winner by a window over the whole table, then an overwrite."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    table = log.read(log.snapshot().version)
+    table = spark.read.format("delta").load(path)
     best = F.max("offset").over(Window.partitionBy("key"))
     winners = table.withColumn("_best", best).where(F.col("offset") == F.col("_best")).drop("_best")
-    winners.write.format("delta").mode("overwrite").save(log.path)
+    winners.write.format("delta").mode("overwrite").save(path)
+
+
+def _same_winners(spark, left: str, right: str) -> bool:
+    """Both tables keep the same key -> offset set (a symmetric difference, in Spark)."""
+    a = spark.read.format("delta").load(left).select("key", "offset")
+    b = spark.read.format("delta").load(right).select("key", "offset")
+    return a.exceptAll(b).limit(1).count() == 0 and b.exceptAll(a).limit(1).count() == 0
+
+
+def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
+    from framework import compaction
+    from framework.guarantees import Guarantees
+    from framework.maintenance import StageCheck
+    from framework.produce import produce_frame
+    from framework.topic import Topic
+
+    tag = f"{clean // 1000}k" if clean < 1_000_000 else f"{clean / 1e6:g}M"
+    topic = Topic(spark, warehouse, _spec(f"bench-{tag}"))
+    log = topic.partition(0)
+    setup: dict = {}
+    _timed(f"[{tag}] produce clean section", setup, lambda: produce_frame(topic, _clean_records(spark, clean, now), now))
+    _timed(f"[{tag}] first compaction", setup, lambda: compaction.execute(log, compaction.plan(log, now)))
+    _timed(f"[{tag}] produce {updates} updates", setup, lambda: produce_frame(topic, _updates(spark, updates, clean, now), now))
+    twin = os.path.join(warehouse.root, f"naive-{tag}")
+    shutil.copytree(log.path, twin)
+
+    def compact():
+        planned = compaction.plan(log, now)
+        assert planned.decision.due, planned.decision
+        return planned, compaction.execute(log, planned, run_id="benchmark")
+
+    planned, outcome = _timed(f"[{tag}] compaction (plan + MERGE)", results, compact)
+    check = StageCheck(log=log, stage="compact", now_ms=now, version_before=outcome.version_before,
+                       version_after=outcome.version_after, before=None, state_before=planned.snapshot.state,
+                       state_after=outcome.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
+                       cleaned_up_to=outcome.cleaned_up_to)
+    verdict = _timed(f"[{tag}] guarantee checks", results, lambda: Guarantees(spark, warehouse).check_stage(check))
+    _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
+    same = _same_winners(spark, log.path, twin)
+    return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
+            "checks_passed": verdict.passed, "same_winners_as_naive": same, "setup_seconds": setup}
+
+
+def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
+    from framework.maintenance import Maintenance
+    from framework.produce import produce
+    from framework.records import parse_records
+    from framework.topic import Topic
+
+    topic = Topic(spark, warehouse, _spec("wide", partitions))
+    lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(5000)]
+    _timed(f"produce 5000 lines into {partitions} partitions", results,
+           lambda: produce(topic, parse_records(lines, topic.spec, "benchmark"), now))
+    maintenance = Maintenance(spark, warehouse, [topic.spec], record_history=False)
+    first = _timed(f"first maintain of {partitions} partitions", results, lambda: maintenance.run(now))
+    idle = _timed(f"idle maintain of {partitions} partitions", results, lambda: maintenance.run(now))
+    return {"partitions": partitions, "first_failed": first.failed, "idle_failed": idle.failed}
+
+
+def bench_produce(spark, warehouse, count: int, now: int, results: dict) -> dict:
+    from pyspark.sql import functions as F
+
+    from framework.produce import produce_frame
+    from framework.topic import Topic
+
+    topic = Topic(spark, warehouse, _spec("ingress", 1))
+    frame = spark.range(count).select(F.concat(F.lit("key-"), F.col("id").cast("string")).alias("key"),
+                                      _value(F.col("id")).alias("value"), (F.lit(now) + F.col("id")).alias("timestamp"))
+    _timed(f"produce {count} records (DataFrame)", results, lambda: produce_frame(topic, frame, now))
+    return {"records": count}
+
+
+def bench_lint(results: dict) -> None:
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lint = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main(['lint', 'table_specs']))"]
+    _timed("bare interpreter", results, lambda: subprocess.run([sys.executable, "-c", "pass"], cwd=repo, check=True))
+    _timed("lint", results, lambda: subprocess.run(lint, cwd=repo, check=True, capture_output=True))
+
+
+def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: int) -> dict:
+    ratios = {}
+    for case in cases:
+        tag = f"{case['clean'] // 1000}k" if case["clean"] < 1_000_000 else f"{case['clean'] / 1e6:g}M"
+        run, checks, naive = (results[f"[{tag}] {x}"] for x in ("compaction (plan + MERGE)", "guarantee checks",
+                                                                 "naive rewrite"))
+        ratios[f"[{tag}] naive rewrite / compaction"] = round(naive / run, 2)
+        ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
+    if len(cases) >= 2:
+        small, large = cases[0], cases[-1]
+        key = "compaction (plan + MERGE)"
+        tags = [f"{c['clean'] // 1000}k" if c["clean"] < 1_000_000 else f"{c['clean'] / 1e6:g}M" for c in (small, large)]
+        ratios[f"growth {tags[0]} -> {tags[1]}"] = round(results[f"[{tags[1]}] {key}"] / results[f"[{tags[0]}] {key}"], 2)
+    idle = results.get(f"idle maintain of {partitions} partitions")
+    if idle is not None:
+        ratios["idle maintain, s per partition"] = round(idle / partitions, 3)
+    produced = results.get(f"produce {produce_count} records (DataFrame)")
+    if produced:
+        ratios["produce, records per s"] = round(produce_count / produced)
+    if "lint" in results:
+        ratios["lint / bare interpreter"] = round(results["lint"] / results["bare interpreter"], 2)
+    return ratios
 
 
 def run(argv) -> int:
     parser = argparse.ArgumentParser(prog="jobs/benchmark.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--clean", default="500000,5000000", help="clean-section sizes, comma-separated")
+    parser.add_argument("--updates", type=int, default=50_000)
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--produce", type=int, default=1_000_000)
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
+    sections = set(args.only.split(","))
 
-    from framework import compaction
-    from framework.guarantees import Guarantees
-    from framework.maintenance import Maintenance, StageCheck
-    from framework.produce import produce_frame
     from framework.session import get_session
-    from framework.topic import Topic
     from framework.warehouse import Warehouse
 
     folder = args.warehouse or tempfile.mkdtemp(prefix="topiclake-benchmark-")
@@ -91,59 +211,28 @@ def run(argv) -> int:
     spark = get_session("topiclake-benchmark")
     now = int(time.time() * 1000)
     results: dict[str, float] = {}
-    print(f"benchmark: {args.records} records over {args.keys} keys in {warehouse.root}", file=sys.stderr)
-
-    topic, twin = (Topic(spark, warehouse, _spec(name)) for name in ("bench", "bench-twin"))
-    for handle in (topic, twin):
-        _timed(f"produce {handle.name}", results, lambda h=handle: produce_frame(h, _records(spark, args.records, args.keys, now), now))
-    log, twin_log = topic.partition(0), twin.partition(0)
-
-    planned = _timed("plan (all dirty)", results, lambda: compaction.plan(log, now))
-    before = log.read(planned.snapshot.version)
-    outcome = _timed("compaction", results, lambda: compaction.execute(log, planned, run_id="benchmark"))
-    _timed("full rewrite", results, lambda: _full_rewrite(spark, twin_log, now))
-    check = StageCheck(log=log, stage="compact", now_ms=now, version_before=outcome.version_before,
-                       version_after=outcome.version_after, before=before, state_before=planned.snapshot.state,
-                       state_after=outcome.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
-                       cleaned_up_to=outcome.cleaned_up_to)
-    verdict = _timed("validation", results, lambda: Guarantees(spark, warehouse).check_stage(check))
-
-    updates = max(1, args.keys // 100)
-    _timed("produce 1% updates", results, lambda: produce_frame(topic, _records(spark, updates, args.keys, now, seed=2), now))
-    maintenance = Maintenance(spark, warehouse, [topic.spec], record_history=False)
-    _timed("incremental", results, lambda: maintenance.run(now, topic="bench", stages=("compact",), force=True))
-
-    from pyspark.sql import functions as F
-
-    _timed("plan (nothing due)", results, lambda: compaction.plan(log, now))
-    _timed("full scan", results, lambda: log.read().agg(F.sum("_size"), F.count("*")).collect())
-
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    lint = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main(['lint', 'table_specs']))"]
-    _timed("bare interpreter", results, lambda: subprocess.run([sys.executable, "-c", "pass"], cwd=repo, check=True))
-    _timed("lint", results, lambda: subprocess.run(lint, cwd=repo, check=True, capture_output=True))
-
-    summary = {
-        "records": args.records,
-        "keys": args.keys,
-        "removed_records": outcome.removed_records,
-        "validation_passed": verdict.passed,
-        "seconds": {k: round(v, 3) for k, v in results.items()},
-        "ratios": {
-            "compaction / full rewrite": round(results["compaction"] / results["full rewrite"], 3),
-            "validation / compaction": round(results["validation"] / results["compaction"], 3),
-            "incremental / compaction": round(results["incremental"] / results["compaction"], 3),
-            "plan (nothing due) / full scan": round(results["plan (nothing due)"] / results["full scan"], 3),
-            "lint / bare interpreter": round(results["lint"] / results["bare interpreter"], 3),
-        },
-    }
+    cases, others = [], {}
+    print(f"benchmark in {warehouse.root}", file=sys.stderr)
+    if "compaction" in sections:
+        for clean in (int(x) for x in args.clean.split(",")):
+            cases.append(bench_compaction(spark, warehouse, clean, args.updates, now, results))
+    if "partitions" in sections:
+        others["partitions"] = bench_partitions(spark, warehouse, args.partitions, now, results)
+    if "produce" in sections:
+        others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
+    if "lint" in sections:
+        bench_lint(results)
+    summary = {"seconds": results, "ratios": _ratios(results, cases, args.partitions, args.produce),
+               "compaction": cases, **others}
     print(json.dumps(summary, indent=2))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(summary, handle, indent=2)
     if not args.warehouse:
         shutil.rmtree(folder, ignore_errors=True)
-    return 0 if verdict.passed else 1
+    exact = all(c["checks_passed"] and c["same_winners_as_naive"] for c in cases)
+    failed = any(v.get("first_failed") or v.get("idle_failed") for v in others.values() if isinstance(v, dict))
+    return 0 if exact and not failed else 1
 
 
 def main(argv=None) -> int:
