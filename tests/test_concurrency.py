@@ -172,7 +172,7 @@ def test_an_append_before_the_merge_starts_is_no_conflict(spark, busy_topic):
 def test_producer_loop_while_the_cleaner_runs(spark, busy_topic):
     topic, producer = busy_topic
     result = {}
-    thread = threading.Thread(target=lambda: result.setdefault("loop", producer.ask("loop 25 stream")))
+    thread = threading.Thread(target=lambda: result.setdefault("loop", producer.ask("loop 15 stream")))
     thread.start()
     runs = []
     maintenance = Maintenance(spark, topic.warehouse, [topic.spec], record_history=False)

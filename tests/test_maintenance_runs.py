@@ -239,3 +239,44 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
                   spark.sql(f"DESCRIBE HISTORY delta.`{table}`").select("version", "operation").collect()}
     assert operations == {0: "CREATE TABLE", 1: "WRITE", 2: "MERGE", 3: "WRITE", 4: "MERGE", 5: "MERGE"}
     assert delta_offsets(spark, table) == [2, 4]
+
+
+# ---------------------------------------------- c. deletion vectors on large partitions
+def test_a_large_clean_section_switches_the_compaction_to_deletion_vectors(spark, tmp_path, capsys, monkeypatch):
+    """Copy-on-write below the threshold (the MERGE rewrites the file), deletion vectors from
+    it on (the MERGE marks rows and keeps the file); the records are the same either way."""
+    from framework import compaction
+
+    monkeypatch.setattr(compaction, "DELETION_VECTORS_FROM_RECORDS", 4)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "dv.yaml").write_text("topic: dv\npartitions: 1\nconfig:\n  cleanup.policy: compact\n"
+                                   "  min.cleanable.dirty.ratio: 0.0\n")
+    warehouse = str(tmp_path / "wh")
+    common = ["--warehouse", warehouse, "--specs", str(specs)]
+    path = os.path.join(warehouse, "dv-0")
+
+    def produce(name, keys, first):
+        records = [{"key": k, "value": f"v{first + i}", "timestamp": 0} for i, k in enumerate(keys)]
+        assert cli(capsys, *common, "produce", "--topic", "dv", "--input", write_jsonl(tmp_path / name, records))[0] == 0
+
+    def maintain(now):
+        assert cli(capsys, *common, "maintain", "--now", str(now))[0] == 0
+
+    def dv_enabled():
+        rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+        return {r["key"]: r["value"] for r in rows}.get("delta.enableDeletionVectors") == "true"
+
+    produce("a.jsonl", ["a", "b", "c", "a"], 0)      # offsets 0..3; a's 0 loses
+    maintain(1000)                                   # clean section empty before: copy-on-write
+    assert not dv_enabled() and delta_offsets(spark, path) == [1, 2, 3]
+    produce("b.jsonl", ["d", "e", "b"], 4)           # offsets 4..6; b's 1 loses
+    maintain(2000)                                   # clean section: 3 records, still below 4
+    assert not dv_enabled() and delta_offsets(spark, path) == [2, 3, 4, 5, 6]
+    files_before = set(spark.read.format("delta").load(path).inputFiles())
+    produce("c.jsonl", ["c", "f"], 7)                # offsets 7, 8; c's 2 loses
+    maintain(3000)                                   # clean section: 5 records: deletion vectors
+    assert dv_enabled() and delta_offsets(spark, path) == [3, 4, 5, 6, 7, 8]
+    merge = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("operation = 'MERGE'").orderBy("version").collect()[-1]
+    assert int(merge["operationMetrics"]["numTargetDeletionVectorsAdded"]) >= 1
+    assert files_before <= set(spark.read.format("delta").load(path).inputFiles())  # no file rewritten
