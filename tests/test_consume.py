@@ -1,0 +1,77 @@
+"""A real Structured Streaming consumer across maintenance: Kafka's consumer guarantees.
+
+The stream (availableNow triggers, a checkpoint) starts at the empty log and catches up
+after each cycle of produce calls and a maintain (compaction with tombstones and their
+second pass, time retention, vacuum). It must never fail and must see every appended
+offset exactly once. A consumer that starts after compaction sees the compacted log,
+then every new append.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.consume import stream_partition, stream_topic
+from framework.maintenance import Maintenance
+from framework.produce import produce
+from framework.records import parse_records
+from framework.spec import parse_spec
+from framework.topic import Topic
+
+pytestmark = pytest.mark.slow
+
+SPEC = {"topic": "feed", "partitions": 1, "config": {
+    "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": 1000,
+    "retention.ms": 20_000}}
+
+
+def catch_up(query_frame, sink: str, checkpoint: str) -> None:
+    (query_frame.writeStream.format("delta").option("checkpointLocation", checkpoint)
+     .trigger(availableNow=True).start(sink).awaitTermination())
+
+
+def test_a_stream_sees_every_appended_offset_once_through_maintenance(spark, warehouse, tmp_path):
+    spec = parse_spec(SPEC, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+    maintenance = Maintenance(spark, warehouse, [spec], record_history=False)
+    catch_up(stream_partition(topic, 0), sink, checkpoint)  # the consumer starts at the empty log
+    appended = 0
+    for cycle in range(5):
+        now = cycle * 10_000
+        for call in range(3):
+            raw = [(i, {"key": f"k{(cycle + i) % 4}", "value": None if (call + i) % 5 == 0 else f"{cycle}.{call}.{i}",
+                        "timestamp": now + call}) for i in range(4)]
+            # a key never written again: only time retention removes it
+            raw.append((4, {"key": f"once-{cycle}.{call}", "value": "x", "timestamp": now + call}))
+            produce(topic, parse_records(raw, spec, "test"), now)
+            appended += len(raw)
+        run = maintenance.run(now + 5_000, force=True)  # compaction, retention, vacuum
+        assert not run.failed, run.partitions[0].error
+        catch_up(stream_partition(topic, 0), sink, checkpoint)
+    seen = [r["offset"] for r in spark.read.format("delta").load(sink).select("offset").collect()]
+    assert sorted(seen) == list(range(appended)), "an appended offset was missed or seen twice"
+    # The stream went through compaction MERGEs and retention DELETEs, not around them.
+    operations = {r["operation"] for r in topic.partition(0).history_rows()}
+    assert {"MERGE", "DELETE"} <= operations, operations
+
+
+def test_a_consumer_starting_after_compaction_sees_the_compacted_log_then_new_appends(spark, warehouse, tmp_path):
+    spec = parse_spec({**SPEC, "topic": "late", "partitions": 2}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    raw = [(i, {"key": f"k{i % 3}", "value": str(i), "timestamp": 0, "partition": i % 2}) for i in range(12)]
+    produce(topic, parse_records(raw, spec, "test"), 0)
+    assert not Maintenance(spark, warehouse, [spec], record_history=False).run(1_000, force=True).failed
+    compacted = {(p, r["offset"]) for p in range(2) for r in topic.partition(p).read().select("offset").collect()}
+    assert len(compacted) < 12
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+    catch_up(stream_topic(topic), sink, checkpoint)
+    first = {(r["partition"], r["offset"]) for r in spark.read.format("delta").load(sink).collect()}
+    assert first == compacted
+    more = [(i, {"key": "new", "value": "x", "timestamp": 2_000, "partition": 1}) for i in range(2)]
+    produce(topic, parse_records(more, spec, "test"), 2_000)
+    catch_up(stream_topic(topic), sink, checkpoint)
+    after = {(r["partition"], r["offset"]) for r in spark.read.format("delta").load(sink).collect()}
+    assert after == compacted | {(1, 6), (1, 7)}
