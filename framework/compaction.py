@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from . import cleaner, faults
 from .cleaner import CompactionDecision, PartitionMeasure
-from .log import DELETION_VECTORS_FROM_RECORDS, PartitionLog, Snapshot
+from .log import PartitionLog, Snapshot
 from .log_state import CleanSection, LogState
 from .spec import TopicConfig
 
@@ -278,8 +278,6 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             return CompactionResult(compaction, end, snap.version, None, state)
         extra = dict(run_id=run_id, cleaned_up_to=end, removed=totals["removed"], stamped=totals["stamped"])
         action = None
-        if changes and measured.clean_records >= DELETION_VECTORS_FROM_RECORDS:
-            log.enable_deletion_vectors()  # before the MERGE: its snapshot then has them
         if changes:
             source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
             merge = (

@@ -96,16 +96,14 @@ def record_size_column():
     ).cast("long")
 
 
-DELETION_VECTORS = "delta.enableDeletionVectors"
-#: From this many records in the clean section on, compaction uses deletion vectors.
-DELETION_VECTORS_FROM_RECORDS = 1_000_000
-
-
 def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
     """Table properties: Delta's time-travel window from the spec, and the spec's settings."""
     window = spec.config.time_travel_retention_ms
-    # Deletion vectors are not set here: the compaction turns them on once a partition is
-    # large (see PartitionLog.enable_deletion_vectors), and then they stay.
+    # Deletion vectors are left as the table (or the platform's default) has them: they
+    # make a large compaction's MERGE mark rows instead of rewriting files (5M clean
+    # records + 50k updates: 8.8 s against about 20 s), but delta-rs 1.6.6 cannot read a
+    # table with them, and CONTRACT section 11 says every Delta reader must. Opt in per
+    # table when your readers can (README, "Performance"); vacuum purges them.
     props = {
         "delta.deletedFileRetentionDuration": f"interval {window} milliseconds",
         "delta.logRetentionDuration": f"interval {max(window, MIN_LOG_RETENTION_MS)} milliseconds",
@@ -271,20 +269,6 @@ class PartitionLog:
             assignments = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in sorted(changed.items()))
             self.spark.sql(f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ({assignments})")
         return changed
-
-    def enable_deletion_vectors(self) -> bool:
-        """Turn deletion vectors on (a metadata commit that changes no record); True if it did.
-
-        A compaction's losers are spread over every file (random keys). Copy-on-write, a
-        MERGE rewrites all those files; with deletion vectors it marks the rows (5M clean
-        records + 50k updates: 7 s against 19 s). On small tables deletion vectors cost
-        more than they save (each read applies them, each MERGE writes them), so the
-        compaction turns them on from DELETION_VECTORS_FROM_RECORDS clean records on.
-        """
-        if self.properties().get(DELETION_VECTORS) == "true":
-            return False
-        self.spark.sql(f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
-        return True
 
     def schema(self):
         return self.spark.read.format("delta").load(self.path).schema

@@ -4,8 +4,8 @@
    record per key (200-byte values), plus ``--updates`` fresh updates of existing keys.
    Its twin (a copy of the same table files) is compacted by the naive rewrite (a window
    dedupe of the whole table, then an overwrite). Timed: topiclake's compaction (plan +
-   MERGE), its guarantee checks (Great Expectations), the naive rewrite. The two results
-   must keep the same key -> offset set.
+   MERGE), the same on a third copy whose owner turned deletion vectors on, the guarantee
+   checks (Great Expectations), the naive rewrite. All must keep the same key -> offset set.
 2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
    the command line's code, the first maintain, then an idle maintain (nothing due).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
@@ -113,20 +113,25 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     _timed(f"[{tag}] produce {updates} updates", setup, lambda: produce_frame(topic, _updates(spark, updates, clean, now), now))
     twin = os.path.join(warehouse.root, f"naive-{tag}")
     shutil.copytree(log.path, twin)
+    # A third copy, as a partition of its own topic, whose owner turned deletion vectors on.
+    opted = Topic(spark, warehouse, _spec(f"bench-{tag}-dv"))
+    shutil.copytree(log.path, opted.partition(0).path)
+    spark.sql(f"ALTER TABLE delta.`{opted.partition(0).path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
 
-    def compact():
-        planned = compaction.plan(log, now)
+    def compact(partition_log):
+        planned = compaction.plan(partition_log, now)
         assert planned.decision.due, planned.decision
-        return planned, compaction.execute(log, planned, run_id="benchmark")
+        return planned, compaction.execute(partition_log, planned, run_id="benchmark")
 
-    planned, outcome = _timed(f"[{tag}] compaction (plan + MERGE)", results, compact)
+    planned, outcome = _timed(f"[{tag}] compaction (plan + MERGE)", results, lambda: compact(log))
+    _timed(f"[{tag}] compaction, deletion vectors (opt-in)", results, lambda: compact(opted.partition(0)))
     check = StageCheck(log=log, stage="compact", now_ms=now, version_before=outcome.version_before,
                        version_after=outcome.version_after, before=None, state_before=planned.snapshot.state,
                        state_after=outcome.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
                        cleaned_up_to=outcome.cleaned_up_to)
     verdict = _timed(f"[{tag}] guarantee checks", results, lambda: Guarantees(spark, warehouse).check_stage(check))
     _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
-    same = _same_winners(spark, log.path, twin)
+    same = _same_winners(spark, log.path, twin) and _same_winners(spark, opted.partition(0).path, twin)
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
             "checks_passed": verdict.passed, "same_winners_as_naive": same, "setup_seconds": setup}
 
@@ -174,6 +179,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         run, checks, naive = (results[f"[{tag}] {x}"] for x in ("compaction (plan + MERGE)", "guarantee checks",
                                                                  "naive rewrite"))
         ratios[f"[{tag}] naive rewrite / compaction"] = round(naive / run, 2)
+        ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
+            naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
     if len(cases) >= 2:
         small, large = cases[0], cases[-1]

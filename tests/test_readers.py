@@ -1,0 +1,86 @@
+"""Any Delta reader reads the partition tables exactly (CONTRACT section 11).
+
+After each maintenance stage the table read with delta-rs (``deltalake``) and with
+DuckDB's ``delta_scan`` must hold exactly the records ``topiclake read`` prints, and
+delta-rs's time travel by version must match ``read --version``. topiclake's tables
+have protocol 1/2 and no table features. A table whose owner turned deletion vectors on
+is read exactly by DuckDB, and refused (not misread) by delta-rs 1.6.6, which is why
+topiclake never turns them on itself. The readers are test dependencies only.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import deltalake
+import duckdb
+import pytest
+
+from framework.maintenance import Maintenance
+from framework.produce import produce
+from framework.records import parse_records
+from framework.spec import parse_spec
+from framework.topic import Topic
+
+pytestmark = pytest.mark.slow
+
+
+def duckdb_connection():
+    import duckdb_extension_delta
+
+    root = os.path.dirname(duckdb_extension_delta.__file__)
+    [extension] = glob.glob(os.path.join(root, "extensions", "*", "delta.duckdb_extension"))
+    connection = duckdb.connect()
+    connection.execute(f"LOAD '{extension}'")
+    return connection
+
+
+def engine_rows(log, version=None):
+    return sorted((r["offset"], r["key"], r["value"]) for r in log.records(version).collect())
+
+
+def delta_rs_rows(path, version=None):
+    table = deltalake.DeltaTable(path, version=version) if version is not None else deltalake.DeltaTable(path)
+    data = table.to_pyarrow_table(columns=["offset", "key", "value"]).to_pylist()
+    return sorted((r["offset"], r["key"], r["value"]) for r in data)
+
+
+def duckdb_rows(connection, path):
+    query = f"SELECT \"offset\", key, value FROM delta_scan('{path}')"
+    return sorted(tuple(row) for row in connection.execute(query).fetchall())
+
+
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["default", "deletion-vectors"])
+def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletion_vectors):
+    spec = parse_spec({"topic": f"readers-{int(deletion_vectors)}", "partitions": 1, "config": {
+        "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": 1000,
+        "retention.ms": 50_000}}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    log = topic.partition(0)
+    if deletion_vectors:  # the table's owner opts in; topiclake leaves the setting alone
+        spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    connection = duckdb_connection()
+    maintenance = Maintenance(spark, warehouse, [spec], record_history=False)
+    checked_versions = []
+    for cycle in range(4):
+        now = cycle * 20_000
+        raw = [(i, {"key": f"k{i % 5}", "value": None if i == 3 else f"{cycle}-{i}", "timestamp": now + i,
+                    "headers": [["h", str(i)]]}) for i in range(8)]
+        produce(topic, parse_records(raw, spec, "test"), now)
+        assert not maintenance.run(now + 10_000, force=True).failed
+        version = log.snapshot().version
+        expected = engine_rows(log)
+        assert duckdb_rows(connection, log.path) == expected, f"DuckDB differs after cycle {cycle}"
+        if deletion_vectors:
+            with pytest.raises(Exception, match="deletionVectors"):
+                delta_rs_rows(log.path)  # refused, never misread
+        else:
+            assert delta_rs_rows(log.path) == expected, f"delta-rs differs after cycle {cycle}"
+        checked_versions.append((version, expected))
+    if not deletion_vectors:
+        for version, expected in checked_versions:  # time travel inside the window
+            assert delta_rs_rows(log.path, version) == expected == engine_rows(log, version)
+        protocol = deltalake.DeltaTable(log.path).protocol()
+        assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
