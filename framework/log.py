@@ -101,7 +101,7 @@ def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
     window = spec.config.time_travel_retention_ms
     # Deletion vectors are left as the table (or the platform's default) has them: they
     # make a large compaction's MERGE mark rows instead of rewriting files (5M clean
-    # records + 50k updates: 8.8 s against about 20 s), but delta-rs 1.6.6 cannot read a
+    # records + 50k updates: 6.9 s against 18.2 s), but delta-rs 1.6.6 cannot read a
     # table with them, and CONTRACT section 11 says every Delta reader must. Opt in per
     # table when your readers can (README, "Performance"); vacuum purges them.
     props = {
