@@ -99,9 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, help_text in (
         ("plan", "print what maintenance would do and why; writes nothing"),
-        ("maintain", "compaction, retention, vacuum and validation, per the specs"),
+        ("maintain", "compaction, retention, bin-packing, vacuum and validation, per the specs"),
         ("compact", "the compaction stage of maintain"),
         ("retain", "the retention stage of maintain"),
+        ("optimize", "the bin-packing stage of maintain: small files into files near segment.bytes"),
         ("vacuum", "the vacuum stage of maintain"),
     ):
         sub = verb(name, help_text)

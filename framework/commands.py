@@ -204,7 +204,7 @@ def delete_records(ctx) -> int:
 
 
 def plan(ctx) -> int:
-    from . import compaction, retention
+    from . import compaction, optimize, retention
     from .consumer_offsets import ConsumerOffsets
     from .topic import Topic
 
@@ -236,11 +236,21 @@ def plan(ctx) -> int:
                 committed, blocked = _committed(offsets, spec, log.partition)
                 r = retention.plan(log, now, committed, snapshot=snap)
                 entry["retention"] = _retention_entry(log, r, blocked)
+            entry["optimize"] = _optimize_entry(optimize.plan(log, snap))
             entry["time_travel"] = _window(log)
             report.append(entry)
             ctx.out(_plan_text(log, entry))
     ctx.out(None, report)
     return ExitCode.OK
+
+
+def _optimize_entry(packing) -> dict:
+    return {"due": packing.due, "files": packing.files_before, "bytes": packing.bytes_before,
+            "segment_bytes": packing.target_bytes, "files_after": packing.files_after,
+            "groups": [{"files": len(g), "bytes": sum(f.size_bytes for f in g),
+                        "offsets": [min(f.min_offset for f in g), max(f.max_offset for f in g)]}
+                       for g in packing.groups],
+            "why": packing.describe()}
 
 
 def _partitions(ctx, topic):
@@ -316,6 +326,8 @@ def _plan_text(log, entry) -> str:
         else:
             lines.append(f"  retention: nothing to remove (log start {r['log_start_offset']}); "
                          f"consumed retention: {r['consumed_retention']}")
+    o = entry["optimize"]
+    lines.append(f"  bin-packing: {'DUE' if o['due'] else 'not due'}; {o['why']}")
     t = entry["time_travel"]
     lines.append(f"  time travel: window {_ms_text(t['time_travel_retention_ms'])}, oldest readable version "
                  f"{t['oldest_readable_version']}")
@@ -348,7 +360,9 @@ def _maintenance(ctx, stages) -> int:
 
 
 def maintain(ctx) -> int:
-    code = _maintenance(ctx, ("compact", "retain", "vacuum"))
+    from .maintenance import STAGES
+
+    code = _maintenance(ctx, STAGES)
     if not ctx.args.json:
         from .report import write_report
 
@@ -363,6 +377,10 @@ def compact(ctx) -> int:
 
 def retain(ctx) -> int:
     return _maintenance(ctx, ("retain",))
+
+
+def optimize(ctx) -> int:
+    return _maintenance(ctx, ("optimize",))
 
 
 def vacuum(ctx) -> int:
@@ -393,7 +411,7 @@ def validate(ctx) -> int:
 
 
 def status(ctx) -> int:
-    from . import compaction
+    from . import compaction, optimize
     from .history import MaintenanceHistory
     from .topic import Topic
 
@@ -408,6 +426,7 @@ def status(ctx) -> int:
                 continue
             c = compaction.plan(log, now)
             m, d, state = c.measure, c.decision, c.snapshot.state
+            packing = optimize.plan(log, c.snapshot)
             last = history.last_run(spec.topic, log.partition)
             entry = {
                 "partition": log.name, "exists": True, "version": c.snapshot.version,
@@ -416,6 +435,8 @@ def status(ctx) -> int:
                 "dirty_ratio": round(d.dirty_ratio, 6), "oldest_dirty_age_ms": d.oldest_dirty_age_ms,
                 "pending_tombstones": state.clean.tombstones, "next_tombstone_horizon_ms": state.clean.min_delete_horizon_ms,
                 "compaction_due": d.due, "active_segment": state.active_segment,
+                "data_files": packing.files_before, "data_file_bytes": packing.bytes_before,
+                "bin_packing_due": packing.due,
                 "last_run": None if last is None else {"run_id": last["run_id"], "stage": last["stage"],
                                                         "now_ms": last["now_ms"], "version_after": last["version_after"],
                                                         "validation": last["validation"]},
@@ -423,7 +444,8 @@ def status(ctx) -> int:
             rows.append(entry)
             last_text = "never" if last is None else f"{last['stage']} at version {last['version_after']} ({last['validation']})"
             ctx.out(f"{log.name}: log start {state.log_start_offset}, end offset {state.log_end_offset}, "
-                    f"checkpoint {state.checkpoint}, {m.records} record(s)/{m.bytes} B, dirty ratio {d.dirty_ratio:.3f}, "
+                    f"checkpoint {state.checkpoint}, {m.records} record(s)/{m.bytes} B in "
+                    f"{packing.files_before} data file(s), dirty ratio {d.dirty_ratio:.3f}, "
                     f"oldest dirty age {_ms_text(d.oldest_dirty_age_ms)}, pending tombstones {state.clean.tombstones}, "
                     f"compaction {'due' if d.due else 'not due'}, last run: {last_text}")
     ctx.out(None, rows)
@@ -447,7 +469,7 @@ def simulate(ctx) -> int:
 VERBS = {
     "lint": lint, "create": create, "produce": produce, "commit-offset": commit_offset, "read": read,
     "delete-records": delete_records, "plan": plan, "maintain": maintain, "compact": compact, "retain": retain,
-    "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,
+    "optimize": optimize, "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,
 }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .errors import ArgumentError, ConcurrentWriteError
 from .log import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
-from .warehouse import Warehouse
+from .warehouse import OWN_TABLE_PROPERTIES, Warehouse
 
 SCHEMA = "group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, commit_timestamp TIMESTAMP NOT NULL"
 
@@ -37,7 +37,10 @@ class ConsumerOffsets:
 
         if not DeltaTable.isDeltaTable(self.spark, self.path):
             empty = self.spark.createDataFrame([], SCHEMA)
-            DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(empty.schema).execute()
+            builder = DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(empty.schema)
+            for key, value in OWN_TABLE_PROPERTIES.items():
+                builder = builder.property(key, value)
+            builder.execute()
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         """Record ``group``'s committed offset for a topic partition (one atomic upsert)."""

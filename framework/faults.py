@@ -27,6 +27,8 @@ POINTS = {
     "compact.after_commit": "a compaction run has committed",
     "retain.before_commit": "a retention cut (retain or delete-records) is about to commit",
     "retain.after_commit": "a retention cut has committed",
+    "optimize.before_commit": "bin-packing has written its files and is about to commit",
+    "optimize.after_commit": "bin-packing has committed",
     "maintain.before_history": "a partition's stages are done; its history rows are not yet written",
     "maintain.after_partition": "a partition is done, history included; the next has not started",
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from .warehouse import Warehouse
+from .warehouse import OWN_TABLE_PROPERTIES, Warehouse
 
 #: Column -> Spark SQL type, in table order.
 HISTORY_COLUMNS: dict[str, str] = {
@@ -41,6 +41,10 @@ HISTORY_COLUMNS: dict[str, str] = {
     "removed_records": "BIGINT",
     "removed_bytes": "BIGINT",
     "stamped_tombstones": "BIGINT",
+    "files_before": "BIGINT",
+    "files_after": "BIGINT",
+    "file_bytes_before": "BIGINT",
+    "file_bytes_after": "BIGINT",
     "validation": "STRING",
     "failed_guarantees": "ARRAY<STRING>",
     "message": "STRING",
@@ -84,6 +88,11 @@ class HistoryRow:
     removed_records: int | None = None
     removed_bytes: int | None = None
     stamped_tombstones: int | None = None
+    #: live data files and their bytes on disk (bin-packing's before and after)
+    files_before: int | None = None
+    files_after: int | None = None
+    file_bytes_before: int | None = None
+    file_bytes_after: int | None = None
     validation: str = "skipped"
     failed_guarantees: list[str] = field(default_factory=list)
     message: str | None = None
@@ -112,8 +121,17 @@ class MaintenanceHistory:
     def append(self, rows: list[HistoryRow]) -> None:
         if not rows:
             return
+        if not self.exists():
+            from delta.tables import DeltaTable
+
+            builder = DeltaTable.createIfNotExists(self.spark).location(self.path)
+            builder = builder.addColumns(self.spark.createDataFrame([], HISTORY_SCHEMA).schema)
+            for key, value in OWN_TABLE_PROPERTIES.items():
+                builder = builder.property(key, value)
+            builder.execute()
         frame = self.spark.createDataFrame([r.as_tuple() for r in rows], HISTORY_SCHEMA)
-        frame.write.format("delta").mode("append").save(self.path)
+        # mergeSchema: a warehouse written by an older topiclake gains the newer columns
+        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)
 
     def read(self):
         """The whole history (an empty frame before the first run)."""

@@ -40,6 +40,8 @@ from .log_state import CommitEntry, LogState, fold, metadata_field, to_metadata
 from .spec import TopicSpec
 from .warehouse import Warehouse
 
+#: The most records one data file of an append holds (a 1M-record produce still writes in parallel).
+RECORDS_PER_APPEND_FILE = 500_000
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -89,6 +91,8 @@ def record_size_column():
         F.lit(0).cast("long"),
         lambda acc, h: acc + F.octet_length(h["key"]) + F.coalesce(F.octet_length(h["value"]), F.lit(0)),
     )
+    # Most records have no headers; skip the per-row lambda for them (it is interpreted, not compiled).
+    headers = F.when(F.coalesce(F.size("headers"), F.lit(0)) <= 0, F.lit(0).cast("long")).otherwise(headers)
     return (
         F.coalesce(F.octet_length("key"), F.lit(0))
         + F.coalesce(F.octet_length("value"), F.lit(0))
@@ -379,6 +383,9 @@ class PartitionLog:
             frame = frame.withColumn("_size", record_size_column())
             frame = frame.withColumn("_delete_horizon", F.lit(None).cast("timestamp"))
             frame = frame.withColumn("_segment", F.lit(snap.state.active_segment).cast("long"))
+            # One file per batch of up to RECORDS_PER_APPEND_FILE: Spark would otherwise write a
+            # file per input partition, however few records each holds.
+            frame = frame.coalesce(max(1, -(-count // RECORDS_PER_APPEND_FILE)))
             metadata = to_metadata(after, "produce", snap.version, producer_id=producer_id, base_offset=base, count=count)
             faults.reached("produce.before_commit", log=self, base_offset=base, count=count)
             try:

@@ -64,6 +64,30 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
     return results
 
 
+def _numbered_in_frame_order(shaped) -> tuple:
+    """Number every row 0..n-1 in the frame's order without a sort or a shuffle.
+
+    ``monotonically_increasing_id`` is the Spark partition id in the upper 31 bits and the
+    row's index inside its Spark partition in the lower 33: one small job counts the rows
+    of each Spark partition, and each row's number is the rows before its partition plus
+    its index (what ``RDD.zipWithIndex`` does). The frame is persisted first, so the ids
+    the count saw are the ids numbered. Returns the numbered frame and the persisted one.
+    """
+    from pyspark.sql import functions as F
+
+    shaped = shaped.withColumn("_spark_partition", F.spark_partition_id()).persist()
+    counts = sorted((r["_spark_partition"], r["n"]) for r in
+                    shaped.groupBy("_spark_partition").agg(F.count("*").alias("n")).collect())
+    before, base = 0, {}
+    for spark_partition, n in counts:
+        base[spark_partition] = before
+        before += n
+    bases = F.create_map(*[F.lit(x) for pair in base.items() for x in pair]) if base else F.create_map()
+    index = F.col("_order").bitwiseAND(F.lit((1 << 33) - 1))
+    numbered = shaped.withColumn("_seq", (F.element_at(bases, F.col("_spark_partition")) + index).cast("long"))
+    return numbered.drop("_order", "_spark_partition"), shaped
+
+
 def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -> list[AppendResult]:
     """Append a DataFrame of records (columns key, value, timestamp, and optionally headers
     and partition), in its row order, one atomic append per partition.
@@ -97,7 +121,11 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
     kafka_partition = F.udf(lambda key: None if key is None else (murmur2(key) & 0x7FFFFFFF) % spec.partitions,
                             T.IntegerType())
     key_bytes = F.col("key").cast("binary")
-    if "partition" in columns:
+    # Kafka's partitioner on a one-partition topic answers 0 for every key: skip the hashing.
+    one_partition = spec.partitions == 1 and "partition" not in columns
+    if one_partition:
+        partition = F.when(F.col("key").isNotNull(), F.lit(0))  # a null key is refused as before
+    elif "partition" in columns:
         partition = F.coalesce(F.col("partition").cast("int"), kafka_partition(key_bytes))
     else:
         partition = kafka_partition(key_bytes)
@@ -110,10 +138,13 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
         partition.alias("_partition"),
     )
     # Order inside each partition follows the frame's order; number it 0..n-1.
-    numbered = shaped.withColumn(
-        "_seq", F.row_number().over(Window.partitionBy("_partition").orderBy("_order")) - 1
-    ).drop("_order")
-    numbered = numbered.persist()
+    if one_partition:
+        numbered, cached = _numbered_in_frame_order(shaped)
+    else:
+        numbered = shaped.withColumn(
+            "_seq", F.row_number().over(Window.partitionBy("_partition").orderBy("_order")) - 1
+        ).drop("_order")
+        numbered = cached = numbered.persist()
     try:
         checks = numbered.agg(
             F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys"),
@@ -146,4 +177,4 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
             results.append(topic.partition(p).append(batch, counts[p]))
         return results
     finally:
-        numbered.unpersist()
+        cached.unpersist()

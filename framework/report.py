@@ -37,7 +37,7 @@ MAX_RUNS_PER_PARTITION = 500
 #: Runs listed on the index page.
 RECENT_RUNS = 50
 THRESHOLD_PROPERTY = "topiclake.config.min.cleanable.dirty.ratio"
-STAGE_ORDER = ("compact", "retain", "vacuum", "error")
+STAGE_ORDER = ("compact", "retain", "optimize", "vacuum", "error")
 #: Compaction triggers as the trigger chart shows them (CONTRACT section 8), and a row for "not due".
 TRIGGERS = (("dirty_ratio", "dirty ratio", "#1f77b4"), ("max_lag", "max lag", "#ff7f0e"),
             ("tombstone_horizon", "tombstones", "#9467bd"), ("forced", "forced", "#2ca02c"),
@@ -64,6 +64,8 @@ class RunPoint:
     log_start: int | None = None
     log_end: int | None = None
     checkpoint: int | None = None
+    #: live data files after the run's bin-packing stage (None when it did not run)
+    files: int | None = None
     dirty_ratio: float | None = None
     max_compaction_delay_ms: int | None = None
     #: failed, error, passed or skipped (nothing was validated)
@@ -171,6 +173,7 @@ def fold_run(rows: list[dict]) -> RunPoint:
     point.log_start = _last(rows, "log_start_after", "log_start_before")
     point.checkpoint = _last(rows, "checkpoint_after", "checkpoint_before")
     point.log_end = _last(rows, "log_end_offset")
+    point.files = _last(rows, "files_after", "files_before")
     outcomes = {r["validation"] for r in rows} | ({"error"} if "error" in point.stages else set())
     point.validation = _worst(outcomes)
     guarantees = [g for r in rows for g in (r["failed_guarantees"] or ())]
@@ -609,7 +612,7 @@ def index_page(warehouse: Warehouse, partitions: list[PartitionHistory], runs: l
         return _page("topiclake report", "\n".join(body))
     body.append("<h2>Partitions</h2>")
     body.append(_table(["partition", "last run", "log start", "log end", "checkpoint", "records", "bytes",
-                        "dirty ratio (last run)", "last trigger", "last validation", "failed guarantees"],
+                        "data files", "dirty ratio (last run)", "last trigger", "last validation", "failed guarantees"],
                        [_partition_line(p) for p in partitions]))
     body.append("<h2>Last runs</h2>")
     lines = []
@@ -634,7 +637,8 @@ def _partition_line(p: PartitionHistory) -> str:
         _td(f'<a href="{_href(p.page)}">{escape(p.name)}</a>', "name"), _td(escape(_when(p.runs[-1].now_ms)), "when"),
         _td(escape(_count(p.latest("log_start"))), "num"), _td(escape(_count(p.latest("log_end"))), "num"),
         _td(escape(_count(p.latest("checkpoint"))), "num"), _td(escape(_count(p.latest("records_after"))), "num"),
-        _td(escape(_bytes(p.latest("bytes_after"))), "num"), _td(escape(_ratio(p.latest("dirty_ratio"))), "num"),
+        _td(escape(_bytes(p.latest("bytes_after"))), "num"), _td(escape(_count(p.latest("files"))), "num"),
+        _td(escape(_ratio(p.latest("dirty_ratio"))), "num"),
         _td(escape(p.latest("trigger") or "-")), _td(_badge(outcome)), _td(_guarantees(guarantees)),
     ], "failed" if outcome in ("failed", "error") else "")
 
@@ -651,7 +655,8 @@ def partition_page(p: PartitionHistory) -> str:
                     f"{_guarantees(checked.failed_guarantees, ', ') or 'see the stage rows below'}</div>")
     facts = [("log start", _count(p.latest("log_start"))), ("log end", _count(p.latest("log_end"))),
              ("checkpoint", _count(p.latest("checkpoint"))), ("records", _count(p.latest("records_after"))),
-             ("bytes", _bytes(p.latest("bytes_after"))), ("dirty ratio at last run", _ratio(p.latest("dirty_ratio"))),
+             ("bytes", _bytes(p.latest("bytes_after"))), ("data files", _count(p.latest("files"))),
+             ("dirty ratio at last run", _ratio(p.latest("dirty_ratio"))),
              ("threshold", "-" if p.threshold is None else f"{p.threshold:g}"),
              ("last trigger", p.latest("trigger") or "-")]
     body.append('<div class="facts">' + "".join(f"<div><span>{escape(k)}</span>{escape(v)}</div>" for k, v in facts)

@@ -45,6 +45,8 @@ LONG_MAX = 2**63 - 1
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 WEEK_MS = 7 * DAY_MS
+MIB = 1 << 20
+GIB = 1 << 30
 
 #: The contract's defaults, which are Kafka's, by Kafka config name.
 KAFKA_DEFAULTS: Mapping[str, Any] = MappingProxyType({
@@ -61,6 +63,7 @@ KAFKA_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "consumed.retention.ms": -1,
     "consumed.retention.groups": (),
     "time.travel.retention.ms": WEEK_MS,  # raised to min.compaction.lag.ms when that is longer
+    "segment.bytes": GIB,  # Kafka's default; here the target data-file size of bin-packing
 })
 
 #: Every config name topiclake acts on.
@@ -69,7 +72,7 @@ KNOWN_CONFIGS: frozenset[str] = frozenset(KAFKA_DEFAULTS)
 #: Kafka topic configs about segments, replicas, compression or the broker's disks: they
 #: mean nothing for a Delta table, but are accepted so a topic's real config can be pasted.
 IGNORED_CONFIGS: frozenset[str] = frozenset({
-    "segment.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
+    "segment.ms", "segment.index.bytes", "segment.jitter.ms",
     "min.insync.replicas", "compression.type", "compression.gzip.level",
     "compression.lz4.level", "compression.zstd.level", "max.message.bytes",
     "flush.messages", "flush.ms", "index.interval.bytes", "file.delete.delay.ms",
@@ -118,6 +121,7 @@ class TopicConfig:
     consumed_retention_ms: int
     consumed_retention_groups: tuple[str, ...]
     time_travel_retention_ms: int
+    segment_bytes: int = GIB
 
     def __post_init__(self) -> None:
         # Keep the instance hashable and immutable whatever collections it was given.
@@ -149,6 +153,7 @@ class TopicConfig:
             "consumed.retention.ms": self.consumed_retention_ms,
             "consumed.retention.groups": list(self.consumed_retention_groups),
             "time.travel.retention.ms": self.time_travel_retention_ms,
+            "segment.bytes": self.segment_bytes,
         }
         if self.compaction_strategy_header is not None:
             settings["compaction.strategy.header"] = self.compaction_strategy_header
@@ -432,6 +437,8 @@ _SETTINGS: Mapping[str, Callable[[Any], Any]] = MappingProxyType({
     "consumed.retention.ms": _long_at_least(-1, "-1 means off"),
     "consumed.retention.groups": _group_list,
     "time.travel.retention.ms": _long_at_least(0),
+    # Kafka 4 refuses segments under 1 MiB; a data file that small would not pay either
+    "segment.bytes": _long_at_least(MIB, "Kafka's minimum, 1 MiB"),
 })
 
 
@@ -481,6 +488,7 @@ def _parse_config(checker: _Checker, raw: Any) -> tuple[TopicConfig | None, tupl
         consumed_retention_ms=settings["consumed.retention.ms"],
         consumed_retention_groups=settings["consumed.retention.groups"],
         time_travel_retention_ms=settings["time.travel.retention.ms"],
+        segment_bytes=settings["segment.bytes"],
     )
     return config, tuple(ignored), tuple(_warnings(config))
 

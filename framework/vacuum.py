@@ -87,17 +87,18 @@ def _removes_files(commit: CommitSummary) -> bool:
 
 
 def purge_due(commits: list[CommitSummary], window_ms: int, wall_now_ms: int) -> bool:
-    """Is a deletion vector left since the last purge (REORG or OPTIMIZE) half a window old?
+    """Is a deletion vector left since the last purge (REORG) half a window old?
 
     A purge rewrites every file that carries one, which after a compaction of random keys
     is nearly the whole table; doing it at every run would make each run cost a rewrite.
     Waiting half the time-travel window bounds that to two rewrites per window, and a
     deleted value still leaves the disk within 1.5 windows of its deletion (the purge,
-    then the vacuum one window later).
+    then the vacuum one window later). An OPTIMIZE (bin-packing) is no purge: it rewrites
+    only the small files it packs, and a deletion vector on any other file stays.
     """
     due_before = wall_now_ms - window_ms // 2
     for commit in sorted(commits, key=lambda c: c.version, reverse=True):
-        if commit.operation.startswith("REORG") or commit.operation == "OPTIMIZE":
+        if commit.operation.startswith("REORG"):
             return False
         if commit.timestamp_ms <= due_before and any(
                 int((commit.metrics or {}).get(name, 0) or 0) > 0 for name in _DV_METRICS):

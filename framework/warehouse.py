@@ -12,6 +12,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+#: topiclake's own tables take one small append or MERGE per run, partition or commit-offset:
+#: Delta's auto compaction keeps their files few (it packs them once 50 are small), and
+#: their logs keep a week, cleaned at each checkpoint (every 10 commits).
+OWN_TABLE_PROPERTIES = {
+    "delta.autoOptimize.autoCompact": "true",
+    "delta.checkpointInterval": "10",
+    "delta.logRetentionDuration": "interval 7 days",
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+}
+
 DEFAULT_WAREHOUSE = "warehouse"
 ENV_WAREHOUSE = "TOPICLAKE_WAREHOUSE"
 

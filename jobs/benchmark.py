@@ -10,7 +10,15 @@
    the command line's code, the first maintain, then an idle maintain (nothing due).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner).
-4. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
+4. ``files``: 300 produce calls of 100 records (mostly new keys, a few updates and
+   tombstones) into one partition, six ``maintain`` runs between them, then a last one;
+   a twin partition gets the same calls and runs without the bin-packing stage. Counted:
+   live data files; timed: a full scan of each against a fresh one-file copy of the same
+   records, and the bin-packing stages themselves.
+5. ``metadata``: ``--runs`` cycles of a produce call and a ``maintain`` (history on) on one
+   partition; counted: the partition's ``_delta_log`` (commits, checkpoints, bytes), its
+   live data files, and the history table's live files and log.
+6. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
@@ -32,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from framework.cli import guarded  # noqa: E402
 
 DAY_MS = 86_400_000
-SECTIONS = ("compaction", "partitions", "produce", "lint")
+SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "lint")
 
 
 def _timed(label, results, action):
@@ -165,6 +173,92 @@ def bench_produce(spark, warehouse, count: int, now: int, results: dict) -> dict
     return {"records": count}
 
 
+def _full_scan(spark, path: str) -> float:
+    """Best of three full scans of every column (the noop sink reads and drops each row)."""
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        spark.read.format("delta").load(path).write.format("noop").mode("overwrite").save()
+        times.append(time.perf_counter() - started)
+    return round(min(times), 3)
+
+
+def bench_files(spark, warehouse, calls: int, now: int, results: dict) -> dict:
+    from framework.maintenance import STAGES, Maintenance
+    from framework.optimize import plan
+    from framework.produce import produce
+    from framework.records import parse_records
+    from framework.topic import Topic
+
+    from framework.spec import parse_spec
+
+    # Kafka's default dirty ratio (0.5): between due runs, the dirty section's files pile up
+    packed, unpacked = (Topic(spark, warehouse, parse_spec({"topic": name, "partitions": 1, "config": {
+        "cleanup.policy": "compact", "delete.retention.ms": DAY_MS}}, "benchmark")) for name in ("packed", "unpacked"))
+    runs = {"packed": Maintenance(spark, warehouse, [packed.spec], record_history=False),
+            "unpacked": Maintenance(spark, warehouse, [unpacked.spec], record_history=False)}
+    without = tuple(s for s in STAGES if s != "optimize")
+    optimize_seconds = 0.0
+    started = time.perf_counter()
+    for call in range(calls):
+        # nine new keys in ten; the tenth updates a key of the call before
+        lines = [(i, {"key": f"k{call * 100 + i}" if i % 10 or call == 0 else f"k{(call - 1) * 100 + i + 1}",
+                      "value": None if i == 55 else f"v{call}.{i}" + "x" * 150, "timestamp": now + call})
+                 for i in range(100)]
+        for topic in (packed, unpacked):
+            produce(topic, parse_records(lines, topic.spec, "benchmark"), now + call)
+        if (call + 1) % (calls // 7 + 1) == 0 or call == calls - 1:  # six runs between, one at the end
+            runs["unpacked"].run(now + call + 1, stages=without)
+            run = runs["packed"].run(now + call + 1)
+            optimize_seconds += sum(r.duration_ms for p in run.partitions for r in p.rows if r.stage == "optimize") / 1000
+    results[f"{calls} produce calls + 7 maintain runs, both partitions"] = round(time.perf_counter() - started, 3)
+    results["bin-packing stages (all 7 runs)"] = round(optimize_seconds, 3)
+    logs = {name: topic.partition(0) for name, topic in (("packed", packed), ("unpacked", unpacked))}
+    fresh = os.path.join(warehouse.root, "one-file-copy")
+    spark.read.format("delta").load(logs["packed"].path).coalesce(1).write.format("delta").save(fresh)
+    for name, log in logs.items():
+        results[f"full scan, {name}"] = _full_scan(spark, log.path)
+    results["full scan, fresh one-file copy"] = _full_scan(spark, fresh)
+    same = (spark.read.format("delta").load(logs["packed"].path).drop("_segment")
+            .exceptAll(spark.read.format("delta").load(logs["unpacked"].path).drop("_segment")).count() == 0)
+    return {"calls": calls, "files_packed": plan(logs["packed"]).files_before,
+            "files_unpacked": plan(logs["unpacked"]).files_before, "same_records": same}
+
+
+def _log_size(path: str) -> dict:
+    folder = os.path.join(path, "_delta_log")
+    names = os.listdir(folder)
+    return {"commits": sum(n.endswith(".json") for n in names),
+            "checkpoints": sum(".checkpoint" in n for n in names),
+            "bytes": sum(os.path.getsize(os.path.join(folder, n)) for n in names
+                         if os.path.isfile(os.path.join(folder, n)))}
+
+
+def bench_metadata(spark, warehouse, runs: int, now: int, results: dict) -> dict:
+    from framework.history import MaintenanceHistory
+    from framework.maintenance import Maintenance
+    from framework.optimize import plan
+    from framework.produce import produce
+    from framework.records import parse_records
+    from framework.topic import Topic
+
+    topic = Topic(spark, warehouse, _spec("long-run"))
+    maintenance = Maintenance(spark, warehouse, [topic.spec])
+    started = time.perf_counter()
+    for run in range(runs):
+        lines = [(i, {"key": f"k{(run * 100 + i) % 2000}", "value": f"v{run}.{i}", "timestamp": now + run})
+                 for i in range(100)]
+        produce(topic, parse_records(lines, topic.spec, "benchmark"), now + run)
+        maintenance.run(now + run + 1)
+    results[f"{runs} produce calls + maintain runs"] = round(time.perf_counter() - started, 3)
+    log = topic.partition(0)
+    history = MaintenanceHistory(spark, warehouse)
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{history.path}`").collect()[0]
+    return {"runs": runs, "partition_log": _log_size(log.path), "partition_data_files": plan(log).files_before,
+            "history_rows": history.read().count(), "history_live_files": detail["numFiles"],
+            "history_log": _log_size(history.path)}
+
+
 def bench_lint(results: dict) -> None:
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     lint = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main(['lint', 'table_specs']))"]
@@ -193,6 +287,10 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
+    fresh = results.get("full scan, fresh one-file copy")
+    if fresh:
+        for name in ("packed", "unpacked"):
+            ratios[f"full scan {name} / one-file copy"] = round(results[f"full scan, {name}"] / fresh, 2)
     if "lint" in results:
         ratios["lint / bare interpreter"] = round(results["lint"] / results["bare interpreter"], 2)
     return ratios
@@ -204,6 +302,8 @@ def run(argv) -> int:
     parser.add_argument("--updates", type=int, default=50_000)
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--produce", type=int, default=1_000_000)
+    parser.add_argument("--calls", type=int, default=300, help="produce calls of the files section")
+    parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results to this file")
@@ -227,6 +327,10 @@ def run(argv) -> int:
         others["partitions"] = bench_partitions(spark, warehouse, args.partitions, now, results)
     if "produce" in sections:
         others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
+    if "files" in sections:
+        others["files"] = bench_files(spark, warehouse, args.calls, now, results)
+    if "metadata" in sections:
+        others["metadata"] = bench_metadata(spark, warehouse, args.runs, now, results)
     if "lint" in sections:
         bench_lint(results)
     summary = {"seconds": results, "ratios": _ratios(results, cases, args.partitions, args.produce),
@@ -239,6 +343,7 @@ def run(argv) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     exact = all(c["checks_passed"] and c["same_winners_as_naive"] for c in cases)
     failed = any(v.get("first_failed") or v.get("idle_failed") for v in others.values() if isinstance(v, dict))
+    failed = failed or not others.get("files", {}).get("same_records", True)
     return 0 if exact and not failed else 1
 
 

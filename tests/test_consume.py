@@ -2,7 +2,7 @@
 
 The stream (availableNow triggers, a checkpoint) starts at the empty log and catches up
 after each cycle of produce calls and a maintain (compaction with tombstones and their
-second pass, time retention, vacuum). It must never fail and must see every appended
+second pass, time retention, delete-records, bin-packing, vacuum). It must never fail and must see every appended
 offset exactly once. A consumer that starts after compaction sees the compacted log,
 then every new append.
 """
@@ -15,6 +15,7 @@ from framework.consume import stream_partition, stream_topic
 from framework.maintenance import Maintenance
 from framework.produce import produce
 from framework.records import parse_records
+from framework.retention import delete_records
 from framework.spec import parse_spec
 from framework.topic import Topic
 
@@ -47,14 +48,21 @@ def test_a_stream_sees_every_appended_offset_once_through_maintenance(spark, war
             raw.append((4, {"key": f"once-{cycle}.{call}", "value": "x", "timestamp": now + call}))
             produce(topic, parse_records(raw, spec, "test"), now)
             appended += len(raw)
-        run = maintenance.run(now + 5_000, force=True)  # compaction, retention, vacuum
+        # a call of keys written once: compaction leaves its file alone, so bin-packing has work
+        raw = [(i, {"key": f"single-{cycle}.{i}", "value": "y", "timestamp": now + 3}) for i in range(3)]
+        produce(topic, parse_records(raw, spec, "test"), now)
+        appended += len(raw)
+        if cycle == 2:  # Kafka's deleteRecords, as an admin would call it between runs
+            log = topic.partition(0)
+            delete_records(log, log.snapshot().state.log_end_offset - 3)
+        run = maintenance.run(now + 5_000, force=True)  # compaction, retention, bin-packing, vacuum
         assert not run.failed, run.partitions[0].error
         catch_up(stream_partition(topic, 0), sink, checkpoint)
     seen = [r["offset"] for r in spark.read.format("delta").load(sink).select("offset").collect()]
     assert sorted(seen) == list(range(appended)), "an appended offset was missed or seen twice"
-    # The stream went through compaction MERGEs and retention DELETEs, not around them.
+    # The stream went through compaction MERGEs, retention DELETEs and bin-packing, not around them.
     operations = {r["operation"] for r in topic.partition(0).history_rows()}
-    assert {"MERGE", "DELETE"} <= operations, operations
+    assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations
 
 
 def test_a_consumer_starting_after_compaction_sees_the_compacted_log_then_new_appends(spark, warehouse, tmp_path):
@@ -75,3 +83,35 @@ def test_a_consumer_starting_after_compaction_sees_the_compacted_log_then_new_ap
     catch_up(stream_topic(topic), sink, checkpoint)
     after = {(r["partition"], r["offset"]) for r in spark.read.format("delta").load(sink).collect()}
     assert after == compacted | {(1, 6), (1, 7)}
+
+
+def test_a_stream_goes_through_deletion_vectors_and_their_purge(spark, warehouse, tmp_path):
+    """On a table whose owner turned deletion vectors on, compaction marks rows and vacuum
+    later purges them (REORG, once they are half a time-travel window old): the stream
+    goes on through both."""
+    import time
+
+    spec = parse_spec({**SPEC, "topic": "purged", "config": {**SPEC["config"], "time.travel.retention.ms": 20_000}},
+                      "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+    maintenance = Maintenance(spark, warehouse, [spec], record_history=False)
+    catch_up(stream_partition(topic, 0), sink, checkpoint)  # the consumer starts at the empty log
+    appended = 0
+    for cycle in range(2):
+        for call in range(2):
+            raw = [(i, {"key": f"k{i % 3}", "value": f"{cycle}.{call}.{i}", "timestamp": cycle * 1_000})
+                   for i in range(6)]
+            produce(topic, parse_records(raw, spec, "test"), cycle * 1_000)
+            appended += len(raw)
+        assert not maintenance.run(cycle * 1_000 + 500, force=True).failed
+        catch_up(stream_partition(topic, 0), sink, checkpoint)
+        if cycle == 0:
+            time.sleep(10.5)  # the deletion vectors become half a window (20 s) old
+    seen = [r["offset"] for r in spark.read.format("delta").load(sink).select("offset").collect()]
+    assert sorted(seen) == list(range(appended))
+    operations = [r["operation"] for r in log.history_rows()]
+    assert any(op.startswith("REORG") for op in operations), operations

@@ -195,17 +195,18 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
     # = 4000. The tombstone's horizon (105000) is not reached. Removes offset 1 (k2's older
     # record, 7 bytes).
     maintain(20000)                                               # version 4
+    # ... and bin-packing: the MERGE's file and the produce's are two small files: OPTIMIZE, version 5
 
     # Run 3, now = 105000 = the horizon: nothing dirty (C = U = 5): ratio 0 / 10 = 0.0 and
     # no max lag; the tombstone at offset 3 has reached its horizon -> tombstone_horizon.
     # Removes it (2 bytes); delay 0 (no dirty record).
-    maintain(105000)                                              # version 5
+    maintain(105000)                                              # version 6
 
     rows = [r.asDict() for r in spark.read.format("delta").load(
         str(warehouse / "_topiclake" / "maintenance_history")).collect()]
     assert sorted((r["now_ms"], r["stage"]) for r in rows) == [
-        (5000, "compact"), (5000, "vacuum"), (20000, "compact"), (20000, "vacuum"),
-        (105000, "compact"), (105000, "vacuum")]
+        (5000, "compact"), (5000, "optimize"), (5000, "vacuum"), (20000, "compact"), (20000, "optimize"),
+        (20000, "vacuum"), (105000, "compact"), (105000, "optimize"), (105000, "vacuum")]
     assert len({r["run_id"] for r in rows}) == 3
     compact = {r["now_ms"]: r for r in rows if r["stage"] == "compact"}
 
@@ -225,7 +226,7 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
                     checkpoint_before=4, checkpoint_after=5, first_uncleanable_offset=5, log_end_offset=5),
         105000: dict(trigger="tombstone_horizon", reasons=["tombstone_horizon"], max_lag_caused=False,
                      dirty_ratio=0.0, oldest_dirty_age_ms=None, max_compaction_delay_ms=0,
-                     version_before=4, version_after=5, records_before=3, records_after=2,
+                     version_before=5, version_after=6, records_before=3, records_after=2,
                      bytes_before=10, bytes_after=10 - 2, removed_records=1, removed_bytes=2, stamped_tombstones=0,
                      checkpoint_before=5, checkpoint_after=5, first_uncleanable_offset=5, log_end_offset=5),
     }
@@ -237,5 +238,9 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
     # and what survives is k1 = "v2" (offset 2) and k2 = "v3" (offset 4).
     operations = {r["version"]: r["operation"] for r in
                   spark.sql(f"DESCRIBE HISTORY delta.`{table}`").select("version", "operation").collect()}
-    assert operations == {0: "CREATE TABLE", 1: "WRITE", 2: "MERGE", 3: "WRITE", 4: "MERGE", 5: "MERGE"}
+    assert operations == {0: "CREATE TABLE", 1: "WRITE", 2: "MERGE", 3: "WRITE", 4: "MERGE", 5: "OPTIMIZE", 6: "MERGE"}
+    packing = {r["now_ms"]: r for r in rows if r["stage"] == "optimize"}
+    assert [(now, r["committed"], r["files_before"], r["files_after"]) for now, r in sorted(packing.items())] == [
+        (5000, False, 1, 1), (20000, True, 2, 1), (105000, False, 1, 1)]
+    assert packing[20000]["version_before"] == 4 and packing[20000]["version_after"] == 5
     assert delta_offsets(spark, table) == [2, 4]

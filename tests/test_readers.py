@@ -69,6 +69,9 @@ def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletio
         raw = [(i, {"key": f"k{i % 5}", "value": None if i == 3 else f"{cycle}-{i}", "timestamp": now + i,
                     "headers": [["h", str(i)]]}) for i in range(8)]
         produce(topic, parse_records(raw, spec, "test"), now)
+        # keys written once: compaction leaves their file alone, so bin-packing has work too
+        once = [(i, {"key": f"once-{cycle}.{i}", "value": "x", "timestamp": now + 9}) for i in range(2)]
+        produce(topic, parse_records(once, spec, "test"), now)
         assert not maintenance.run(now + 10_000, force=True).failed
         version = log.snapshot().version
         expected = engine_rows(log)
@@ -79,6 +82,8 @@ def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletio
         else:
             assert delta_rs_rows(log.path) == expected, f"delta-rs differs after cycle {cycle}"
         checked_versions.append((version, expected))
+    operations = {r["operation"] for r in log.history_rows()}
+    assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations  # every kind of maintenance commit
     if not deletion_vectors:
         for version, expected in checked_versions:  # time travel inside the window
             assert delta_rs_rows(log.path, version) == expected == engine_rows(log, version)

@@ -97,9 +97,10 @@ def test_the_yaml_names_users_write_are_pinned():
         "min.cleanable.dirty.ratio", "delete.retention.ms", "retention.ms", "retention.bytes",
         "message.timestamp.type", "compaction.strategy", "compaction.strategy.header",
         "consumed.retention.ms", "consumed.retention.groups", "time.travel.retention.ms",
+        "segment.bytes",
     }
     assert IGNORED_CONFIGS == {
-        "segment.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
+        "segment.ms", "segment.index.bytes", "segment.jitter.ms",
         "min.insync.replicas", "compression.type", "compression.gzip.level",
         "compression.lz4.level", "compression.zstd.level", "max.message.bytes",
         "flush.messages", "flush.ms", "index.interval.bytes", "file.delete.delay.ms",
@@ -416,7 +417,8 @@ def test_an_unknown_config_names_the_closest_known_one(tmp_path):
 @pytest.mark.parametrize(("name", "closest"), [
     ("retention_ms", "retention.ms"),
     ("Cleanup.Policy", "cleanup.policy"),
-    ("segment.byte", "segment.bytes"),  # ignored configs are suggested too
+    ("segment.byte", "segment.bytes"),
+    ("segment.m", "segment.ms"),  # ignored configs are suggested too
 ])
 def test_unknown_config_suggestions(name, closest):
     problem = the_problem({name: 1})
@@ -439,13 +441,13 @@ def test_ignored_configs_are_listed_in_file_order_without_value_checks(tmp_path)
         topic: t
         partitions: 1
         config:
-          segment.bytes: 1073741824
+          segment.ms: 604800000
           cleanup.policy: compact
           min.insync.replicas: two
           compression.type: [anything, at, all]
     """))
-    assert spec.ignored_configs == ("segment.bytes", "min.insync.replicas", "compression.type")
-    assert "segment.bytes" not in spec.to_dict()["config"]
+    assert spec.ignored_configs == ("segment.ms", "min.insync.replicas", "compression.type")
+    assert "segment.ms" not in spec.to_dict()["config"]
     # they mean nothing for the table, so they are not part of what the spec means
     assert spec == spec_of({"cleanup.policy": "compact"})
 
@@ -981,7 +983,7 @@ def test_lint_lines_of_the_shipped_specs():
     folder = os.path.relpath(TABLE_SPECS)
     assert lines == [
         f"ok   {os.path.join(folder, 'customers-cdc.yaml')}: topic customers-cdc, 3 partitions, cleanup.policy=compact",
-        "     ignored: segment.bytes, min.insync.replicas, compression.type (they mean nothing for a Delta table)",
+        "     ignored: min.insync.replicas, compression.type (they mean nothing for a Delta table)",
         f"ok   {os.path.join(folder, 'orders-changelog.yaml')}: topic orders-changelog, 2 partitions,"
         " cleanup.policy=compact,delete",
         f"ok   {os.path.join(folder, 'prices-feed.yaml')}: topic prices-feed, 2 partitions, cleanup.policy=compact",

@@ -21,6 +21,7 @@ def test_deletion_vectors_are_purged_once_half_a_window_old():
 def test_nothing_to_purge_after_a_purge_or_without_vectors():
     old = commit(3, 0, numTargetDeletionVectorsAdded=1)
     assert not purge_due([commit(4, 1, "REORG TABLE"), old], WINDOW, NOW)
-    assert not purge_due([commit(4, 1, "OPTIMIZE"), old], WINDOW, NOW)
+    # bin-packing rewrites only the small files it packs: the old deletion vector may remain
+    assert purge_due([commit(4, 1, "OPTIMIZE"), old], WINDOW, NOW)
     assert not purge_due([commit(3, 0, numTargetDeletionVectorsAdded=0)], WINDOW, NOW)
     assert purge_due([old], 0, 0)  # no window: at once

@@ -1,0 +1,228 @@
+"""Bin-packing (CONTRACT section 11): small files into files near segment.bytes, no record changed.
+
+The grouping rule is pure and tested on its own: what it packs, what it leaves, and that
+its cost follows the small files (every byte is rewritten a logarithmic number of times).
+Then the stage runs on real partitions: fewer files, the same records for every reader,
+a commit that says it changed no data, no conflict with a producer appending meanwhile,
+and deletion vectors dropped on the way.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+
+import pytest
+
+from framework import faults, optimize
+from framework.maintenance import Maintenance
+from framework.optimize import DataFile, pack_groups
+from framework.produce import produce
+from framework.records import parse_records
+from framework.spec import MIB, parse_spec
+from framework.topic import Topic
+
+
+def files(*sizes: int, segment: int = 0, start: int = 0) -> list[DataFile]:
+    out, offset = [], start
+    for i, size in enumerate(sizes):
+        out.append(DataFile(f"f{segment}-{i}", segment, size, offset, offset + 9, 10))
+        offset += 10
+    return out
+
+
+def sizes(groups) -> list[list[int]]:
+    return [[f.size_bytes for f in g] for g in groups]
+
+
+# ------------------------------------------------------------------ the pure rule
+def test_consecutive_small_files_make_one_group_and_a_lone_file_is_left():
+    assert sizes(pack_groups(files(10, 10, 10), 100)) == [[10, 10, 10]]
+    assert pack_groups(files(10), 100) == []
+    assert pack_groups([], 100) == []
+
+
+def test_a_file_at_the_target_size_is_never_rewritten_and_ends_a_run():
+    assert sizes(pack_groups(files(10, 10, 100, 10, 10), 100)) == [[10, 10], [10, 10]]
+    assert pack_groups(files(10, 150, 10), 100) == []
+
+
+def test_bins_stay_within_the_target_size():
+    groups = pack_groups(files(*[30] * 7), 100)
+    assert sizes(groups) == [[30, 30, 30], [30, 30, 30]]  # the seventh is alone: not worth a rewrite
+    assert all(sum(g) <= 100 for g in sizes(groups))
+
+
+def test_a_big_file_is_not_rewritten_to_absorb_a_small_one():
+    assert pack_groups(files(60, 5), 100) == []
+    assert pack_groups(files(5, 60, 5), 100) == []
+    assert pack_groups(files(60, 25), 100) == []
+    assert sizes(pack_groups(files(60, 30), 100)) == [[60, 30]]  # largest is twice the rest: pays
+    assert sizes(pack_groups(files(5, 5, 60, 5, 5), 100)) == [[5, 5], [5, 5]]
+
+
+def test_a_file_without_offset_statistics_is_left_alone_and_ends_a_run():
+    listed = files(10, 10, 10, 10)
+    listed[1] = DataFile("foreign", 0, 10, listed[1].min_offset, listed[1].max_offset, 10, packable=False)
+    assert [[f.path for f in g] for g in pack_groups(listed, 100)] == [["f0-2", "f0-3"]]
+
+
+def test_groups_follow_offsets_and_never_cross_a_segment():
+    mixed = files(10, 10, segment=0) + files(10, 10, segment=500, start=500)
+    groups = pack_groups(list(reversed(mixed)), 100)
+    assert [[f.path for f in g] for g in groups] == [["f0-0", "f0-1"], ["f500-0", "f500-1"]]
+
+
+def test_cost_follows_the_small_files_and_the_count_stays_logarithmic():
+    """Append one small file at a time and pack after each: each byte is rewritten at most
+    log1.5(n) times (a big packed file never absorbs a single small one), and the partition
+    never holds more than log1.5(n) + 2 files."""
+    live: list[DataFile] = []
+    rewritten = 0
+    n = 300
+    for i in range(n):
+        live.append(DataFile(f"new{i}", 0, 1, i, i, 1))
+        for group in pack_groups(live, 10**9):
+            rewritten += sum(f.size_bytes for f in group)
+            merged = DataFile(f"packed{i}-{group[0].path}", 0, sum(f.size_bytes for f in group),
+                              group[0].min_offset, group[-1].max_offset, sum(f.records for f in group))
+            live = sorted([f for f in live if f not in group] + [merged], key=lambda f: f.min_offset)
+        assert len(live) <= math.log(i + 1, 1.5) + 2
+    assert rewritten <= n * math.log(n, 1.5)
+    assert sum(f.size_bytes for f in live) == n
+
+
+# ------------------------------------------------------------- on real partitions
+SPEC = {"topic": "small", "partitions": 1,
+        "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "segment.bytes": MIB}}
+
+
+def many_small_appends(topic, spec, calls: int, per_call: int = 20, start: int = 0) -> None:
+    for call in range(calls):
+        raw = [(i, {"key": f"k{start + call * per_call + i}", "value": "v" * 100, "timestamp": 1_000})
+               for i in range(per_call)]
+        produce(topic, parse_records(raw, spec, "test"), 1_000)
+
+
+def records(log, version=None) -> list[tuple]:
+    return sorted((r["offset"], r["key"], r["value"]) for r in log.read(version).collect())
+
+
+def commit_actions(log, version: int) -> list[dict]:
+    with open(os.path.join(log.path, "_delta_log", f"{version:020d}.json")) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehouse):
+    spec = parse_spec(SPEC, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    many_small_appends(topic, spec, 12)
+    log = topic.partition(0)
+    before_version = log.snapshot().version
+    state_before = log.snapshot().state
+    before = records(log)
+    assert optimize.plan(log).files_before >= 12
+    run = Maintenance(spark, warehouse, [spec], record_history=True).run(2_000, stages=("optimize",))
+    row = run.partitions[0].rows[0]
+    assert row.stage == "optimize" and row.committed, row.message
+    assert row.files_before >= 12 and row.files_after == 1
+    assert records(log) == before
+    assert records(log, before_version) == before  # time travel to the version before is intact
+    actions = commit_actions(log, row.version_after)
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
+    changes = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+    assert len(changes) == row.files_before + 1
+    assert all(change["dataChange"] is False for change in changes)  # streaming readers skip it
+    # the packed file is in offset order, so its statistics skip by offset
+    added = json.loads(next(a["add"] for a in actions if "add" in a)["stats"])
+    assert (added["minValues"]["offset"], added["maxValues"]["offset"]) == (0, len(before) - 1)
+    # the state rides along, so the log's bookkeeping reads the same
+    assert log.snapshot().state == state_before
+    again = Maintenance(spark, warehouse, [spec], record_history=False).run(3_000, stages=("optimize",))
+    assert not again.partitions[0].rows[0].committed  # one file: nothing left worth packing
+
+
+def test_a_producer_appending_while_it_packs_never_conflicts(spark, warehouse):
+    spec = parse_spec({**SPEC, "topic": "busy"}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    many_small_appends(topic, spec, 6)
+    log = topic.partition(0)
+    end_before = log.snapshot().state.log_end_offset
+
+    def append_meanwhile(point, context):
+        many_small_appends(topic, spec, 1, start=10_000)
+
+    with faults.installed("optimize.before_commit", append_meanwhile):
+        run = Maintenance(spark, warehouse, [spec], record_history=False).run(2_000, stages=("optimize",))
+    row = run.partitions[0].rows[0]
+    assert row.committed and not run.failed, row.message
+    state = log.snapshot().state
+    assert state.log_end_offset == end_before + 20  # the append's offsets are kept, none reused
+    assert [r[0] for r in records(log)] == list(range(end_before + 20))
+    # the next produce continues after both
+    many_small_appends(topic, spec, 1, start=20_000)
+    assert [r[0] for r in records(log)] == list(range(end_before + 40))
+
+
+def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, warehouse):
+    spec = parse_spec({**SPEC, "topic": "dv"}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    many_small_appends(topic, spec, 4)
+    raw = [(i, {"key": f"k{i}", "value": "new", "timestamp": 1_500}) for i in range(0, 80, 3)]
+    produce(topic, parse_records(raw, spec, "test"), 1_500)  # updates: compaction deletes the old ones
+    run = Maintenance(spark, warehouse, [spec], record_history=False).run(2_000, stages=("compact",))
+    assert not run.failed
+    assert any(a.get("add", {}).get("deletionVector") for v in range(log.snapshot().version + 1)
+               for a in commit_actions(log, v)), "compaction left no deletion vector to drop"
+    before = records(log)
+    packing = optimize.plan(log)
+    assert packing.due and sum(f.records for f in packing.files) == len(before)
+    optimize.execute(log, packing)
+    assert records(log) == before
+    live = [f for f in optimize.plan(log).files]
+    assert len(live) < packing.files_before
+    data_files = glob.glob(os.path.join(log.path, "_segment=*", "*.parquet"))
+    assert len(data_files) > len(live)  # the old files stay for time travel until vacuum
+
+
+def test_plan_and_status_show_the_files(spark, warehouse, tmp_path, capsys):
+    from framework.cli import main
+
+    spec_file = tmp_path / "small.yaml"
+    spec_file.write_text("topic: shown\npartitions: 1\nconfig:\n  cleanup.policy: compact\n  segment.bytes: 1048576\n")
+    spec = parse_spec({**SPEC, "topic": "shown"}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    many_small_appends(topic, spec, 3)
+    common = ["--warehouse", warehouse.root, "--specs", str(spec_file)]
+    assert main([*common, "--json", "plan", "--now", "2000"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "optimize" in out[0], out
+    planned = out[0]["optimize"]
+    assert planned["due"] and planned["files"] == 3 and planned["files_after"] == 1
+    assert planned["groups"] == [{"files": 3, "bytes": planned["bytes"], "offsets": [0, 59]}]
+    assert main([*common, "plan", "--now", "2000"]) == 0
+    assert "bin-packing: DUE; would bin-pack 3 of 3 file(s)" in capsys.readouterr().out
+    assert main([*common, "--json", "status"]) == 0
+    status = json.loads(capsys.readouterr().out)[0]
+    assert status["data_files"] == 3 and status["bin_packing_due"] is True
+    assert main([*common, "optimize", "--now", "2000"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--json", "status"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["data_files"] == 1
+
+
+@pytest.mark.parametrize("value", [1024, "1MB", -1])
+def test_segment_bytes_below_kafkas_minimum_is_refused(value):
+    from framework.errors import SpecError
+
+    with pytest.raises(SpecError, match="segment.bytes"):
+        parse_spec({"topic": "t", "partitions": 1, "config": {"segment.bytes": value}}, "test.yaml")
