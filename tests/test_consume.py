@@ -2,7 +2,7 @@
 
 The stream (availableNow triggers, a checkpoint) starts at the empty log and catches up
 after each cycle of produce calls and a maintain (compaction with tombstones and their
-second pass, time retention, delete-records, bin-packing, vacuum). It must never fail and must see every appended
+second pass, time and size retention, delete-records, bin-packing, vacuum). It must never fail and must see every appended
 offset exactly once. A consumer that starts after compaction sees the compacted log,
 then every new append.
 """
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 SPEC = {"topic": "feed", "partitions": 1, "config": {
     "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": 1000,
-    "retention.ms": 20_000}}
+    "retention.ms": 20_000, "retention.bytes": 120}}
 
 
 def catch_up(query_frame, sink: str, checkpoint: str) -> None:
@@ -39,6 +39,7 @@ def test_a_stream_sees_every_appended_offset_once_through_maintenance(spark, war
     maintenance = Maintenance(spark, warehouse, [spec], record_history=False)
     catch_up(stream_partition(topic, 0), sink, checkpoint)  # the consumer starts at the empty log
     appended = 0
+    retained_by = set()
     for cycle in range(5):
         now = cycle * 10_000
         for call in range(3):
@@ -57,9 +58,11 @@ def test_a_stream_sees_every_appended_offset_once_through_maintenance(spark, war
             delete_records(log, log.snapshot().state.log_end_offset - 3)
         run = maintenance.run(now + 5_000, force=True)  # compaction, retention, bin-packing, vacuum
         assert not run.failed, run.partitions[0].error
+        retained_by |= {reason for row in run.partitions[0].rows if row.stage == "retain" for reason in row.reasons}
         catch_up(stream_partition(topic, 0), sink, checkpoint)
     seen = [r["offset"] for r in spark.read.format("delta").load(sink).select("offset").collect()]
     assert sorted(seen) == list(range(appended)), "an appended offset was missed or seen twice"
+    assert {"time", "size"} <= retained_by, retained_by
     # The stream went through compaction MERGEs, retention DELETEs and bin-packing, not around them.
     operations = {r["operation"] for r in topic.partition(0).history_rows()}
     assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations

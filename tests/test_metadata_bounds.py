@@ -14,12 +14,16 @@ import glob
 import os
 import time
 
+import pytest
+
 from framework.history import HistoryRow, MaintenanceHistory
 from framework.maintenance import Maintenance
 from framework.produce import produce
 from framework.records import parse_records
 from framework.spec import parse_spec
 from framework.topic import Topic
+
+pytestmark = pytest.mark.slow
 
 TWO_DAYS_S = 2 * 86_400
 

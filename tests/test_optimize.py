@@ -115,6 +115,7 @@ def commit_actions(log, version: int) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+@pytest.mark.slow
 def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehouse):
     spec = parse_spec(SPEC, "test")
     topic = Topic(spark, warehouse, spec)
@@ -146,6 +147,7 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     assert not again.partitions[0].rows[0].committed  # one file: nothing left worth packing
 
 
+@pytest.mark.slow
 def test_a_producer_appending_while_it_packs_never_conflicts(spark, warehouse):
     spec = parse_spec({**SPEC, "topic": "busy"}, "test")
     topic = Topic(spark, warehouse, spec)
@@ -169,6 +171,7 @@ def test_a_producer_appending_while_it_packs_never_conflicts(spark, warehouse):
     assert [r[0] for r in records(log)] == list(range(end_before + 40))
 
 
+@pytest.mark.slow
 def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, warehouse):
     spec = parse_spec({**SPEC, "topic": "dv"}, "test")
     topic = Topic(spark, warehouse, spec)
@@ -193,6 +196,7 @@ def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, wa
     assert len(data_files) > len(live)  # the old files stay for time travel until vacuum
 
 
+@pytest.mark.slow
 def test_plan_and_status_show_the_files(spark, warehouse, tmp_path, capsys):
     from framework.cli import main
 
