@@ -97,6 +97,8 @@ class PackPlan:
     target_bytes: int
     files: tuple[DataFile, ...]
     groups: tuple[tuple[DataFile, ...], ...]
+    #: why the stage cannot run in this session at all (None when it can)
+    unavailable: str | None = None
 
     @property
     def due(self) -> bool:
@@ -123,6 +125,8 @@ class PackPlan:
         return sum(f.size_bytes for g in self.groups for f in g)
 
     def describe(self) -> str:
+        if self.unavailable:
+            return f"skipped: {self.unavailable}"
         if not self.groups:
             return f"{self.files_before} file(s), none worth bin-packing (segment.bytes {self.target_bytes})"
         return (f"would bin-pack {self.packed_files} of {self.files_before} file(s) ({self.packed_bytes} B) "
@@ -196,6 +200,10 @@ def _data_file(row) -> DataFile:
 def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
     """What bin-packing would rewrite now; writes nothing."""
     snap = snapshot or log.snapshot()
+    if _jvm(log.spark) is None:
+        return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
+                        unavailable="bin-packing needs a classic Spark session (Spark Connect has no "
+                                    "Delta transaction API)")
     delta = _Delta(log.spark)
     table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
     files = _data_files(log.spark, table.allFiles())
@@ -253,6 +261,13 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
         version = int(txn.commit(delta.seq(actions), operation))
     faults.reached("optimize.after_commit", log=log, version=version)
     return PackResult(packing, snap.version, version, files_after, kept_bytes + added_bytes)
+
+
+def _jvm(spark):
+    try:
+        return spark._jvm
+    except Exception:  # noqa: BLE001 - a Spark Connect session has no JVM to reach
+        return None
 
 
 def _java_list(java_list) -> list:

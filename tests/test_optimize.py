@@ -230,3 +230,19 @@ def test_segment_bytes_below_kafkas_minimum_is_refused(value):
 
     with pytest.raises(SpecError, match="segment.bytes"):
         parse_spec({"topic": "t", "partitions": 1, "config": {"segment.bytes": value}}, "test.yaml")
+
+
+def test_a_spark_connect_session_skips_the_stage_and_says_why():
+    """Spark Connect exposes no JVM, so no Delta transaction API: the stage is skipped, not a failure."""
+    from types import SimpleNamespace
+
+    from framework.log import Snapshot
+    from framework.log_state import LogState
+
+    class ConnectSession:  # like pyspark.sql.connect's session: no _jvm attribute
+        pass
+
+    log = SimpleNamespace(spark=ConnectSession(), spec=parse_spec(SPEC, "test"))
+    packing = optimize.plan(log, Snapshot(version=3, state=LogState()))
+    assert not packing.due and packing.files == ()
+    assert packing.describe().startswith("skipped: bin-packing needs a classic Spark session")
