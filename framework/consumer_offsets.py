@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .errors import ArgumentError, ConcurrentWriteError
 from .log import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
-from .warehouse import OWN_TABLE_PROPERTIES, Warehouse
+from .warehouse import Warehouse, create_own_table
 
 SCHEMA = "group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, commit_timestamp TIMESTAMP NOT NULL"
 
@@ -36,11 +36,7 @@ class ConsumerOffsets:
         from delta.tables import DeltaTable
 
         if not DeltaTable.isDeltaTable(self.spark, self.path):
-            empty = self.spark.createDataFrame([], SCHEMA)
-            builder = DeltaTable.createIfNotExists(self.spark).location(self.path).addColumns(empty.schema)
-            for key, value in OWN_TABLE_PROPERTIES.items():
-                builder = builder.property(key, value)
-            builder.execute()
+            create_own_table(self.spark, self.path, self.spark.createDataFrame([], SCHEMA).schema)
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         """Record ``group``'s committed offset for a topic partition (one atomic upsert)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from .warehouse import OWN_TABLE_PROPERTIES, Warehouse
+from .warehouse import Warehouse, create_own_table
 
 #: Column -> Spark SQL type, in table order.
 HISTORY_COLUMNS: dict[str, str] = {
@@ -122,13 +122,7 @@ class MaintenanceHistory:
         if not rows:
             return
         if not self.exists():
-            from delta.tables import DeltaTable
-
-            builder = DeltaTable.createIfNotExists(self.spark).location(self.path)
-            builder = builder.addColumns(self.spark.createDataFrame([], HISTORY_SCHEMA).schema)
-            for key, value in OWN_TABLE_PROPERTIES.items():
-                builder = builder.property(key, value)
-            builder.execute()
+            create_own_table(self.spark, self.path, self.spark.createDataFrame([], HISTORY_SCHEMA).schema)
         frame = self.spark.createDataFrame([r.as_tuple() for r in rows], HISTORY_SCHEMA)
         # mergeSchema: a warehouse written by an older topiclake gains the newer columns
         frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)

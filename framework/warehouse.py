@@ -22,6 +22,17 @@ OWN_TABLE_PROPERTIES = {
     "delta.deletedFileRetentionDuration": "interval 7 days",
 }
 
+
+def create_own_table(spark, path: str, schema) -> None:
+    """Create one of topiclake's own tables (if absent) with OWN_TABLE_PROPERTIES."""
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    for key, value in OWN_TABLE_PROPERTIES.items():
+        builder = builder.property(key, value)
+    builder.execute()
+
+
 DEFAULT_WAREHOUSE = "warehouse"
 ENV_WAREHOUSE = "TOPICLAKE_WAREHOUSE"
 
