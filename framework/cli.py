@@ -23,7 +23,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises ArgumentError (one line, exit 2) instead of printing usage."""
 
     def error(self, message: str):  # noqa: D401 - argparse's API
-        raise ArgumentError(f"{self.prog}: {message}")
+        verb = self.prog.partition(" ")[2]  # "topiclake produce" -> "produce"; every line says "topiclake:" already
+        raise ArgumentError(f"{verb}: {message}" if verb else message)
 
 
 def parse_now(text: str | None) -> int:

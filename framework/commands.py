@@ -157,6 +157,9 @@ def read(ctx) -> int:
 
     args = ctx.args
     ctx.spec(args.topic).table_name(args.partition)
+    for name in ("from_offset", "version"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            raise ArgumentError(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(args, name)}")
     log = _existing_log(ctx, args.topic, args.partition)
     as_of = None
     if args.as_of is not None:

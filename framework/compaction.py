@@ -109,9 +109,38 @@ class CompactionPlan:
     now_ms: int
 
 
+def settled_measure(state: LogState) -> PartitionMeasure | None:
+    """The measure of a log with nothing at or past its checkpoint, from its commit metadata
+    alone (no scan), or None when the log has records there.
+
+    Such a log has no dirty section and no head, and every offset below its end is already
+    clean, so U is not looked for: it is reported as the log end offset.
+    """
+    checkpoint = max(state.checkpoint, state.log_start_offset)
+    if checkpoint < state.log_end_offset:
+        return None
+    clean = state.clean
+    return PartitionMeasure(
+        log_start_offset=state.log_start_offset, log_end_offset=state.log_end_offset, checkpoint=checkpoint,
+        first_uncleanable_offset=state.log_end_offset, clean_records=clean.records, clean_bytes=clean.bytes,
+        dirty_records=0, dirty_bytes=0, oldest_dirty_timestamp_ms=None, head_records=0, head_bytes=0,
+        clean_tombstones=clean.tombstones, min_delete_horizon_ms=clean.min_delete_horizon_ms,
+    )
+
+
 def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot | None = None) -> CompactionPlan:
-    """Measure ``log`` and decide whether compaction is due; writes nothing."""
+    """Measure ``log`` and decide whether compaction is due; writes nothing.
+
+    A settled log (nothing at or past the checkpoint) that is not due costs no Spark job:
+    an idle partition's plan is its commit metadata. A run that is due (forced, or a
+    tombstone's horizon passed) measures the table, so its U is exact.
+    """
     snap = snapshot or log.snapshot()
+    settled = settled_measure(snap.state)
+    if settled is not None:
+        decision = cleaner.decide_compaction(log.spec.config, settled, now_ms, force)
+        if not decision.due:
+            return CompactionPlan(log.partition, snap, settled, decision, now_ms)
     measured = measure(log, snap, now_ms)
     decision = cleaner.decide_compaction(log.spec.config, measured, now_ms, force)
     return CompactionPlan(log.partition, snap, measured, decision, now_ms)

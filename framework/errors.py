@@ -29,7 +29,7 @@ class TopiclakeError(Exception):
 
     def lines(self) -> list[str]:
         """The lines to print for this error, one problem a line."""
-        return [str(self)]
+        return [_one_line(str(self))]
 
 
 class BadInput(TopiclakeError):
@@ -54,7 +54,15 @@ class Problem:
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        return f"{where}: {self.field}: {self.rule}" if self.field else f"{where}: {self.rule}"
+        text = f"{where}: {self.field}: {self.rule}" if self.field else f"{where}: {self.rule}"
+        return _one_line(text)
+
+
+def _one_line(text: str) -> str:
+    """A problem is one line: control characters from the input (a key named "\n") are escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class ProblemsError(BadInput):

@@ -35,10 +35,11 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 from . import faults
+from .commit_log import read_commits
 from .errors import ArgumentError, ConcurrentWriteError, TimeTravelError
 from .log_state import CommitEntry, LogState, fold, metadata_field, to_metadata
 from .spec import TopicSpec
-from .warehouse import Warehouse
+from .warehouse import Warehouse, delta_table_sql
 
 #: The most records one data file of an append holds (a 1M-record produce still writes in parallel).
 RECORDS_PER_APPEND_FILE = 500_000
@@ -261,7 +262,7 @@ class PartitionLog:
         return True
 
     def properties(self) -> dict[str, str]:
-        rows = self.spark.sql(f"SHOW TBLPROPERTIES delta.`{self.path}`").collect()
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(self.path)}").collect()
         return {r["key"]: r["value"] for r in rows}
 
     def sync_properties(self) -> dict[str, str]:
@@ -271,7 +272,7 @@ class PartitionLog:
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
         if changed:
             assignments = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in sorted(changed.items()))
-            self.spark.sql(f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ({assignments})")
+            self.spark.sql(f"ALTER TABLE {delta_table_sql(self.path)} SET TBLPROPERTIES ({assignments})")
         return changed
 
     def schema(self):
@@ -280,9 +281,7 @@ class PartitionLog:
     # ---------------------------------------------------------------- history
     def commits(self, limit: int | None = None) -> list[CommitEntry]:
         """Newest-first commits (version, read version, userMetadata)."""
-        history = self.delta_table().history(limit) if limit else self.delta_table().history()
-        rows = history.select("version", "readVersion", "userMetadata").collect()
-        return [CommitEntry(r["version"], r["readVersion"], r["userMetadata"]) for r in rows]
+        return [CommitEntry(c.version, c.read_version, c.user_metadata) for c in read_commits(self.spark, self.path, limit)]
 
     def history_rows(self, limit: int | None = None) -> list:
         history = self.delta_table().history(limit) if limit else self.delta_table().history()
@@ -324,13 +323,16 @@ class PartitionLog:
         reader = self.spark.read.format("delta")
         try:
             if version is not None:
-                return reader.option("versionAsOf", int(version)).load(self.path)
-            if as_of is not None:
-                return reader.option("timestampAsOf", as_of).load(self.path)
-            return reader.load(self.path)
+                reader = reader.option("versionAsOf", int(version))
+            elif as_of is not None:
+                reader = reader.option("timestampAsOf", as_of)
+            frame = reader.load(self.path)
+            if version is not None or as_of is not None:
+                frame.schema  # resolves the version now, so a missing one is refused here
+            return frame
         except Exception as error:  # noqa: BLE001 - re-worded below, re-raised otherwise
             text = str(error)
-            markers = ("TIME_TRAVEL", "VERSION_NOT_EXIST", "TIMESTAMP_GREATER", "TIMESTAMP_EARLIER")
+            markers = ("TIME_TRAVEL", "VERSION_NOT_EXIST", "VERSION_NOT_FOUND", "TIMESTAMP_GREATER", "TIMESTAMP_EARLIER")
             if any(m in text for m in markers):
                 first_line = text.strip().splitlines()[0]
                 raise TimeTravelError(f"{self.name}: cannot read that version: {first_line}") from None

@@ -134,27 +134,42 @@ class Maintenance:
         self._check_arguments(topic, partition, stages, vacuum_retention_ms, unsafe_vacuum)
         run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
         logs = self._logs(topic, partition)
-        for index, log in enumerate(logs, start=1):
-            self.progress(f"[{index}/{len(logs)}] {log.name}")
-            part = PartitionRun(log.spec.topic, log.partition)
-            run.partitions.append(part)
-            try:
-                self._maintain_partition(log, run, part, stages, force, vacuum_retention_ms, unsafe_vacuum)
-            except TopiclakeError as error:
-                if error.exit_code == 2:
-                    raise
-                part.error = str(error)
-            except Exception as error:  # noqa: BLE001 - one partition's failure must not stop the rest
-                part.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-                part.rows.append(self._row(run, log, "error", message=traceback.format_exc(limit=3)[-2000:]))
-            finally:
-                faults.reached("maintain.before_history", log=log, run_id=run.run_id)
-                if self.history is not None and part.rows:
-                    self.history.append(part.rows)
-            faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
-            if part.failed:
-                self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
+        # History rows of partitions where nothing committed wait for the next partition that
+        # commits, or the run's end: one history append per changed partition, not one per
+        # partition (an idle partition's append was most of its cost). A crash loses at most
+        # rows that record no change.
+        pending: list[HistoryRow] = []
+        try:
+            for index, log in enumerate(logs, start=1):
+                self.progress(f"[{index}/{len(logs)}] {log.name}")
+                part = PartitionRun(log.spec.topic, log.partition)
+                run.partitions.append(part)
+                try:
+                    self._maintain_partition(log, run, part, stages, force, vacuum_retention_ms, unsafe_vacuum)
+                except TopiclakeError as error:
+                    if error.exit_code == 2:
+                        raise
+                    part.error = str(error)
+                except Exception as error:  # noqa: BLE001 - one partition's failure must not stop the rest
+                    part.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                    part.rows.append(self._row(run, log, "error", message=traceback.format_exc(limit=3)[-2000:]))
+                finally:
+                    faults.reached("maintain.before_history", log=log, run_id=run.run_id)
+                    pending.extend(part.rows)
+                    if part.failed or any(row.committed for row in part.rows):
+                        self._record(pending)
+                faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
+                if part.failed:
+                    self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
+        finally:
+            self._record(pending)
         return run
+
+    def _record(self, rows: list[HistoryRow]) -> None:
+        """Append ``rows`` to the history (one Delta commit) and empty the list."""
+        if self.history is not None and rows:
+            self.history.append(rows)
+        rows.clear()
 
     def _check_arguments(self, topic: str | None, partition: int | None, stages: tuple[str, ...],
                          vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:

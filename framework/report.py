@@ -28,7 +28,7 @@ from urllib.parse import quote
 from . import gx_project
 from .errors import ArgumentError
 from .history import MaintenanceHistory
-from .warehouse import Warehouse
+from .warehouse import Warehouse, delta_table_sql
 
 __all__ = ["write_report", "MAX_RUNS_PER_PARTITION"]
 
@@ -227,8 +227,7 @@ def dirty_ratio_threshold(spark, warehouse: Warehouse, topic: str, partition: in
     try:
         if not DeltaTable.isDeltaTable(spark, path):
             return None
-        quoted = path.replace("`", "``")
-        rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{quoted}`").collect()
+        rows = spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(path)}").collect()
         value = {r["key"]: r["value"] for r in rows}.get(THRESHOLD_PROPERTY)
         return float(value) if value not in (None, "") else None
     except Exception:  # noqa: BLE001 - the threshold is a nicety: a chart without it is still right

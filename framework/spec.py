@@ -208,6 +208,9 @@ class TopicSpec:
     source: str = field(default="<spec>", compare=False)
 
     def __post_init__(self) -> None:
+        problem = topic_name_problem(self.topic)
+        if problem is not None:  # a spec built in Python gets the rule the YAML reader applies
+            raise SpecError([Problem(self.source, None, None, "topic", problem)])
         for name in ("expectations", "ignored_configs", "warnings"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
@@ -723,19 +726,38 @@ def _check_fields(checker: _Checker, data: Mapping[Any, Any]) -> None:
             checker.add((required,), f"is required, e.g. {example}")
 
 
+def topic_name_problem(topic: Any) -> str | None:
+    """Why ``topic`` is not a legal topic name (Kafka's ``Topic.validate``), or None.
+
+    The one rule: the YAML reader, :class:`TopicSpec` and the warehouse's paths all ask it,
+    so no table path is ever built from a name that could leave the warehouse.
+    """
+    if not isinstance(topic, str):
+        return f"must be a string (quote it if it looks like a number), got {_shown(topic)}"
+    if topic in (".", ".."):
+        return f"cannot be {topic!r} (Kafka refuses it)"
+    if not 1 <= len(topic) <= _TOPIC_MAX_LENGTH:
+        return f"must be 1 to {_TOPIC_MAX_LENGTH} characters long, got {len(topic)}"
+    if not _TOPIC_NAME.fullmatch(topic):
+        return f"may use only A-Z, a-z, 0-9, '.', '_' and '-' (Kafka's legal topic names), got {topic!r}"
+    return None
+
+
+def colliding_name(topic: str) -> str:
+    """What two topic names must not share in one warehouse: Kafka refuses topics that differ
+    only by '.' against '_' (their metric names collide), and a case-insensitive file system
+    (macOS, Windows, some object-store gateways) would give topics that differ only by case
+    one folder."""
+    return topic.lower().replace(".", "_")
+
+
 def _parse_topic(checker: _Checker, data: Mapping[Any, Any]) -> str:
     topic = data.get("topic")
     if "topic" not in data:
         return ""
-    if not isinstance(topic, str):
-        checker.add(("topic",), f"must be a string (quote it if it looks like a number), got {_shown(topic)}")
-    elif topic in (".", ".."):
-        checker.add(("topic",), f"cannot be {topic!r} (Kafka refuses it)")
-    elif not 1 <= len(topic) <= _TOPIC_MAX_LENGTH:
-        checker.add(("topic",), f"must be 1 to {_TOPIC_MAX_LENGTH} characters long, got {len(topic)}")
-    elif not _TOPIC_NAME.fullmatch(topic):
-        checker.add(("topic",), "may use only A-Z, a-z, 0-9, '.', '_' and '-' (Kafka's legal topic names),"
-                                f" got {topic!r}")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        checker.add(("topic",), problem)
     return topic if isinstance(topic, str) else ""
 
 
@@ -830,7 +852,7 @@ def _collect(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[TopicSpec], 
         paths = [paths]
     specs: list[TopicSpec] = []
     problems: list[Problem] = []
-    first_of_topic: dict[str, TopicSpec] = {}
+    first_of_topic: dict[str, TopicSpec] = {}  # by colliding_name
     seen: set[str] = set()
     for given in paths:
         try:
@@ -847,10 +869,14 @@ def _collect(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[TopicSpec], 
             except ProblemsError as error:
                 problems.extend(error.problems)
                 continue
-            earlier = first_of_topic.setdefault(spec.topic, spec)
+            earlier = first_of_topic.setdefault(colliding_name(spec.topic), spec)
             if earlier is not spec:
                 line, column = marks.at(("topic",))
-                rule = f"{spec.topic!r} is already the topic of {earlier.source}; one spec per topic"
+                if earlier.topic == spec.topic:
+                    rule = f"{spec.topic!r} is already the topic of {earlier.source}; one spec per topic"
+                else:
+                    rule = (f"{spec.topic!r} collides with topic {earlier.topic!r} of {earlier.source}: topics "
+                            "that differ only by case or by '.' against '_' cannot share a warehouse")
                 problems.append(Problem(spec.source, line, column, "topic", rule))
                 continue
             specs.append(spec)

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .commit_log import Commit, read_commits
 from .errors import ArgumentError
 from .log import PartitionLog, commit_metadata, session_confs
 from .log_state import to_metadata
+from .warehouse import delta_table_sql
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 #: The flag a user must pass to vacuum with a window shorter than the spec's.
@@ -63,16 +65,6 @@ def check_window(spec_window_ms: int, requested_ms: int | None, unsafe: bool) ->
     return 0
 
 
-@dataclass(frozen=True)
-class CommitSummary:
-    """What the vacuum decision needs from one entry of ``DESCRIBE HISTORY``."""
-
-    version: int
-    timestamp_ms: int
-    operation: str
-    metrics: dict
-
-
 #: Operations that never remove a file: appends, table creation, property changes, vacuum itself.
 _KEEPS_FILES = ("WRITE", "STREAMING UPDATE", "CREATE TABLE", "CREATE OR REPLACE TABLE", "SET TBLPROPERTIES",
                 "VACUUM START", "VACUUM END", "CHANGE COLUMN", "ADD COLUMNS")
@@ -80,13 +72,13 @@ _DV_METRICS = ("numDeletionVectorsAdded", "numTargetDeletionVectorsAdded", "numD
                "numTargetDeletionVectorsUpdated")
 
 
-def _removes_files(commit: CommitSummary) -> bool:
+def _removes_files(commit: Commit) -> bool:
     if commit.operation == "WRITE":
         return (commit.metrics or {}).get("numRemovedFiles", "0") not in ("0", None)
     return commit.operation not in _KEEPS_FILES
 
 
-def purge_due(commits: list[CommitSummary], window_ms: int, wall_now_ms: int) -> bool:
+def purge_due(commits: list[Commit], window_ms: int, wall_now_ms: int) -> bool:
     """Is a deletion vector left since the last purge (REORG) half a window old?
 
     A purge rewrites every file that carries one, which after a compaction of random keys
@@ -106,7 +98,7 @@ def purge_due(commits: list[CommitSummary], window_ms: int, wall_now_ms: int) ->
     return False
 
 
-def vacuum_due(commits: list[CommitSummary], window_ms: int, wall_now_ms: int, complete: bool) -> str | None:
+def vacuum_due(commits: list[Commit], window_ms: int, wall_now_ms: int, complete: bool) -> str | None:
     """Why a VACUUM now could delete something, or None when it could not.
 
     A file removed at time r becomes deletable at r + window; the last VACUUM, at T,
@@ -132,28 +124,14 @@ def vacuum_due(commits: list[CommitSummary], window_ms: int, wall_now_ms: int, c
     return None
 
 
-def _commit_summaries(log: PartitionLog, limit: int) -> list[CommitSummary]:
-    from pyspark.sql import functions as F
-
-    rows = (
-        log.delta_table().history(limit)
-        .select("version", F.unix_millis("timestamp").alias("ms"), "operation", "operationMetrics")
-        .collect()
-    )
-    return [CommitSummary(r["version"], r["ms"], r["operation"] or "", r["operationMetrics"] or {}) for r in rows]
+def _commit_summaries(log: PartitionLog, limit: int | None) -> list[Commit]:
+    return read_commits(log.spark, log.path, limit)
 
 
 def oldest_readable_version(log: PartitionLog, window_ms: int, now_wall_ms: int) -> int | None:
     """The oldest version committed inside the window (Delta's commit times are wall-clock)."""
-    from pyspark.sql import functions as F
-
-    rows = (
-        log.delta_table().history()
-        .where(F.unix_millis("timestamp") >= now_wall_ms - window_ms)
-        .agg(F.min("version").alias("v"))
-        .collect()
-    )
-    return rows[0]["v"] if rows else None
+    inside = [c.version for c in _commit_summaries(log, None) if c.timestamp_ms >= now_wall_ms - window_ms]
+    return min(inside) if inside else None
 
 
 HISTORY_PAGE = 500
@@ -181,12 +159,12 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
         snap = log.snapshot()
         with commit_metadata(log.spark, to_metadata(snap.state, "vacuum", snap.version)):
             if purge:
-                log.spark.sql(f"REORG TABLE delta.`{log.path}` APPLY (PURGE)").collect()
+                log.spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
             if shorter:
                 with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
-                    log.spark.sql(f"VACUUM delta.`{log.path}` RETAIN 0 HOURS").collect()
+                    log.spark.sql(f"VACUUM {delta_table_sql(log.path)} RETAIN 0 HOURS").collect()
             elif sweep or purge_leaves_old_files(window):
-                log.spark.sql(f"VACUUM delta.`{log.path}`").collect()
+                log.spark.sql(f"VACUUM {delta_table_sql(log.path)}").collect()
         for summary in _commit_summaries(log, 3):
             if summary.operation == "VACUUM END":
                 deleted = int(summary.metrics.get("numDeletedFiles", 0) or 0)

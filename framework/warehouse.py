@@ -33,6 +33,14 @@ def create_own_table(spark, path: str, schema) -> None:
     builder.execute()
 
 
+def delta_table_sql(path: str) -> str:
+    """A Delta table path as Spark SQL names it: ``delta.`path` ``, backticks doubled.
+
+    Every SQL statement topiclake runs on a table by path goes through here.
+    """
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
 DEFAULT_WAREHOUSE = "warehouse"
 ENV_WAREHOUSE = "TOPICLAKE_WAREHOUSE"
 
@@ -61,6 +69,14 @@ class Warehouse:
         return "/".join([self.root, *parts])
 
     def partition_path(self, topic: str, partition: int) -> str:
+        from .errors import ArgumentError
+        from .spec import topic_name_problem
+
+        problem = topic_name_problem(topic)
+        if problem is not None:  # never a path from a name that could climb out of the warehouse
+            raise ArgumentError(f"topic {topic!r}: {problem}")
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise ArgumentError(f"partition must be a non-negative integer, got {partition!r}")
         return self._join(f"{topic}-{partition}")
 
     @property

@@ -1020,3 +1020,34 @@ def test_lint_starts_neither_spark_nor_great_expectations():
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+# ------------------------------------------------------------------ names and paths
+def test_a_spec_built_in_python_gets_the_topic_name_rule():
+    good = parse_spec({"topic": "orders", "partitions": 1}, source="test")
+    for name in ("../x", "a/b", "", ".", "x" * 250):
+        with pytest.raises(SpecError) as refused:
+            dataclasses.replace(good, topic=name)
+        assert refused.value.problems[0].field == "topic"
+
+
+def test_the_warehouse_builds_no_path_from_an_illegal_name():
+    from framework.warehouse import Warehouse, delta_table_sql
+
+    warehouse = Warehouse("/tmp/w")
+    assert warehouse.partition_path("orders.v1", 3) == "/tmp/w/orders.v1-3"
+    for topic, partition in (("../etc", 0), ("a/b", 0), ("..", 0), ("ok", -1), ("ok", True)):
+        with pytest.raises(ArgumentError):
+            warehouse.partition_path(topic, partition)
+    assert delta_table_sql("/tmp/a`b") == "delta.`/tmp/a``b`"
+
+
+@pytest.mark.parametrize("first, second", [("users", "Users"), ("a.b", "a_b"), ("Orders.EU", "orders_eu")])
+def test_topics_that_would_share_a_folder_or_a_metric_are_refused(tmp_path, first, second):
+    (tmp_path / "1.yaml").write_text(f"topic: {first}\npartitions: 1\n")
+    (tmp_path / "2.yaml").write_text(f"topic: {second}\npartitions: 1\n")
+    with pytest.raises(SpecError) as refused:
+        load_specs([tmp_path])
+    [problem] = refused.value.problems
+    assert problem.source == str(tmp_path / "2.yaml") and problem.line == 1 and problem.field == "topic"
+    assert f"collides with topic {first!r}" in problem.rule

@@ -1,13 +1,14 @@
 """The vacuum stage's pure decisions (no Spark): when deletion vectors are purged."""
 
-from framework.vacuum import CommitSummary, purge_due
+from framework.commit_log import Commit
+from framework.vacuum import purge_due
 
 WINDOW = 1_000
 NOW = 10_000
 
 
 def commit(version, timestamp_ms, operation="MERGE", **metrics):
-    return CommitSummary(version, timestamp_ms, operation, {k: str(v) for k, v in metrics.items()})
+    return Commit(version, timestamp_ms, operation, {k: str(v) for k, v in metrics.items()})
 
 
 def test_deletion_vectors_are_purged_once_half_a_window_old():

@@ -1,0 +1,117 @@
+"""A Delta table's commits (its ``commitInfo`` actions), newest first, without a Spark job.
+
+Everything topiclake decides per partition starts from the newest commits: the offset
+bookkeeping rides in their ``userMetadata`` (``log_state.py``), and vacuum's rules read
+their operations, metrics and times. ``DeltaTable.history()`` answers that through a
+DataFrame, about 100 ms a call on a two-row table; a maintenance run asks a few times per
+partition, which made an idle partition cost most of a second.
+
+On a local file system the commit files are read here, as the Delta protocol lays them
+out: ``_delta_log/<version, 20 digits>.json``, one action per line, one ``commitInfo``
+among them. A commit's time is what Delta's own history reports: the in-commit timestamp
+when the table has one, else the commit file's modification time, made strictly
+increasing over the commits read. Other storage (``s3a://``, ``abfss://``, ``dbfs:/``)
+and Spark Connect sessions go through ``DeltaTable.history()``, the same answer the
+slower way; ``tests/test_commit_log.py`` pins the two together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+DELTA_LOG = "_delta_log"
+_COMMIT_NAME_LENGTH = 20 + len(".json")
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One entry of the table's history (``DESCRIBE HISTORY``'s columns that topiclake reads)."""
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    #: operationMetrics, as Delta writes them (string values)
+    metrics: dict = field(default_factory=dict)
+    read_version: int | None = None
+    user_metadata: str | None = None
+
+
+def local_folder(path: str) -> str | None:
+    """The table's folder when it is on the local file system, else None."""
+    if path.startswith("file:"):
+        rest = path[len("file:"):]
+        return "/" + rest.lstrip("/") if rest.startswith("/") else None
+    scheme, sep, _ = path.partition(":")
+    if sep and len(scheme) > 1:
+        return None
+    return path
+
+
+def read_commits(spark, path: str, limit: int | None = None) -> list[Commit]:
+    """The table's newest ``limit`` commits (all that the log keeps when None), newest first."""
+    folder = local_folder(path)
+    if folder is not None and os.path.isdir(os.path.join(folder, DELTA_LOG)):
+        return _from_files(os.path.join(folder, DELTA_LOG), limit)
+    return _from_delta_history(spark, path, limit)
+
+
+def _commit_versions(log_folder: str) -> list[int]:
+    versions = []
+    for name in os.listdir(log_folder):
+        if len(name) == _COMMIT_NAME_LENGTH and name.endswith(".json") and name[:20].isdigit():
+            versions.append(int(name[:20]))
+    versions.sort()
+    return versions
+
+
+def _commit_info(file_name: str) -> tuple[dict, int] | None:
+    """The commitInfo action of one commit file and the file's mtime (ms); None if it is gone."""
+    try:
+        with open(file_name, encoding="utf-8") as handle:
+            mtime_ms = os.fstat(handle.fileno()).st_mtime_ns // 1_000_000
+            for line in handle:
+                # Delta writes commitInfo first; parse only the line that holds it
+                if line.lstrip().startswith('{"commitInfo"'):
+                    return json.loads(line)["commitInfo"], mtime_ms
+    except FileNotFoundError:  # expired by log cleanup between the listing and the read
+        return None
+    return {}, mtime_ms
+
+
+def _from_files(log_folder: str, limit: int | None) -> list[Commit]:
+    versions = _commit_versions(log_folder)
+    if limit is not None:
+        versions = versions[-limit:]
+    commits: list[Commit] = []
+    previous_ms = None
+    for version in versions:  # oldest first, to make the times strictly increasing as Delta does
+        found = _commit_info(os.path.join(log_folder, f"{version:020d}.json"))
+        if found is None:
+            continue
+        info, mtime_ms = found
+        timestamp_ms = int(info.get("inCommitTimestamp", mtime_ms))
+        if previous_ms is not None and timestamp_ms <= previous_ms:
+            timestamp_ms = previous_ms + 1
+        previous_ms = timestamp_ms
+        read_version = info.get("readVersion")
+        commits.append(Commit(
+            version=version, timestamp_ms=timestamp_ms, operation=info.get("operation") or "",
+            metrics=dict(info.get("operationMetrics") or {}),
+            read_version=None if read_version is None else int(read_version), user_metadata=info.get("userMetadata"),
+        ))
+    commits.reverse()
+    return commits
+
+
+def _from_delta_history(spark, path: str, limit: int | None) -> list[Commit]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    table = DeltaTable.forPath(spark, path)
+    history = table.history(limit) if limit else table.history()
+    rows = history.select("version", F.unix_millis("timestamp").alias("ms"), "operation", "readVersion",
+                          "userMetadata", "operationMetrics").collect()
+    return [Commit(r["version"], r["ms"], r["operation"] or "", dict(r["operationMetrics"] or {}),
+                   r["readVersion"], r["userMetadata"]) for r in rows]
