@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 WAREHOUSE ?= warehouse
 
-.PHONY: quickstart setup test test-fast lint clean mutation
+.PHONY: quickstart setup test test-fast test-crashes lint clean mutation
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt scripts/setup.sh
 	PYTHON=$(PYTHON) scripts/setup.sh
@@ -24,6 +24,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+# Every named fault point and two random moments, each a real process SIGKILLed (about
+# 9 minutes; `make test` runs six steps of this matrix).
+test-crashes: setup
+	TOPICLAKE_CRASH_MATRIX=all $(PY) -m pytest -q -s tests/test_crashes.py
 
 lint: setup
 	$(VENV)/bin/topiclake lint table_specs

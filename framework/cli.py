@@ -51,7 +51,12 @@ def _add_common(parser: argparse.ArgumentParser, nested: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="topiclake", description="Kafka log-compaction guarantees for topics kept as Delta tables.")
+    parser.add_argument("--version", action="version", version=f"topiclake {__version__}")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's start-up output (Ivy, JVM warnings); otherwise it goes to a log file")
     _add_common(parser, nested=False)
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     verbs.required = True
@@ -216,7 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (never raises for a user's mistake)."""
 
     def command() -> int:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as done:  # --version and --help print, then end here
+            return int(done.code or 0)
+        if args.verbose:
+            from .session import VERBOSE_ENV
+
+            os.environ[VERBOSE_ENV] = "1"
         from . import commands
 
         return commands.run(Context(args))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from . import faults
 from .errors import ArgumentError, ConcurrentWriteError
 from .log import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
 from .warehouse import Warehouse, create_own_table
@@ -51,6 +52,7 @@ class ConsumerOffsets:
         row = self.spark.createDataFrame([(group, topic, partition, offset, int(time.time() * 1000))],
                                          "group string, topic string, partition int, offset long, ms long")
         row = row.withColumn("commit_timestamp", F.timestamp_millis("ms")).drop("ms")
+        faults.reached("commit_offset.before_commit", group=group, topic=topic, partition=partition)
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             try:
                 (
@@ -60,6 +62,7 @@ class ConsumerOffsets:
                     .whenNotMatchedInsertAll()
                     .execute()
                 )
+                faults.reached("commit_offset.after_commit", group=group, topic=topic, partition=partition)
                 return
             except Exception as error:  # noqa: BLE001
                 if not is_retryable_conflict(error):

@@ -20,17 +20,29 @@ ENVIRONMENT = "TOPICLAKE_FAULTS"
 
 #: Every point the engine reaches, with what it is just before or after.
 POINTS = {
+    "create.before_commit": "a partition table is about to be created",
+    "create.after_commit": "a partition table has been created",
     "produce.before_commit": "a producer is about to commit its append",
     "produce.after_commit": "a producer's append has committed",
     "compact.before_commit": "a compaction run is about to commit",
     "compact.during_commit": "inside a compaction's Delta transaction (its snapshot taken, not committed)",
     "compact.after_commit": "a compaction run has committed",
-    "retain.before_commit": "a retention cut (retain or delete-records) is about to commit",
+    "retain.before_commit": "a retention cut is about to commit",
     "retain.after_commit": "a retention cut has committed",
+    "delete_records.before_commit": "delete-records (KIP-107) is about to commit its cut",
+    "delete_records.after_commit": "delete-records has committed its cut",
+    "commit_offset.before_commit": "a consumer group's offset is about to be committed",
+    "commit_offset.after_commit": "a consumer group's offset has been committed",
     "optimize.before_commit": "bin-packing has written its files and is about to commit",
     "optimize.after_commit": "bin-packing has committed",
+    "vacuum.before_purge": "vacuum is about to purge deletion vectors (REORG ... APPLY (PURGE))",
+    "vacuum.after_purge": "the purge has committed",
+    "vacuum.before_sweep": "vacuum is about to delete files outside the time-travel window",
+    "vacuum.after_sweep": "vacuum has deleted them",
     "maintain.before_history": "a partition's stages are done; its history rows are not yet written",
     "maintain.after_partition": "a partition is done, history included; the next has not started",
+    "report.before_write": "the report's pages are built, none written yet",
+    "report.after_write": "the report has been written",
 }
 
 Hook = Callable[[str, dict], None]

@@ -257,8 +257,10 @@ class PartitionLog:
         for key, value in desired_properties(self.spec, self.partition).items():
             builder = builder.property(key, value)
         builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
+        faults.reached("create.before_commit", log=self)
         with commit_metadata(self.spark, to_metadata(LogState(), "create", None)):
             builder.execute()
+        faults.reached("create.after_commit", log=self)
         return True
 
     def properties(self) -> dict[str, str]:
@@ -447,7 +449,7 @@ class PartitionLog:
         commit_id = uuid.uuid4().hex
         metadata = to_metadata(state, operation, read_version, commit_id=commit_id, **extra)
         epoch = state.clean.epoch
-        point = "compact" if operation == "compact" else "retain"
+        point = operation if operation in ("compact", "delete_records") else "retain"
         faults.reached(f"{point}.before_commit", log=self, operation=operation, read_version=read_version)
         if action is None:
             self._empty_commit(metadata, MAINTENANCE_APP_ID, epoch)

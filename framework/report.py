@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from html import escape
 from urllib.parse import quote
 
-from . import gx_project
+from . import faults, gx_project
 from .errors import ArgumentError
 from .history import MaintenanceHistory
 from .warehouse import Warehouse, delta_table_sql
@@ -769,8 +769,11 @@ def _add_offline_style(folder: str) -> None:
 
 
 def _write(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
+    """Write a page whole or not at all: a crash mid-write leaves the previous page."""
+    partial = f"{path}.{os.getpid()}.partial"
+    with open(partial, "w", encoding="utf-8") as handle:
         handle.write(text)
+    os.replace(partial, path)
 
 
 def write_report(spark, warehouse: Warehouse, output: str | None = None) -> str:
@@ -780,9 +783,11 @@ def write_report(spark, warehouse: Warehouse, output: str | None = None) -> str:
     for p in partitions:
         p.threshold = dirty_ratio_threshold(spark, warehouse, p.topic, p.partition)
     os.makedirs(os.path.join(folder, "partitions"), exist_ok=True)
+    faults.reached("report.before_write", folder=folder)
     data_docs, note = _copy_data_docs(warehouse, folder)
     for p in partitions:
         _write(os.path.join(folder, p.page), partition_page(p))
     index = os.path.join(folder, "index.html")
     _write(index, index_page(warehouse, partitions, runs, data_docs, note))
+    faults.reached("report.after_write", folder=folder)
     return index

@@ -10,10 +10,11 @@ package looks one up behind the caller's back.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
-from typing import Mapping
+from typing import Iterator, Mapping
 
 #: Settings for the embedded session, sized for a small (2-core) machine.
 LOCAL_CONF: Mapping[str, str] = {
@@ -30,6 +31,41 @@ LOCAL_CONF: Mapping[str, str] = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     "spark.databricks.delta.stateReconstructionValidation.enabled": "false",
 }
+
+
+#: Set (to anything) to let Spark's start-up output through: Ivy's resolution report,
+#: the JVM's warnings. ``topiclake --verbose`` sets it.
+VERBOSE_ENV = "TOPICLAKE_VERBOSE"
+
+
+def spark_log_path() -> str:
+    """Where the embedded session's JVM writes its output (Ivy, log4j) unless verbose."""
+    return os.path.join(tempfile.gettempdir(), "topiclake-spark", f"spark-{os.getpid()}.log")
+
+
+@contextlib.contextmanager
+def _jvm_output_to_log() -> Iterator[None]:
+    """While the JVM starts, point this process's stderr (fd 2) at :func:`spark_log_path`.
+
+    The JVM inherits the descriptor, so Ivy's report and every later JVM log line go to
+    the file; Python's own stderr is restored as soon as the session is up. A new user's
+    first command then prints what topiclake says, not 150 lines of dependency resolution.
+    """
+    if os.environ.get(VERBOSE_ENV):
+        yield
+        return
+    path = spark_log_path()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None):
@@ -56,7 +92,8 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     builder = builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    with _jvm_output_to_log():
+        spark = configure_spark_with_delta_pip(builder).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("TOPICLAKE_SPARK_LOG_LEVEL", "ERROR"))
     return spark
 

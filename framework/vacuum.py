@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import faults
 from .commit_log import Commit, read_commits
 from .errors import ArgumentError
 from .log import PartitionLog, commit_metadata, session_confs
@@ -159,12 +160,17 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
         snap = log.snapshot()
         with commit_metadata(log.spark, to_metadata(snap.state, "vacuum", snap.version)):
             if purge:
+                faults.reached("vacuum.before_purge", log=log)
                 log.spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
-            if shorter:
-                with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
-                    log.spark.sql(f"VACUUM {delta_table_sql(log.path)} RETAIN 0 HOURS").collect()
-            elif sweep or purge_leaves_old_files(window):
-                log.spark.sql(f"VACUUM {delta_table_sql(log.path)}").collect()
+                faults.reached("vacuum.after_purge", log=log)
+            if shorter or sweep or purge_leaves_old_files(window):
+                faults.reached("vacuum.before_sweep", log=log)
+                if shorter:
+                    with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
+                        log.spark.sql(f"VACUUM {delta_table_sql(log.path)} RETAIN 0 HOURS").collect()
+                else:
+                    log.spark.sql(f"VACUUM {delta_table_sql(log.path)}").collect()
+                faults.reached("vacuum.after_sweep", log=log)
         for summary in _commit_summaries(log, 3):
             if summary.operation == "VACUUM END":
                 deleted = int(summary.metrics.get("numDeletedFiles", 0) or 0)

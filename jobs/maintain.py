@@ -44,6 +44,8 @@ def parse_args(argv):
                         help="first produce sample records into every topic (the quick start's demo data)")
     parser.add_argument("--sample-records", type=int, default=3000, help="sample records per topic")
     parser.add_argument("--no-report", action="store_true", help="skip writing the report")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's start-up output (Ivy, JVM warnings); otherwise it goes to a log file")
     return parser.parse_args(argv)
 
 
@@ -65,6 +67,10 @@ def run(argv) -> int:
         raise ArgumentError(f"--topic: no spec for topic {args.topic!r}")
     now = parse_now(args.now)
     warehouse = Warehouse.resolve(args.warehouse)
+    if args.verbose:
+        from framework.session import VERBOSE_ENV
+
+        os.environ[VERBOSE_ENV] = "1"
     spark = get_session("topiclake-maintain")
 
     def progress(message: str) -> None:

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,10 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys):
     assert len(err.strip().splitlines()) == 1 and err.startswith("topiclake: ")
     code, _, err = run(capsys, "no-such-verb")
     assert code == 2 and "invalid choice" in err
+    from framework import __version__
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out == f"topiclake {__version__}\n"
 
 
 def test_create_produce_read_round_trip(spark, specs, tmp_path, capsys):
@@ -195,3 +200,17 @@ def test_console_script_is_installed_and_works():
     assert script.exists(), "run `make setup` (pip install -e .) to install the console script"
     done = subprocess.run([str(script), "lint", "table_specs"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_a_first_command_prints_what_topiclake_says_not_sparks_start_up(tmp_path):
+    """Ivy's resolution report and the JVM's start-up lines go to a log file (--verbose shows them)."""
+    process = subprocess.Popen([sys.executable, "-m", "framework.cli", "--warehouse", str(tmp_path / "w"), "--specs",
+                                str(REPO / "table_specs"), "status", "--topic", "prices-feed"],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = process.communicate(timeout=240)
+    assert process.returncode == 0, err[-2000:]
+    assert out.splitlines() == ["prices-feed-0: no table yet", "prices-feed-1: no table yet"]
+    assert err == ""
+    log = Path(tempfile.gettempdir()) / "topiclake-spark" / f"spark-{process.pid}.log"
+    assert "delta-spark" in log.read_text(errors="replace")  # Ivy resolved Delta's jars into it

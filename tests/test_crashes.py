@@ -1,0 +1,250 @@
+"""Crash anywhere, lose nothing: real ``topiclake`` processes SIGKILLed at every named point.
+
+One chain of steps runs on two warehouses that start equal. On the *crashed* one each
+step's command runs as a real process (``python -m framework.cli``) with
+``TOPICLAKE_FAULTS`` naming one fault point (framework/faults.py), so the process kills
+itself with SIGKILL there, as a power cut would; two more steps kill ``maintain`` at a
+random moment from outside. On the *twin* the same command runs to completion. After
+every kill:
+
+* the process must have died by SIGKILL (so the point was reached: the check is not vacuous);
+* every partition table is readable and consistent: offsets unique, inside
+  [log start, log end), the bookkeeping readable from the commits;
+* then the command runs again (a producer's append only when it did not land, as a
+  Kafka producer resends what was not acknowledged), and every partition's records, every
+  column, and the committed offsets must equal the twin's: nothing lost, nothing
+  duplicated, no offset reused, and the next run converges.
+
+Between steps, both warehouses get the same new records (in this process), so that each
+step's stage has work to do. ``make test`` runs three steps of the chain (see SUITE_STEPS);
+``make test-crashes`` runs all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from framework import faults
+from framework.cli import main
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+NOW = 10_000_000
+#: The whole matrix (22 named points and two random moments, each a real process killed:
+#: about 10 minutes on 2 cores) runs with TOPICLAKE_CRASH_MATRIX=all (``make test-crashes``).
+#: ``make test`` runs these steps of it, within the suite's 20-minute budget: an append,
+#: a maintenance commit, and a whole maintain run killed at a random moment.
+FULL_MATRIX = os.environ.get("TOPICLAKE_CRASH_MATRIX") == "all"
+SUITE_STEPS = {"produce.after_commit", "delete_records.after_commit", "random moment 1"}
+SPECS = {
+    "cdc.yaml": "topic: cdc\npartitions: 2\nconfig:\n  cleanup.policy: compact\n  min.cleanable.dirty.ratio: 0.0\n"
+                "  time.travel.retention.ms: 0\n",
+    "log.yaml": "topic: log\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: 1000000\n"
+                "  time.travel.retention.ms: 0\n",
+    "fresh.yaml": "topic: fresh\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
+    "fresh2.yaml": "topic: fresh2\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
+}
+
+
+class Chain:
+    """The two warehouses, and how to run a command on each."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.specs = root / "specs"
+        self.crashed = root / "crashed"
+        self.twin = root / "twin"
+        self.batches = 0
+        self.kills: list[str] = []
+
+    def args(self, warehouse: Path, *command: str) -> list[str]:
+        return ["--warehouse", str(warehouse), "--specs", str(self.specs), *command]
+
+    def records_file(self, topic: str, count: int, timestamp: int, keys: int = 3) -> str:
+        self.batches += 1
+        path = self.root / f"batch-{self.batches}.jsonl"
+        path.write_text("".join(json.dumps({"key": f"{topic}-k{(self.batches + i) % keys}",
+                                            "value": f"{self.batches}.{i}", "timestamp": timestamp + i}) + "\n"
+                                for i in range(count)))
+        return str(path)
+
+    def both(self, *command: str) -> None:
+        """Run a command to completion on both warehouses (in this process)."""
+        for warehouse in (self.crashed, self.twin):
+            assert main(self.args(warehouse, *command)) == 0, command
+
+    def produce_both(self, topic: str, count: int, timestamp: int, calls: int = 1) -> None:
+        for _ in range(calls):
+            self.both("produce", "--topic", topic, "--input", self.records_file(topic, count, timestamp),
+                      "--now", str(NOW))
+
+    def kill(self, command: list[str], point: str | None = None, after_s: float | None = None) -> int:
+        """Run ``command`` on the crashed warehouse as a real process and kill it; its exit status."""
+        env = dict(os.environ)
+        env.pop(faults.ENVIRONMENT, None)
+        if point:
+            env[faults.ENVIRONMENT] = point
+        process = subprocess.Popen([sys.executable, "-m", "framework.cli", *self.args(self.crashed, *command)],
+                                   cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        try:
+            if after_s is not None:
+                try:
+                    process.wait(timeout=after_s)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)  # the JVM too, as a power cut would
+            _, err = process.communicate(timeout=300)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        if point:
+            assert process.returncode == -signal.SIGKILL, f"{point} was never reached: {err[-2000:]}"
+            self.kills.append(point)
+        return process.returncode
+
+
+def _partition_tables(warehouse: Path) -> list[Path]:
+    return sorted(p for p in warehouse.iterdir() if (p / "_delta_log").is_dir() and p.name != "_topiclake")
+
+
+def _consistent(spark, warehouse: Path) -> None:
+    """Every partition table readable, its offsets unique and inside [log start, log end)."""
+    from framework.spec import load_specs
+    from framework.topic import Topic
+    from framework.warehouse import Warehouse
+
+    for spec in load_specs([warehouse.parent / "specs"]):
+        for log in Topic(spark, Warehouse.resolve(str(warehouse)), spec).partitions():
+            if not log.exists():
+                continue
+            state = log.snapshot().state
+            offsets = [r["offset"] for r in log.read().select("offset").collect()]
+            assert len(offsets) == len(set(offsets)), f"{log.name}: duplicated offsets"
+            assert all(state.log_start_offset <= o < state.log_end_offset for o in offsets), (
+                f"{log.name}: offsets outside [{state.log_start_offset}, {state.log_end_offset})")
+
+
+def _same(spark, chain: Chain, step: str) -> None:
+    crashed, twin = _partition_tables(chain.crashed), _partition_tables(chain.twin)
+    assert [p.name for p in crashed] == [p.name for p in twin], step
+    for left, right in zip(crashed, twin):
+        rows = [spark.read.format("delta").load(str(p)).orderBy("offset").collect() for p in (left, right)]
+        assert [tuple(r) for r in rows[0]] == [tuple(r) for r in rows[1]], f"{step}: {left.name} differs from the twin"
+    offsets = [sorted(tuple(r)[:4] for r in spark.read.format("delta").load(str(w / "_topiclake" / "consumer_offsets"))
+                      .select("group", "topic", "partition", "offset").collect())
+               if (w / "_topiclake" / "consumer_offsets").exists() else [] for w in (chain.crashed, chain.twin)]
+    assert offsets[0] == offsets[1], f"{step}: committed offsets differ"
+
+
+def _log_end(spark, chain: Chain, topic: str, partition: int) -> int:
+    from framework.spec import load_specs
+    from framework.topic import Topic
+    from framework.warehouse import Warehouse
+
+    spec = next(s for s in load_specs([chain.specs]) if s.topic == topic)
+    log = Topic(spark, Warehouse.resolve(str(chain.crashed)), spec).partition(partition)
+    return log.snapshot().state.log_end_offset if log.exists() else -1
+
+
+@pytest.mark.timeout(1200)
+def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path):
+    chain = Chain(tmp_path)
+    chain.specs.mkdir()
+    for name, text in SPECS.items():
+        (chain.specs / name).write_text(text)
+    chain.produce_both("cdc", 6, NOW - 5000)
+    chain.produce_both("log", 6, 0)
+
+    def step(name: str, command: list[str], point: str | None = None, after_s: float | None = None,
+             resend_if_not_landed: tuple[str, int] | None = None) -> None:
+        before = _log_end(spark, chain, *resend_if_not_landed) if resend_if_not_landed else None
+        started = time.monotonic()
+        chain.kill(command, point, after_s)
+        killed = time.monotonic()
+        _consistent(spark, chain.crashed)
+        # the append landed when the log end moved (a table created but empty is not a landing)
+        landed = resend_if_not_landed and _log_end(spark, chain, *resend_if_not_landed) > max(before, 0)
+        if not landed:
+            assert main(chain.args(chain.crashed, *command)) == 0, f"{name}: the run after the kill failed"
+        assert main(chain.args(chain.twin, *command)) == 0, name
+        _same(spark, chain, name)
+        print(f"  {name}: killed after {killed - started:.1f} s, converged in {time.monotonic() - killed:.1f} s",
+              flush=True)
+
+    now = ["--now", str(NOW)]
+
+    def fresh(topic):
+        return lambda: ["produce", "--topic", topic, "--input", chain.records_file(topic, 3, 0), *now]
+
+    def produce_into(partition):
+        return lambda: ["produce", "--topic", "cdc", "--partition", str(partition), "--input",
+                        chain.records_file("cdc", 4, NOW - 4000), *now]
+
+    def delete_records():
+        chain.produce_both("log", 3, NOW)
+        return ["delete-records", "--topic", "log", "--partition", "0", "--before-offset",
+                str(_log_end(spark, chain, "log", 0) - 2)]
+
+    def after(prepare, command):
+        return lambda: (prepare(), command)[1]
+
+    moments = random.Random(20261124)
+    # (name, the command (built when the step runs, after its own new records), fault point, options)
+    steps = [
+        ("create.before_commit", fresh("fresh"), {"resend_if_not_landed": ("fresh", 0)}),
+        ("create.after_commit", fresh("fresh2"), {"resend_if_not_landed": ("fresh2", 0)}),
+        ("produce.before_commit", produce_into(0), {"resend_if_not_landed": ("cdc", 0)}),
+        ("produce.after_commit", produce_into(1), {"resend_if_not_landed": ("cdc", 1)}),
+        ("commit_offset.before_commit", lambda: ["commit-offset", "--group", "g", "--topic", "log", "--partition",
+                                                 "0", "--offset", "2"], {}),
+        ("commit_offset.after_commit", lambda: ["commit-offset", "--group", "g", "--topic", "log", "--partition",
+                                                "0", "--offset", "3"], {}),
+        *[(point, after(lambda: chain.produce_both("cdc", 4, NOW - 3000), ["maintain", "--topic", "cdc", *now]), {})
+          for point in ("compact.before_commit", "compact.after_commit")],
+        *[(point, after(lambda: chain.produce_both("log", 3, 0), ["retain", "--topic", "log", *now]), {})
+          for point in ("retain.before_commit", "retain.after_commit")],
+        *[(point, after(lambda: chain.produce_both("log", 2, NOW, calls=3), ["optimize", "--topic", "log", *now]), {})
+          for point in ("optimize.before_commit", "optimize.after_commit")],
+        *[(point, after(lambda: chain.produce_both("log", 2, NOW, calls=3), ["maintain", "--topic", "log", *now]), {})
+          for point in ("vacuum.before_sweep", "vacuum.after_sweep")],
+        # cdc's tables have deletion vectors (below): its compaction marks rows, vacuum purges them
+        *[(point, after(lambda: chain.produce_both("cdc", 4, NOW - 2500), ["maintain", "--topic", "cdc", *now]), {})
+          for point in ("vacuum.before_purge", "vacuum.after_purge")],
+        ("delete_records.before_commit", delete_records, {}),
+        ("delete_records.after_commit", delete_records, {}),
+        *[(point, after(lambda: chain.produce_both("cdc", 4, NOW - 2000), ["maintain", "--topic", "cdc", *now]), {})
+          for point in ("maintain.before_history", "maintain.after_partition")],
+        ("report.before_write", lambda: ["report"], {}),
+        ("report.after_write", lambda: ["report"], {}),
+        *[(f"random moment {i + 1}", after(lambda: (chain.produce_both("cdc", 4, NOW - 1000),
+                                                   chain.produce_both("log", 2, 0)), ["maintain", *now]),
+           {"after_s": moments.uniform(6.0, 14.0)}) for i in range(2)],
+    ]
+    for warehouse in (chain.crashed, chain.twin):
+        for partition in range(2):
+            spark.sql(f"ALTER TABLE delta.`{warehouse / f'cdc-{partition}'}` "
+                      "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    chosen = [s for s in steps if FULL_MATRIX or s[0] in SUITE_STEPS]
+    assert {s[0] for s in chosen} >= SUITE_STEPS
+    for name, command, options in chosen:
+        point = None if name.startswith("random") else name
+        step(name, command(), point, **options)
+
+    killed_at = {s[0] for s in chosen if not s[0].startswith("random")}
+    assert set(chain.kills) == killed_at
+    if FULL_MATRIX:
+        named = {p for p in faults.POINTS if p != "compact.during_commit"}
+        assert set(chain.kills) == named, f"points never killed at: {sorted(named - set(chain.kills))}"
+    print(f"\n{len(chain.kills)} kill(s) at named points and {len(chosen) - len(chain.kills)} at random moments: "
+          "every table converged to its twin")
