@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -195,25 +196,27 @@ def test_bad_arguments(capsys, setting, name):
     _refused(capsys, setting, [*setting["common"], *args], names)
 
 
+def _written(setting, kind: str, cases: dict, name: str, file_name: str) -> Path:
+    """Case ``name``'s text, written as ``file_name`` in a folder of its own."""
+    folder = setting["root"] / f"{kind}-{sorted(cases).index(name)}"
+    folder.mkdir(exist_ok=True)
+    path = folder / file_name
+    path.write_text(cases[name][0])
+    return path
+
+
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_bad_specs(capsys, setting, name):
-    text, names = SPECS[name]
-    folder = setting["root"] / f"spec-{sorted(SPECS).index(name)}"
-    folder.mkdir(exist_ok=True)
-    spec = folder / "x.yaml"
-    spec.write_text(text)
-    _refused(capsys, setting, ["--warehouse", setting["warehouse"], "--specs", str(folder), "maintain"],
-             [str(spec), *names])
+    spec = _written(setting, "spec", SPECS, name, "x.yaml")
+    _refused(capsys, setting, ["--warehouse", setting["warehouse"], "--specs", str(spec.parent), "maintain"],
+             [str(spec), *SPECS[name][1]])
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_bad_scenarios(capsys, setting, name):
-    text, names = SCENARIOS[name]
-    folder = setting["root"] / f"scenario-{sorted(SCENARIOS).index(name)}"
-    folder.mkdir(exist_ok=True)
-    scenario = folder / "s.yaml"
-    scenario.write_text(text)
-    _refused(capsys, setting, ["--warehouse", setting["warehouse"], "simulate", str(scenario)], [str(scenario), *names])
+    scenario = _written(setting, "scenario", SCENARIOS, name, "s.yaml")
+    _refused(capsys, setting, ["--warehouse", setting["warehouse"], "simulate", str(scenario)],
+             [str(scenario), *SCENARIOS[name][1]])
 
 
 def test_there_are_at_least_forty_cases():
