@@ -226,9 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as done:  # --version and --help print, then end here
             return int(done.code or 0)
         if args.verbose:
-            from .session import VERBOSE_ENV
+            from .session import show_spark_output
 
-            os.environ[VERBOSE_ENV] = "1"
+            show_spark_output()
         from . import commands
 
         return commands.run(Context(args))

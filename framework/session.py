@@ -38,6 +38,11 @@ LOCAL_CONF: Mapping[str, str] = {
 VERBOSE_ENV = "TOPICLAKE_VERBOSE"
 
 
+def show_spark_output() -> None:
+    """Let the embedded session's start-up output through (``--verbose``); call before it starts."""
+    os.environ[VERBOSE_ENV] = "1"
+
+
 def spark_log_path() -> str:
     """Where the embedded session's JVM writes its output (Ivy, log4j) unless verbose."""
     return os.path.join(tempfile.gettempdir(), "topiclake-spark", f"spark-{os.getpid()}.log")

@@ -68,9 +68,9 @@ def run(argv) -> int:
     now = parse_now(args.now)
     warehouse = Warehouse.resolve(args.warehouse)
     if args.verbose:
-        from framework.session import VERBOSE_ENV
+        from framework.session import show_spark_output
 
-        os.environ[VERBOSE_ENV] = "1"
+        show_spark_output()
     spark = get_session("topiclake-maintain")
 
     def progress(message: str) -> None:
