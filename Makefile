@@ -19,7 +19,12 @@ quickstart: setup
 	$(PY) jobs/maintain.py --warehouse $(WAREHOUSE) --specs table_specs --with-sample-data
 	@echo "report: $(WAREHOUSE)/_topiclake/report/index.html"
 
-test: setup
+# Apache Kafka's broker jars (Maven Central) for the tests' real broker (tests/support/kafka_broker.py).
+.kafka/lib/.fetched: scripts/kafka/pom.xml scripts/fetch-kafka.sh
+	scripts/fetch-kafka.sh
+	touch $@
+
+test: setup .kafka/lib/.fetched
 	$(PY) -m pytest -q --durations=15
 
 test-fast: setup
@@ -58,4 +63,4 @@ mutation: $(VENV)/.installed-dev
 	        '%(survived)d survived, %(no_tests)d no tests, %(timeout)d timeout, %(suspicious)d suspicious' % s)"
 
 clean:
-	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .hypothesis build *.egg-info .kafka

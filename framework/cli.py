@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--input", required=True, metavar="FILE.jsonl")
     now_arg(sub)
 
+    sub = verb("ingest", "append each Kafka partition's new records (source.kafka in the spec), exactly once")
+    topic_arg(sub)
+
     sub = verb("commit-offset", "record a consumer group's committed offset")
     sub.add_argument("--group", required=True)
     topic_arg(sub, required=True)
@@ -158,7 +161,7 @@ class Context:
         if self._spark is None:
             from .session import get_session
 
-            self._spark = get_session()
+            self._spark = get_session(kafka=self.args.verb == "ingest")
         return self._spark
 
     @property

@@ -122,6 +122,18 @@ def produce(ctx) -> int:
     return ExitCode.OK
 
 
+def ingest(ctx) -> int:
+    from .ingest import ingest as ingest_topics
+    from .ingest import ingest_specs
+
+    specs = ingest_specs(ctx.selected(), explicit=getattr(ctx.args, "topic", None) is not None)
+    results = ingest_topics(ctx.spark, ctx.warehouse, specs, progress=lambda r: ctx.progress(r.describe()))
+    appended = [r for r in results if r.version is not None]
+    ctx.out(f"ingest: {sum(r.records for r in appended)} record(s) into {len(appended)} of {len(results)} "
+            "partition(s)", [r.__dict__ for r in results])
+    return ExitCode.OK
+
+
 def _now(ctx) -> int:
     from .cli import parse_now
 
@@ -470,7 +482,7 @@ def simulate(ctx) -> int:
 
 
 VERBS = {
-    "lint": lint, "create": create, "produce": produce, "commit-offset": commit_offset, "read": read,
+    "lint": lint, "create": create, "produce": produce, "ingest": ingest, "commit-offset": commit_offset, "read": read,
     "delete-records": delete_records, "plan": plan, "maintain": maintain, "compact": compact, "retain": retain,
     "optimize": optimize, "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,
 }

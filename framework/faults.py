@@ -24,6 +24,8 @@ POINTS = {
     "create.after_commit": "a partition table has been created",
     "produce.before_commit": "a producer is about to commit its append",
     "produce.after_commit": "a producer's append has committed",
+    "ingest.before_commit": "ingest has read a Kafka partition's new records and is about to append them",
+    "ingest.after_commit": "ingest's append of a Kafka partition has committed",
     "compact.before_commit": "a compaction run is about to commit",
     "compact.during_commit": "inside a compaction's Delta transaction (its snapshot taken, not committed)",
     "compact.after_commit": "a compaction run has committed",

@@ -363,35 +363,67 @@ class PartitionLog:
 
         ``records`` has key, value, timestamp, headers and ``_seq`` (0..count-1, the order
         offsets follow); the caller persists it, since a retry evaluates it again.
-        Offsets are claimed with a Delta SetTransaction whose app id is the base offset,
-        so two producers can never both write the same base: the later one either
-        conflicts (and retries from the new end offset) or is skipped by Delta, which
-        :meth:`_landed` detects.
         """
         from pyspark.sql import functions as F
 
         if count == 0:
             return AppendResult(self.partition, self.snapshot().state.log_end_offset, 0, None)
+
+        def plan(snap: Snapshot):
+            base = snap.state.log_end_offset
+            frame = records.select((F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
+                                   "timestamp", "key", "value", "headers")
+            return base, frame, snap.state.with_appended(count), {"base_offset": base, "count": count}
+
+        return self._claimed_append("produce", plan, count)
+
+    def append_ingested(self, records, count: int, start: int, last_offset: int, read_to: int) -> AppendResult:
+        """Append records that carry Kafka's offsets (``ingest``), as one atomic commit.
+
+        ``records`` (offset, timestamp, key, value, headers) are Kafka's offsets ``[start,
+        read_to)``, the last of them ``last_offset``; the commit records that range. A first
+        ingest that starts past 0 moves the log start offset to Kafka's. Returns None's
+        version when another ingest already appended from ``start`` (nothing is written twice).
+        """
+
+        def plan(snap: Snapshot):
+            state = snap.state
+            if state.log_end_offset > start:
+                return None  # another ingest appended these offsets first
+            log_start = start if state.log_end_offset == state.log_start_offset else state.log_start_offset
+            after = replace(state, log_start_offset=max(state.log_start_offset, log_start),
+                            log_end_offset=last_offset + 1)
+            return start, records, after, {"base_offset": start, "count": count,
+                                           "kafka_offsets": [start, read_to]}
+
+        return self._claimed_append("ingest", plan, count)
+
+    def _claimed_append(self, operation: str, plan: Callable[[Snapshot], tuple | None], count: int) -> AppendResult:
+        """One atomic append whose offsets start at a base that only one writer may claim.
+
+        ``plan(snapshot)`` gives (base offset, frame with offsets, state after, metadata
+        fields), or None when the snapshot shows the append is no longer wanted. The base is
+        claimed with a Delta SetTransaction whose app id names it, so two writers can never
+        both write from the same base: the later one either conflicts (and plans again from
+        the new snapshot) or is skipped by Delta, which :meth:`_landed` detects.
+        """
+        from pyspark.sql import functions as F
+
         producer_id = uuid.uuid4().hex
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             snap = self.snapshot()
-            base = snap.state.log_end_offset
-            after = snap.state.with_appended(count)
-            frame = records.select(
-                (F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
-                F.col("timestamp"),
-                F.col("key"),
-                F.col("value"),
-                F.col("headers"),
-            )
+            planned = plan(snap)
+            if planned is None:
+                return AppendResult(self.partition, snap.state.log_end_offset, 0, None)
+            base, frame, after, fields = planned
             frame = frame.withColumn("_size", record_size_column())
             frame = frame.withColumn("_delete_horizon", F.lit(None).cast("timestamp"))
             frame = frame.withColumn("_segment", F.lit(snap.state.active_segment).cast("long"))
             # One file per batch of up to RECORDS_PER_APPEND_FILE: Spark would otherwise write a
             # file per input partition, however few records each holds.
             frame = frame.coalesce(max(1, -(-count // RECORDS_PER_APPEND_FILE)))
-            metadata = to_metadata(after, "produce", snap.version, producer_id=producer_id, base_offset=base, count=count)
-            faults.reached("produce.before_commit", log=self, base_offset=base, count=count)
+            metadata = to_metadata(after, operation, snap.version, producer_id=producer_id, **fields)
+            faults.reached(f"{operation}.before_commit", log=self, base_offset=base, count=count)
             try:
                 (
                     frame.write.format("delta")
@@ -408,9 +440,9 @@ class PartitionLog:
                 continue
             landed = self._landed(producer_id, snap.version)
             if landed is not None:
-                faults.reached("produce.after_commit", log=self, base_offset=base, count=count, version=landed)
+                faults.reached(f"{operation}.after_commit", log=self, base_offset=base, count=count, version=landed)
                 return AppendResult(self.partition, base, count, landed)
-            backoff(attempt)  # Delta skipped it: another producer already wrote this base
+            backoff(attempt)  # Delta skipped it: another writer already wrote this base
         raise ConcurrentWriteError(
             f"{self.name}: gave up appending after {MAX_COMMIT_ATTEMPTS} attempts lost to other writers"
         )

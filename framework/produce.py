@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .errors import ArgumentError, Problem, RecordError
+from .errors import ArgumentError, PolicyViolationError, Problem, RecordError
 from .log import AppendResult
 from .partitioner import murmur2
 from .records import ProducerRecord, assign_partitions
@@ -38,10 +38,19 @@ def _input_schema(topic: Topic):
     )
 
 
+def refuse_kafka_fed(topic: Topic) -> None:
+    """A topic fed from Kafka keeps Kafka's offsets: only ``ingest`` appends to it."""
+    if topic.spec.kafka_source is not None:
+        raise PolicyViolationError(
+            f"{topic.spec.source}: source: topic {topic.name} is fed from Kafka topic {topic.spec.kafka_topic}, "
+            "so its offsets are Kafka's; produce is refused (produce to Kafka, then run topiclake ingest)")
+
+
 def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source: str = "input") -> list[AppendResult]:
     """Append checked records; LogAppendTime stamps them with ``now_ms``."""
     from pyspark.sql import functions as F
 
+    refuse_kafka_fed(topic)
     if not records:
         return []
     topic.ensure()
@@ -118,6 +127,7 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    refuse_kafka_fed(topic)
     spec = topic.spec
     columns = set(frame.columns)
     missing = [c for c in ("key", "value") if c not in columns]

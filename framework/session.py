@@ -33,6 +33,11 @@ LOCAL_CONF: Mapping[str, str] = {
 }
 
 
+#: Spark's Kafka source, for ``ingest`` (FIELD_NOTES: the newest connector that resolves fully
+#: from Maven Central for pyspark 4.1). The embedded session adds it only when asked.
+SPARK_KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1"
+
+
 #: Set (to anything) to let Spark's start-up output through: Ivy's resolution report,
 #: the JVM's warnings. ``topiclake --verbose`` sets it.
 VERBOSE_ENV = "TOPICLAKE_VERBOSE"
@@ -73,8 +78,9 @@ def _jvm_output_to_log() -> Iterator[None]:
         os.close(saved)
 
 
-def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None):
-    """Start (or return) the embedded ``local[*]`` Spark session with Delta Lake.
+def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None, kafka: bool = False):
+    """Start (or return) the embedded ``local[*]`` Spark session with Delta Lake (and, with
+    ``kafka``, Spark's Kafka source).
 
     ``conf`` overrides :data:`LOCAL_CONF`; ``TOPICLAKE_DRIVER_MEMORY`` (default 2g) sets
     the driver's heap, which in local mode is the whole engine's memory.
@@ -98,7 +104,8 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     for key, value in settings.items():
         builder = builder.config(key, value)
     with _jvm_output_to_log():
-        spark = configure_spark_with_delta_pip(builder).getOrCreate()
+        packages = [SPARK_KAFKA_PACKAGE] if kafka else None
+        spark = configure_spark_with_delta_pip(builder, extra_packages=packages).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("TOPICLAKE_SPARK_LOG_LEVEL", "ERROR"))
     return spark
 
@@ -108,8 +115,9 @@ def running_under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def get_session(app_name: str = "topiclake"):
-    """The session a job should use: the active one, spark-submit's, or the embedded one."""
+def get_session(app_name: str = "topiclake", kafka: bool = False):
+    """The session a job should use: the active one, spark-submit's, or the embedded one
+    (with Spark's Kafka source when ``kafka``; on a cluster, its job settings provide it)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -118,4 +126,4 @@ def get_session(app_name: str = "topiclake"):
     if running_under_spark_submit():
         # spark-submit (or a Databricks Python task) configured the JVM; use it unchanged.
         return SparkSession.builder.appName(app_name).getOrCreate()
-    return local_session(app_name)
+    return local_session(app_name, kafka=kafka)

@@ -32,6 +32,7 @@ __all__ = [
     "ExpectationSpec",
     "LintReport",
     "TopicConfig",
+    "KafkaSource",
     "TopicSpec",
     "known_expectation_types",
     "lint",
@@ -85,8 +86,28 @@ IGNORED_CONFIGS: frozenset[str] = frozenset({
 })
 
 #: The fields a spec file may have at the top level, and in each expectation.
-SPEC_FIELDS: tuple[str, ...] = ("topic", "partitions", "key", "value", "config", "expectations")
+SPEC_FIELDS: tuple[str, ...] = ("topic", "partitions", "key", "value", "config", "expectations", "source")
 EXPECTATION_FIELDS: tuple[str, ...] = ("type", "kwargs", "meta")
+KAFKA_SOURCE_FIELDS: tuple[str, ...] = ("bootstrap.servers", "topic", "options")
+
+#: Options of Spark's Kafka source that topiclake sets itself for an exactly-once batch read.
+KAFKA_OPTIONS_SET_BY_INGEST = frozenset({
+    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestampStrategy", "includeHeaders", "failOnDataLoss", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "kafka.bootstrap.servers", "kafka.key.deserializer",
+    "kafka.value.deserializer", "kafka.enable.auto.commit", "kafka.auto.offset.reset",
+    "kafka.interceptor.classes",
+})
+#: Spark Kafka source options, besides the ``kafka.*`` client settings, that a batch read honours.
+KAFKA_READER_OPTIONS = frozenset({
+    "minPartitions", "maxRecordsPerPartition", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs", "groupIdPrefix",
+})
+#: Client settings that hold secrets: only ``${ENV}`` references are accepted for them.
+_SECRET_SETTING = re.compile(r"password|secret|jaas\.config|token|credential", re.IGNORECASE)
+#: ``${NAME}``: an environment variable, read when ingest runs (never stored in the spec).
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 CLEANUP_POLICIES = ("compact", "delete")  # also the order `to_kafka` writes them in
 RECORD_TYPES = ("string", "binary")
@@ -190,6 +211,34 @@ class ExpectationSpec:
 
 
 @dataclass(frozen=True)
+class KafkaSource:
+    """``source.kafka``: the Kafka topic whose records ``ingest`` appends, with Kafka's offsets.
+
+    Values may hold ``${ENV}`` references, read when ingest runs: secrets never live in a spec.
+    """
+
+    bootstrap_servers: str
+    #: the Kafka topic; None means the spec's own topic name
+    topic: str | None = None
+    #: passed to Spark's Kafka source (``kafka.*`` are the Kafka client's settings)
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+
+    def __hash__(self) -> int:
+        return hash((self.bootstrap_servers, self.topic, tuple(sorted(self.options.items()))))
+
+    def to_dict(self) -> dict[str, Any]:
+        written: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.topic is not None:
+            written["topic"] = self.topic
+        if self.options:
+            written["options"] = dict(self.options)
+        return written
+
+
+@dataclass(frozen=True)
 class TopicSpec:
     """One topic: its partitions, record types, configs and expectations.
 
@@ -206,6 +255,8 @@ class TopicSpec:
     ignored_configs: tuple[str, ...] = field(default=(), compare=False)
     warnings: tuple[str, ...] = ()
     source: str = field(default="<spec>", compare=False)
+    #: where the records come from when not from ``produce`` (CONTRACT section 3)
+    kafka_source: KafkaSource | None = None
 
     def __post_init__(self) -> None:
         problem = topic_name_problem(self.topic)
@@ -223,9 +274,16 @@ class TopicSpec:
             )
         return f"{self.topic}-{partition}"
 
+    @property
+    def kafka_topic(self) -> str | None:
+        """The Kafka topic ``ingest`` reads, or None for a topic fed by ``produce``."""
+        if self.kafka_source is None:
+            return None
+        return self.kafka_source.topic or self.topic
+
     def to_dict(self) -> dict[str, Any]:
         """A plain YAML-able spec with Kafka's names; `parse_spec` gives this spec back."""
-        return {
+        written = {
             "topic": self.topic,
             "partitions": self.partitions,
             "key": {"type": self.key_type},
@@ -233,6 +291,9 @@ class TopicSpec:
             "config": self.config.to_kafka(),
             "expectations": [e.to_dict() for e in self.expectations],
         }
+        if self.kafka_source is not None:
+            written["source"] = {"kafka": self.kafka_source.to_dict()}
+        return written
 
 
 def _freeze(value: Any) -> Any:
@@ -702,12 +763,98 @@ def parse_spec(data: Any, source: str, marks: Marks | None = None) -> TopicSpec:
     value_type = _parse_record_type(checker, data, "value")
     config, ignored, warnings = _parse_config(checker, data.get("config"))
     expectations = _parse_expectations(checker, data.get("expectations"))
+    kafka_source = _parse_source(checker, data.get("source"))
     checker.raise_if_any()
     return TopicSpec(
         topic=topic, partitions=partitions, key_type=key_type, value_type=value_type,
         config=config, expectations=expectations, ignored_configs=ignored,
-        warnings=warnings, source=source,
+        warnings=warnings, source=source, kafka_source=kafka_source,
     )
+
+
+def _parse_source(checker: _Checker, raw: Any) -> KafkaSource | None:
+    """``source: {kafka: {bootstrap.servers, topic, options}}``."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not raw:
+        checker.add(("source",), f"must be a mapping with kafka: {{bootstrap.servers, topic, options}}, got {_shown(raw)}")
+        return None
+    for name in raw:
+        if name != "kafka":
+            checker.add(("source", name), f"unknown source; {_suggestion(str(name), ('kafka',), 'source')} (the only "
+                        "source is kafka; without a source, records come from produce)", at_key=True)
+    if "kafka" not in raw:
+        return None
+    kafka = raw["kafka"]
+    path: YamlPath = ("source", "kafka")
+    if not isinstance(kafka, Mapping):
+        checker.add(path, f"must be a mapping with bootstrap.servers, topic and options, got {_shown(kafka)}")
+        return None
+    before = len(checker.problems)
+    for name in kafka:
+        if name not in KAFKA_SOURCE_FIELDS:
+            checker.add(path + (name,), f"unknown field; {_suggestion(str(name), KAFKA_SOURCE_FIELDS, 'field')}"
+                        f" (source.kafka has {', '.join(KAFKA_SOURCE_FIELDS)})", at_key=True)
+    servers = kafka.get("bootstrap.servers")
+    if "bootstrap.servers" not in kafka:
+        checker.add(path + ("bootstrap.servers",), "is required, e.g. bootstrap.servers: broker1:9092,broker2:9092"
+                    " (or ${KAFKA_BOOTSTRAP_SERVERS})")
+    elif not isinstance(servers, str) or not servers.strip():
+        checker.add(path + ("bootstrap.servers",), f"must be host:port[,host:port...] or ${{ENV_VAR}}, got {_shown(servers)}")
+    else:
+        _check_env_references(checker, path + ("bootstrap.servers",), servers)
+    kafka_topic = kafka.get("topic")
+    if kafka_topic is not None:
+        problem = topic_name_problem(kafka_topic)
+        if problem is not None:
+            checker.add(path + ("topic",), problem)
+    options = _parse_kafka_options(checker, path + ("options",), kafka.get("options"))
+    if len(checker.problems) > before:
+        return None
+    return KafkaSource(bootstrap_servers=servers.strip(), topic=kafka_topic, options=options)
+
+
+def _parse_kafka_options(checker: _Checker, path: YamlPath, raw: Any) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        checker.add(path, f"must be a mapping of Spark Kafka source options (kafka.* settings), got {_shown(raw)}")
+        return {}
+    options: dict[str, str] = {}
+    for name, value in raw.items():
+        where = path + (name,)
+        if not isinstance(name, str):
+            checker.add(where, f"option names are strings, got {_shown(name)}", at_key=True)
+            continue
+        if name in KAFKA_OPTIONS_SET_BY_INGEST:
+            checker.add(where, "is set by ingest itself (it reads each partition from the offsets already "
+                        "ingested to Kafka's latest, exactly once)", at_key=True)
+            continue
+        if not name.startswith("kafka.") and name not in KAFKA_READER_OPTIONS:
+            checker.add(where, "unknown option; Kafka client settings take the kafka. prefix (e.g. "
+                        f"kafka.security.protocol); {_suggestion(name, KAFKA_READER_OPTIONS, 'reader option')}",
+                        at_key=True)
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            value = str(value)
+        if not isinstance(value, str):
+            checker.add(where, f"must be a string, number or boolean, got {_shown(value)}")
+            continue
+        if _SECRET_SETTING.search(name) and not ENV_REFERENCE.search(value):
+            checker.add(where, "holds a secret: write a ${ENV_VAR} reference, read when ingest runs "
+                        "(secrets never live in a spec checked into git)")
+            continue
+        _check_env_references(checker, where, value)
+        options[name] = value
+    return options
+
+
+def _check_env_references(checker: _Checker, path: YamlPath, value: str) -> None:
+    """Every ``${`` opens a well-formed ``${NAME}`` reference."""
+    if value.count("${") != len(ENV_REFERENCE.findall(value)):
+        checker.add(path, f"a ${{...}} reference must be ${{NAME}} with NAME of letters, digits and _, got {_shown(value)}")
 
 
 def _check_fields(checker: _Checker, data: Mapping[Any, Any]) -> None:

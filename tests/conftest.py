@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Spark session with Delta for the whole run, and paths."""
+"""Shared fixtures: one local Spark session with Delta and one real Kafka broker for the whole
+run, and paths."""
 
 from __future__ import annotations
 
@@ -33,9 +34,24 @@ def spark(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("spark")
     conf = dict(TEST_CONF)
     conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
-    session = local_session("topiclake-tests", conf=conf)
+    session = local_session("topiclake-tests", conf=conf, kafka=True)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """One real Kafka broker (KRaft, one node on 127.0.0.1) for the whole run: the jars are
+    fetched from Maven Central on first use (scripts/fetch-kafka.sh), and the broker is
+    stopped by its PID at the end, also when a test or start() itself failed."""
+    from tests.support.kafka_broker import KafkaBroker, ensure_kafka_jars
+
+    broker = KafkaBroker(ensure_kafka_jars())
+    try:
+        broker.start(tmp_path_factory.mktemp("kafka"))
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture

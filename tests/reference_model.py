@@ -251,6 +251,29 @@ class ModelTopic:
             log.end_offset += 1
             log.records.append(record)
 
+    def ingest(self, partition: int, records: Sequence[Mapping], kafka_log_start: int | None = None) -> None:
+        """Append records that carry Kafka's offsets (CONTRACT section 3, source.kafka).
+
+        Offsets may have gaps; they must be increasing and at or past the log end offset.
+        A log that never held a record starts where Kafka's log starts (``kafka_log_start``,
+        which compaction never moves), else at the first offset ingested; the log end offset
+        becomes the last offset + 1. Timestamps are Kafka's.
+        """
+        self._check_partition(partition)
+        log = self._logs[partition]
+        if records and log.end_offset == 0 and log.log_start == 0:
+            first = records[0]["offset"] if kafka_log_start is None else kafka_log_start
+            log.log_start = log.checkpoint = first
+        for given in records:
+            offset = given["offset"]
+            if not _is_int(offset) or offset < log.end_offset:
+                raise ModelRejected(f"offset {offset!r} is below the log end offset {log.end_offset}")
+            if given.get("key") is None and "compact" in self.policy:
+                raise ModelRejected("a null key on a topic whose policy includes compact")
+            log.records.append(ModelRecord(offset, int(given["timestamp"]), given.get("key"), given.get("value"),
+                                           _headers_tuple(given.get("headers"))))
+            log.end_offset = offset + 1
+
     def commit_offset(self, group: str, partition: int, offset: int) -> None:
         """A consumer group's committed offset; the latest commit wins."""
         self._check_partition(partition)
