@@ -18,7 +18,11 @@
 5. ``metadata``: ``--runs`` cycles of a produce call and a ``maintain`` (history on) on one
    partition; counted: the partition's ``_delta_log`` (commits, checkpoints, bytes), its
    live data files, and the history table's live files and log.
-6. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
+6. ``checks``: a small partition (500 records over 50 keys) compacted; then its guarantee
+   checks run ``--check-runs`` times with Great Expectations judging the one-row metrics
+   frame on its pandas engine (how topiclake judges) against its Spark engine (how it judged
+   before), alternating, in one process, against the compaction they check.
+7. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
@@ -40,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from framework.cli import guarded  # noqa: E402
 
 DAY_MS = 86_400_000
-SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "lint")
+SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "lint")
 
 
 def _timed(label, results, action):
@@ -259,6 +263,77 @@ def bench_metadata(spark, warehouse, runs: int, now: int, results: dict) -> dict
             "history_log": _log_size(history.path)}
 
 
+def _judged_by_spark(spark, warehouse):
+    """Patches the guarantees back to GE's Spark engine (how they were judged before), for
+    the side-by-side ``checks`` section; returns the undo."""
+    from pyspark.sql import types as T
+
+    from framework import guarantees, gx_project
+
+    spark_source = "topiclake-metrics-on-spark"
+    sources = gx_project.context(warehouse).data_sources
+    try:
+        sources.get(spark_source)
+    except KeyError:
+        sources.add_spark(spark_source, persist=False)
+
+    pandas_metrics, pandas_source = guarantees._metrics, guarantees.METRICS_DATASOURCE
+
+    def spark_metrics(counts, checked, context):
+        row = pandas_metrics(counts, checked, context).iloc[0].to_dict()
+        fields = [T.StructField(name, T.LongType() if name.startswith("g") or isinstance(value, int) else
+                                T.StringType(), True) for name, value in row.items()]
+        values = [None if value is None else value if isinstance(value, int) else str(value) for value in row.values()]
+        return spark.createDataFrame([tuple(values)], T.StructType(fields))
+
+    guarantees._metrics, guarantees.METRICS_DATASOURCE = spark_metrics, spark_source
+
+    def undo():
+        guarantees._metrics, guarantees.METRICS_DATASOURCE = pandas_metrics, pandas_source
+
+    return undo
+
+
+def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
+    from framework import compaction
+    from framework.guarantees import Guarantees
+    from framework.maintenance import StageCheck
+    from framework.produce import produce
+    from framework.records import parse_records
+    from framework.topic import Topic
+
+    topic = Topic(spark, warehouse, _spec("checks"))
+    lines = [(i, {"key": f"k{i % 50}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(500)]
+    produce(topic, parse_records(lines, topic.spec, "benchmark"), now)
+    log = topic.partition(0)
+    planned = compaction.plan(log, now)
+    outcome = _timed("checks: the compaction checked", results, lambda: compaction.execute(log, planned))
+    check = StageCheck(log=log, stage="compact", now_ms=now, version_before=outcome.version_before,
+                       version_after=outcome.version_after, before=None, state_before=planned.snapshot.state,
+                       state_after=outcome.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
+                       cleaned_up_to=outcome.cleaned_up_to)
+    guarantees = Guarantees(spark, warehouse)
+    guarantees.check_stage(check)  # warm: the GE project, its suite and definitions exist
+    spent = {"pandas": 0.0, "spark": 0.0}
+    passed = True
+    # Blocks A B A B, each warmed by one untimed check (switching re-binds GE's definitions).
+    for engine in ("pandas", "spark", "pandas", "spark"):
+        undo = _judged_by_spark(spark, warehouse) if engine == "spark" else (lambda: None)
+        try:
+            guarantees.check_stage(check)
+            for _ in range(runs // 2):
+                started = time.perf_counter()
+                passed = guarantees.check_stage(check).passed and passed
+                spent[engine] += time.perf_counter() - started
+        finally:
+            undo()
+    runs = 2 * (runs // 2)
+    for engine, label in (("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine")):
+        results[f"checks of one compaction, {label}"] = round(spent[engine] / runs, 3)
+        print(f"  checks of one compaction, {label:<24} {spent[engine] / runs:8.2f} s", file=sys.stderr, flush=True)
+    return {"runs": runs, "checks_passed": passed}
+
+
 def bench_lint(results: dict) -> None:
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     lint = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main(['lint', 'table_specs']))"]
@@ -291,6 +366,10 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     if fresh:
         for name in ("packed", "unpacked"):
             ratios[f"full scan {name} / one-file copy"] = round(results[f"full scan, {name}"] / fresh, 2)
+    checked = results.get("checks: the compaction checked")
+    if checked:
+        for label in ("now: GE pandas engine", "before: GE Spark engine"):
+            ratios[f"checks / compaction, {label}"] = round(results[f"checks of one compaction, {label}"] / checked, 2)
     if "lint" in results:
         ratios["lint / bare interpreter"] = round(results["lint"] / results["bare interpreter"], 2)
     return ratios
@@ -304,6 +383,7 @@ def run(argv) -> int:
     parser.add_argument("--produce", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=300, help="produce calls of the files section")
     parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
+    parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results to this file")
@@ -331,6 +411,8 @@ def run(argv) -> int:
         others["files"] = bench_files(spark, warehouse, args.calls, now, results)
     if "metadata" in sections:
         others["metadata"] = bench_metadata(spark, warehouse, args.runs, now, results)
+    if "checks" in sections:
+        others["checks"] = bench_checks(spark, warehouse, args.check_runs, now, results)
     if "lint" in sections:
         bench_lint(results)
     summary = {"seconds": results, "ratios": _ratios(results, cases, args.partitions, args.produce),
@@ -344,6 +426,7 @@ def run(argv) -> int:
     exact = all(c["checks_passed"] and c["same_winners_as_naive"] for c in cases)
     failed = any(v.get("first_failed") or v.get("idle_failed") for v in others.values() if isinstance(v, dict))
     failed = failed or not others.get("files", {}).get("same_records", True)
+    failed = failed or not others.get("checks", {}).get("checks_passed", True)
     return 0 if exact and not failed else 1
 
 

@@ -126,6 +126,15 @@ SPECS = {
     "a duplicated key": ("topic: x\ntopic: y\npartitions: 1\n", [":2:", "topic"]),
     "not a mapping": ("- topic: x\n", [":1:"]),
     "a negative retention": ("topic: x\npartitions: 1\nconfig:\n  retention.ms: -7\n", [":4:", "retention.ms"]),
+    "a source without brokers": ("topic: x\npartitions: 1\nsource:\n  kafka:\n    topic: x\n",
+                                 [":5:", "source.kafka.bootstrap.servers", "is required"]),
+    "a secret in clear": ("topic: x\npartitions: 1\nsource:\n  kafka:\n    bootstrap.servers: b:9092\n    options:\n"
+                          "      kafka.sasl.jaas.config: hunter2\n", [":7:", "kafka.sasl.jaas.config", "${ENV_VAR}"]),
+    "an option ingest sets": ("topic: x\npartitions: 1\nsource:\n  kafka:\n    bootstrap.servers: b:9092\n"
+                              "    options: {startingOffsets: earliest}\n", [":6:", "startingOffsets", "set by ingest"]),
+    "a misspelt source": ("topic: x\npartitions: 1\nsource:\n  kafak: {}\n", [":4:", "source.kafak", "kafka"]),
+    "a broken env reference": ("topic: x\npartitions: 1\nsource:\n  kafka:\n    bootstrap.servers: ${BROKERS\n",
+                               [":5:", "bootstrap.servers", "${NAME}"]),
 }
 
 #: name -> (a scenario file's text, what the message names); each is given to `simulate`

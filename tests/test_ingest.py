@@ -201,8 +201,30 @@ def test_a_topic_kafka_already_compacted_keeps_its_gaps_and_maintains_exactly(sp
     model.ingest(0, [{"offset": r["offset"], "timestamp": r["timestamp_ms"], "key": r["key"], "value": r["value"],
                       "headers": r["headers"]} for r in in_kafka], kafka_log_start=0)
     for now in (base + 60_000, base + 60_000 + 600_001):  # the second run is past the tombstone's horizon
-        assert cli(warehouse, specs, "maintain", "--now", str(now)) == 0
+        assert cli(warehouse, specs, "compact", "--now", str(now)) == 0
         model.maintain(now)
         assert [r["offset"] for r in table_records(spark, warehouse, spec, 0)] == model.offsets(0)
     state = PartitionLog(spark, Warehouse.resolve(str(warehouse)), load_spec(spec), 0).snapshot().state
     assert (state.log_start_offset, state.log_end_offset) == (model.log_start(0), model.end_offset(0)) == (0, 31)
+
+
+def test_offsets_kafka_removed_before_they_were_ingested_are_an_error(spark, kafka_broker, kafka_topic, tmp_path,
+                                                                      capsys):
+    kafka_broker.create_topic(kafka_topic, 1, KEEP)
+    batch = [{"key": f"k{i}", "value": f"v{i}", "partition": 0, "timestamp_ms": 1_700_000_000_000 + i}
+             for i in range(10)]
+    kafka_broker.produce(kafka_topic, batch)
+    specs = tmp_path / "specs"
+    spec = write_spec(specs, "orders", 1, {"cleanup.policy": "compact"},
+                      {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic": kafka_topic})
+    warehouse = tmp_path / "warehouse"
+    assert cli(warehouse, specs, "ingest") == 0
+    kafka_broker.produce(kafka_topic, batch)  # offsets 10..19
+    assert kafka_broker.delete_records(kafka_topic, 0, 15) == 15  # Kafka drops 10..14 before they are read
+    before = versions(spark, warehouse, spec)
+    capsys.readouterr()
+    assert cli(warehouse, specs, "ingest") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "offsets 10..14 were never ingested" in err[0], err
+    assert versions(spark, warehouse, spec) == before
+    assert [r["offset"] for r in table_records(spark, warehouse, spec, 0)] == list(range(10))

@@ -7,7 +7,8 @@ independent logs in Kafka and in topiclake alike, so one topic of ``SEEDS_PER_TO
 partitions is that many independent runs, cleaned and maintained side by side.
 
 After Kafka's cleaner has cleaned every partition up to its active segment, topiclake
-maintains at a later clock, and again past the tombstones' delete horizon (Kafka removes a
+compacts (maintain's compaction stage, guarantees checked) at a later clock, and again past
+the tombstones' delete horizon (Kafka removes a
 tombstone only in a cleaning after its horizon, KIP-534; topiclake's second run is that
 cleaning). Then, per partition:
 
@@ -105,8 +106,8 @@ def test_topiclake_compacts_at_least_as_far_as_kafkas_cleaner(spark, kafka_broke
     base = ["--warehouse", str(warehouse), "--specs", str(specs)]
     assert main([*base, "ingest"]) == 0
     first = last_ts + 60_000
-    assert main([*base, "maintain", "--now", str(first)]) == 0
-    assert main([*base, "maintain", "--now", str(first + DELETE_RETENTION_MS + 1)]) == 0
+    assert main([*base, "compact", "--now", str(first)]) == 0
+    assert main([*base, "compact", "--now", str(first + DELETE_RETENTION_MS + 1)]) == 0
 
     reasons: Counter = Counter()
     removed_by_kafka = 0

@@ -90,8 +90,9 @@ def meaning(spec: TopicSpec) -> TopicSpec:
 
 def test_the_yaml_names_users_write_are_pinned():
     # A rename here breaks users' checked-in spec files: change only on purpose.
-    assert SPEC_FIELDS == ("topic", "partitions", "key", "value", "config", "expectations")
+    assert SPEC_FIELDS == ("topic", "partitions", "key", "value", "config", "expectations", "source")
     assert EXPECTATION_FIELDS == ("type", "kwargs", "meta")
+    assert spec_module.KAFKA_SOURCE_FIELDS == ("bootstrap.servers", "topic", "options")
     assert KNOWN_CONFIGS == {
         "cleanup.policy", "min.compaction.lag.ms", "max.compaction.lag.ms",
         "min.cleanable.dirty.ratio", "delete.retention.ms", "retention.ms", "retention.bytes",
