@@ -75,6 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = verb("lint", "validate specs without starting Spark")
     sub.add_argument("paths", nargs="*", metavar="SPEC", help="spec files or folders (default: --specs)")
 
+    sub = verb("import-kafka-config", "write a spec from a Kafka topic's configs (a properties file, or what "
+                                      "`kafka-configs --describe --entity-type topics` prints); no Spark")
+    sub.add_argument("file", metavar="FILE", help="the properties file or the describe output")
+    sub.add_argument("--partitions", type=int, required=True, help="the Kafka topic's partition count")
+    sub.add_argument("--topic", help="the topic (default: the one the describe output names)")
+    sub.add_argument("--bootstrap-servers", metavar="SERVERS",
+                     help="also write source.kafka with these brokers (or a ${ENV} reference)")
+    sub.add_argument("--output", metavar="SPEC.yaml", help="write the spec here (default: print it)")
+
     sub = verb("create", "create the partition tables (idempotent) and sync their properties")
     topic_arg(sub)
 

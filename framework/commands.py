@@ -77,6 +77,39 @@ def lint(ctx) -> int:
     return ExitCode.OK if report.ok() else ExitCode.BAD_INPUT
 
 
+def import_kafka_config(ctx) -> int:
+    import os
+
+    import yaml
+
+    from .kafka_configs import import_spec
+
+    args = ctx.args
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ArgumentError(f"{args.file}: cannot read it: {error.strerror if isinstance(error, OSError) else error}") \
+            from None
+    if args.output and os.path.exists(args.output):
+        raise ArgumentError(f"--output: {args.output} exists; topiclake does not overwrite a spec")
+    imported = import_spec(text, args.file, args.partitions, topic=args.topic, bootstrap_servers=args.bootstrap_servers)
+    body = f"# topiclake spec, from the Kafka configs in {os.path.basename(args.file)} (topiclake import-kafka-config)\n"
+    body += yaml.safe_dump(imported.spec, sort_keys=False, default_flow_style=False)
+    for note in imported.notes():
+        ctx.progress(f"import-kafka-config: {note}")
+    if args.output:
+        temporary = f"{args.output}.tmp-{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(body)
+        os.replace(temporary, args.output)
+        ctx.out(f"import-kafka-config: wrote {args.output} (topic {imported.spec['topic']})",
+                {"output": args.output, "spec": imported.spec, "notes": imported.notes()})
+    else:
+        ctx.out(body.rstrip("\n"), {"spec": imported.spec, "notes": imported.notes()})
+    return ExitCode.OK
+
+
 def create(ctx) -> int:
     from .topic import Topic
 
@@ -482,7 +515,7 @@ def simulate(ctx) -> int:
 
 
 VERBS = {
-    "lint": lint, "create": create, "produce": produce, "ingest": ingest, "commit-offset": commit_offset, "read": read,
+    "lint": lint, "import-kafka-config": import_kafka_config, "create": create, "produce": produce, "ingest": ingest, "commit-offset": commit_offset, "read": read,
     "delete-records": delete_records, "plan": plan, "maintain": maintain, "compact": compact, "retain": retain,
     "optimize": optimize, "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,
 }

@@ -13,7 +13,12 @@ if [ -f "$STAMP" ] && [ "$STAMP" -nt "$POM" ]; then
   echo "fetch-kafka: $LIB up to date ($(ls "$LIB"/*.jar | wc -l) jars)"
   exit 0
 fi
-command -v mvn >/dev/null 2>&1 || { echo "fetch-kafka: mvn (Maven 3) not found" >&2; exit 1; }
+if ! command -v mvn >/dev/null 2>&1; then
+  echo "fetch-kafka: installing Maven (it copies Kafka's jars from Maven Central)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq maven >/dev/null
+fi
 
 # Copy into a fresh folder, then swap it in: an interrupted run never leaves a half-filled lib.
 rm -rf "$LIB.tmp"

@@ -228,3 +228,50 @@ def test_offsets_kafka_removed_before_they_were_ingested_are_an_error(spark, kaf
     assert len(err) == 1 and "offsets 10..14 were never ingested" in err[0], err
     assert versions(spark, warehouse, spec) == before
     assert [r["offset"] for r in table_records(spark, warehouse, spec, 0)] == list(range(10))
+
+
+def test_offsets_with_gaps_through_commit_offset_delete_records_and_retention(spark, kafka_broker, kafka_topic,
+                                                                              tmp_path):
+    """Every verb that reasons about offsets, on Kafka's gapped offsets, against the model."""
+    kafka_broker.create_topic(kafka_topic, 1, {"cleanup.policy": "compact", "segment.ms": "1000",
+                                               "min.cleanable.dirty.ratio": "0.01"})
+    base = int(time.time() * 1000)
+    kafka_broker.produce(kafka_topic, [{"key": f"k{i % 4}", "value": f"v{i}", "partition": 0,
+                                        "timestamp_ms": base + 1000 * i} for i in range(40)])
+    time.sleep(1.5)
+    kafka_broker.produce(kafka_topic, [{"key": "k9", "value": "roll", "partition": 0, "timestamp_ms": base + 50_000}])
+    kafka_broker.wait_cleaned(kafka_topic, 0)
+    in_kafka = kafka_records(kafka_broker, kafka_topic, 0)
+    offsets = [r["offset"] for r in in_kafka]
+    gaps = sorted(set(range(offsets[-1])) - set(offsets))
+    assert len(gaps) > 10, offsets
+
+    config = {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.01, "retention.ms": 45_000,
+              "consumed.retention.ms": 0, "consumed.retention.groups": ["billing"]}
+    specs = tmp_path / "specs"
+    spec = write_spec(specs, "gappy", 1, config, {"bootstrap.servers": kafka_broker.bootstrap_servers,
+                                                   "topic": kafka_topic})
+    warehouse = tmp_path / "warehouse"
+    assert cli(warehouse, specs, "ingest") == 0
+    model = ModelTopic(1, config)
+    model.ingest(0, [{"offset": r["offset"], "timestamp": r["timestamp_ms"], "key": r["key"], "value": r["value"],
+                      "headers": r["headers"]} for r in in_kafka], kafka_log_start=0)
+
+    def same() -> None:
+        assert [r["offset"] for r in table_records(spark, warehouse, spec, 0)] == model.offsets(0)
+        state = PartitionLog(spark, Warehouse.resolve(str(warehouse)), load_spec(spec), 0).snapshot().state
+        assert (state.log_start_offset, state.log_end_offset) == (model.log_start(0), model.end_offset(0))
+
+    # A committed offset and a deleteRecords cut that both fall inside gaps.
+    assert cli(warehouse, specs, "commit-offset", "--group", "billing", "--topic", "gappy", "--partition", "0",
+               "--offset", str(gaps[-1])) == 0
+    model.commit_offset("billing", 0, gaps[-1])
+    assert cli(warehouse, specs, "delete-records", "--topic", "gappy", "--partition", "0",
+               "--before-offset", str(gaps[3])) == 0
+    model.delete_records(0, gaps[3])
+    same()
+    # Compaction, then time and consumed retention, at clocks that cut inside the gapped log.
+    for now in (base + 60_000, base + 80_000):
+        assert cli(warehouse, specs, "maintain", "--now", str(now)) == 0
+        model.maintain(now)
+        same()

@@ -7,8 +7,9 @@ independent logs in Kafka and in topiclake alike, so one topic of ``SEEDS_PER_TO
 partitions is that many independent runs, cleaned and maintained side by side.
 
 After Kafka's cleaner has cleaned every partition up to its active segment, topiclake
-compacts (maintain's compaction stage, guarantees checked) at a later clock, and again past
-the tombstones' delete horizon (Kafka removes a
+compacts (maintain's compaction stage, through the Python API; the Great Expectations
+checks of those runs are left to the tests about them, which is half the time here) at a
+later clock, and again past the tombstones' delete horizon (Kafka removes a
 tombstone only in a cleaning after its horizon, KIP-534; topiclake's second run is that
 cleaning). Then, per partition:
 
@@ -34,6 +35,7 @@ import yaml
 
 from framework.cli import main
 from framework.log import PartitionLog
+from framework.maintenance import Maintenance
 from framework.spec import load_spec
 from framework.warehouse import Warehouse
 
@@ -103,11 +105,12 @@ def test_topiclake_compacts_at_least_as_far_as_kafkas_cleaner(spark, kafka_broke
             kafka_broker.wait_cleaned(kafka_topic, p)
 
     warehouse = tmp_path / "warehouse"
-    base = ["--warehouse", str(warehouse), "--specs", str(specs)]
-    assert main([*base, "ingest"]) == 0
+    assert main(["--warehouse", str(warehouse), "--specs", str(specs), "ingest"]) == 0
     first = last_ts + 60_000
-    assert main([*base, "compact", "--now", str(first)]) == 0
-    assert main([*base, "compact", "--now", str(first + DELETE_RETENTION_MS + 1)]) == 0
+    maintenance = Maintenance(spark, Warehouse.resolve(str(warehouse)), [load_spec(p) for _, p in topics],
+                              record_history=False)
+    for now in (first, first + DELETE_RETENTION_MS + 1):
+        assert not maintenance.run(now, stages=("compact",)).failed
 
     reasons: Counter = Counter()
     removed_by_kafka = 0

@@ -528,6 +528,8 @@ def test_engine_matches_model(spark, tmp_path):
     @given(st.lists(scenarios(min_steps=2, max_steps=4), min_size=BATCH, max_size=BATCH,
                     unique_by=scenario_key))
     def check(batch):
+        if pool.executed >= CASES:  # the spare batch is drawn only to make up for repeats
+            return
         failures = pool.run(batch)
         if failures:
             raise AssertionError(f"{len(failures)} of {len(batch)} scenario(s) failed; the first:\n\n"
