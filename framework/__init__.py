@@ -7,6 +7,7 @@ Importing the package starts nothing and imports neither Spark nor Great Expecta
 - :mod:`framework.session`: ``local_session``, ``get_session``
 - :mod:`framework.topic`: ``Topic`` (a spec's partition tables), :mod:`framework.log`: ``PartitionLog``
 - :mod:`framework.produce`: ``produce`` (checked records), ``produce_frame`` (a DataFrame)
+- :mod:`framework.ingest`: ``ingest`` (a ``source.kafka`` topic's new records, exactly once)
 - :mod:`framework.maintenance`: ``Maintenance`` (compaction, retention, vacuum, checks)
 - :mod:`framework.cli`: ``main(argv) -> int``, the ``topiclake`` command
 """

@@ -511,7 +511,7 @@ def report(ctx) -> int:
 def simulate(ctx) -> int:
     from .simulate import run_scenarios
 
-    return run_scenarios(ctx.args.scenarios, out=sys.stdout, progress=ctx.progress)
+    return run_scenarios(ctx.args.scenarios, out=sys.stdout, progress=ctx.progress, as_json=ctx.args.json)
 
 
 VERBS = {

@@ -330,8 +330,9 @@ def _end_offsets(topic) -> list[int]:
 
 
 def run_scenarios(paths: list[str], out: TextIO, progress: Callable[[str], None] | None = None,
-                  spark=None, validator_factory: Callable | None = None) -> int:
-    """Check every file, then run each; prints PASS/FAIL lines and a count. Exit 1 if any failed."""
+                  spark=None, validator_factory: Callable | None = None, as_json: bool = False) -> int:
+    """Check every file, then run each; prints PASS/FAIL lines and a count (or, ``as_json``, one
+    JSON object with every result). Exit 1 if any failed."""
     scenarios = []
     problems: list[Problem] = []
     for path in paths:
@@ -353,6 +354,7 @@ def run_scenarios(paths: list[str], out: TextIO, progress: Callable[[str], None]
 
     runner = ScenarioRunner(spark, validator_factory, progress)
     failed = 0
+    results = []
     for scenario in scenarios:
         if progress:
             progress(f"{scenario.path}: {scenario.name}")
@@ -360,10 +362,21 @@ def run_scenarios(paths: list[str], out: TextIO, progress: Callable[[str], None]
             result = runner.run(scenario)
         except TopiclakeError as error:
             result = ScenarioResult(scenario.path, False, str(error).splitlines()[0], 0.0)
+        results.append(result)
+        if not result.passed:
+            failed += 1
+        if as_json:
+            continue
         if result.passed:
             print(f"PASS {result.path}", file=out, flush=True)
         else:
-            failed += 1
             print(f"FAIL {result.path}: {result.message}", file=out, flush=True)
-    print(f"{len(scenarios) - failed} passed, {failed} failed", file=out, flush=True)
+    if as_json:
+        import dataclasses
+        import json
+
+        print(json.dumps({"passed": len(scenarios) - failed, "failed": failed,
+                          "scenarios": [dataclasses.asdict(r) for r in results]}, sort_keys=True), file=out, flush=True)
+    else:
+        print(f"{len(scenarios) - failed} passed, {failed} failed", file=out, flush=True)
     return 1 if failed else 0

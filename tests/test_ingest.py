@@ -7,6 +7,7 @@ with Spark's real Kafka source; records are produced with Kafka's own client.
 from __future__ import annotations
 
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -97,6 +98,11 @@ def test_ingest_keeps_kafka_records_and_is_idempotent(spark, kafka_broker, kafka
     assert cli(warehouse, specs, "ingest") == 0  # nothing new: no commit anywhere
     assert versions(spark, warehouse, spec) == after_first
     assert "nothing new" in capsys.readouterr().err
+    # The job file (spark-submit, Databricks) is the same command.
+    monkeypatch.setattr(sys, "argv", ["jobs/ingest.py", "--warehouse", str(warehouse), "--specs", str(specs)])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(REPO / "jobs" / "ingest.py"), run_name="__main__")
+    assert done.value.code == 0 and versions(spark, warehouse, spec) == after_first
 
     kafka_broker.produce(kafka_topic, [{"key": "k9", "value": "late", "partition": 1, "timestamp_ms": 1_700_000_001_000}])
     assert cli(warehouse, specs, "ingest") == 0

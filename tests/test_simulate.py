@@ -54,6 +54,14 @@ def test_wrong_offsets_or_end_offset_of_one_partition_fail(spark, tmp_path, caps
         "1 passed, 2 failed",
     ]
     assert code == 1
+    # --json: the same verdicts as one object.
+    assert main(["--json", "simulate", str(offsets), str(right)]) == 1
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert (report["passed"], report["failed"]) == (1, 1)
+    assert [(r["path"], r["passed"]) for r in report["scenarios"]] == [(str(offsets), False), (str(right), True)]
+    assert report["scenarios"][0]["message"].endswith("partition 0 offsets [0, 1, 2] != expected [0, 1, 3]")
 
 
 def test_wrong_offsets_or_end_offset_of_one_partition_of_several_fail(spark, tmp_path, capsys):
