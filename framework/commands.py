@@ -515,7 +515,8 @@ def simulate(ctx) -> int:
 
 
 VERBS = {
-    "lint": lint, "import-kafka-config": import_kafka_config, "create": create, "produce": produce, "ingest": ingest, "commit-offset": commit_offset, "read": read,
+    "lint": lint, "import-kafka-config": import_kafka_config, "create": create, "produce": produce, "ingest": ingest,
+    "commit-offset": commit_offset, "read": read,
     "delete-records": delete_records, "plan": plan, "maintain": maintain, "compact": compact, "retain": retain,
     "optimize": optimize, "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,
 }

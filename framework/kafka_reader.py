@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import ArgumentError, TopiclakeError
+from .log import HEADERS_TYPE
 from .spec import ENV_REFERENCE, TopicSpec
 
 #: How long a metadata call may wait for the brokers before ingest gives up with an error.
 METADATA_TIMEOUT_MS = 15_000
-#: Kafka's header column as topiclake stores it (Spark's Kafka source gives NULL for none).
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 
 class KafkaUnavailableError(ArgumentError):
@@ -143,13 +142,12 @@ def read_partition(spark, spec: TopicSpec, options: Mapping[str, str], partition
         .option("failOnDataLoss", "true")
         .load()
     )
-    key_type = "binary" if spec.key_type == "binary" else "string"
-    value_type = "binary" if spec.value_type == "binary" else "string"
+    # Spark's Kafka source gives NULL headers for a record without any; the table holds [].
     return frame.select(
         F.col("offset").cast("long").alias("offset"),
         F.col("timestamp"),
-        F.col("key").cast(key_type).alias("key"),
-        F.col("value").cast(value_type).alias("value"),
+        F.col("key").cast(spec.key_type).alias("key"),
+        F.col("value").cast(spec.value_type).alias("value"),
         F.coalesce(F.col("headers").cast(HEADERS_TYPE), F.array().cast(HEADERS_TYPE)).alias("headers"),
     )
 

@@ -58,6 +58,10 @@ FORMAT_VERSION = "1"
 MAX_COMMIT_ATTEMPTS = 20
 
 
+#: The ``headers`` column's type as SQL, for casting incoming records to it.
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
 def table_schema(spec: TopicSpec):
     """The Delta schema of every partition table of ``spec``'s topic."""
     from pyspark.sql import types as T

@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from .errors import ArgumentError, PolicyViolationError, Problem, RecordError
-from .log import AppendResult
+from .log import HEADERS_TYPE, AppendResult
 from .partitioner import murmur2
 from .records import ProducerRecord, assign_partitions
 from .topic import Topic
 
-_HEADER_TYPE = "array<struct<key:string,value:binary>>"
 
 
 def _input_schema(topic: Topic):
@@ -146,7 +145,7 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
         ts = F.col("timestamp")
     else:
         ts = F.timestamp_millis(F.col("timestamp").cast("long"))
-    headers = F.col("headers") if "headers" in columns else F.array().cast(_HEADER_TYPE)
+    headers = F.col("headers") if "headers" in columns else F.array().cast(HEADERS_TYPE)
     kafka_partition = F.udf(lambda key: None if key is None else (murmur2(key) & 0x7FFFFFFF) % spec.partitions,
                             T.IntegerType())
     key_bytes = F.col("key").cast("binary")
@@ -160,10 +159,10 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
         partition = kafka_partition(key_bytes)
     shaped = frame.select(
         F.monotonically_increasing_id().alias("_order"),
-        F.col("key").cast("binary" if spec.key_type == "binary" else "string").alias("key"),
-        F.col("value").cast("binary" if spec.value_type == "binary" else "string").alias("value"),
+        F.col("key").cast(spec.key_type).alias("key"),
+        F.col("value").cast(spec.value_type).alias("value"),
         ts.alias("timestamp"),
-        headers.cast(_HEADER_TYPE).alias("headers"),
+        headers.cast(HEADERS_TYPE).alias("headers"),
         partition.alias("_partition"),
     )
     # Order inside each partition follows the frame's order; number it 0..n-1.
