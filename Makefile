@@ -38,10 +38,10 @@ test-crashes: setup
 lint: setup
 	$(VENV)/bin/topiclake lint table_specs
 
-# Mutation testing of the pure decision module framework/cleaner.py (a developer tool; CI does
+# Mutation testing of the pure decision module framework/cleaner/rules.py (a developer tool; CI does
 # not run it). mutmut's settings are setup.cfg's [mutmut]: it mutates a copy under mutants/
-# (git-ignored), never framework/cleaner.py itself, and runs only the Spark-free tests of it.
-# Starts afresh each time; fails if framework/cleaner.py changed during the run. SPARK_HOME
+# (git-ignored), never framework/cleaner/rules.py itself, and runs only the Spark-free tests of it.
+# Starts afresh each time; fails if framework/cleaner/rules.py changed during the run. SPARK_HOME
 # points nowhere so that a Spark test selected by mistake fails at once instead of starting Spark.
 MUTATION_JOBS ?= 1
 
@@ -51,10 +51,10 @@ $(VENV)/.installed-dev: $(VENV)/.installed setup.cfg constraints.txt
 
 mutation: $(VENV)/.installed-dev
 	rm -rf mutants
-	@before=$$(sha256sum framework/cleaner.py); \
+	@before=$$(sha256sum framework/cleaner/rules.py); \
 	  SPARK_HOME=/nonexistent/no-spark-in-mutation-runs $(VENV)/bin/mutmut run --max-children $(MUTATION_JOBS); status=$$?; \
-	  if [ "$$(sha256sum framework/cleaner.py)" != "$$before" ]; then \
-	    echo "mutation: framework/cleaner.py changed during the run" >&2; exit 1; fi; \
+	  if [ "$$(sha256sum framework/cleaner/rules.py)" != "$$before" ]; then \
+	    echo "mutation: framework/cleaner/rules.py changed during the run" >&2; exit 1; fi; \
 	  exit $$status
 	@$(VENV)/bin/mutmut export-cicd-stats >/dev/null
 	@echo "mutants not killed:"; $(VENV)/bin/mutmut results

@@ -41,7 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from framework.cli import guarded  # noqa: E402
+from framework.cli.main import guarded  # noqa: E402
 
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "lint")
@@ -110,11 +110,11 @@ def _same_winners(spark, left: str, right: str) -> bool:
 
 
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
-    from framework import compaction
-    from framework.guarantees import Guarantees
-    from framework.maintenance import StageCheck
-    from framework.produce import produce_frame
-    from framework.topic import Topic
+    from framework.stages import compaction
+    from framework.checks.guarantees import Guarantees
+    from framework.stages.stage_check import StageCheck
+    from framework.clients.produce import produce_frame
+    from framework.log.topic import Topic
 
     tag = f"{clean // 1000}k" if clean < 1_000_000 else f"{clean / 1e6:g}M"
     topic = Topic(spark, warehouse, _spec(f"bench-{tag}"))
@@ -149,10 +149,10 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
-    from framework.maintenance import Maintenance
-    from framework.produce import produce
-    from framework.records import parse_records
-    from framework.topic import Topic
+    from framework.stages.maintenance import Maintenance
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
 
     topic = Topic(spark, warehouse, _spec("wide", partitions))
     lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(5000)]
@@ -167,8 +167,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
 def bench_produce(spark, warehouse, count: int, now: int, results: dict) -> dict:
     from pyspark.sql import functions as F
 
-    from framework.produce import produce_frame
-    from framework.topic import Topic
+    from framework.clients.produce import produce_frame
+    from framework.log.topic import Topic
 
     topic = Topic(spark, warehouse, _spec("ingress", 1))
     frame = spark.range(count).select(F.concat(F.lit("key-"), F.col("id").cast("string")).alias("key"),
@@ -188,11 +188,11 @@ def _full_scan(spark, path: str) -> float:
 
 
 def bench_files(spark, warehouse, calls: int, now: int, results: dict) -> dict:
-    from framework.maintenance import STAGES, Maintenance
-    from framework.optimize import plan
-    from framework.produce import produce
-    from framework.records import parse_records
-    from framework.topic import Topic
+    from framework.stages.maintenance import STAGES, Maintenance
+    from framework.stages.optimize import plan
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
 
     from framework.spec import parse_spec
 
@@ -239,12 +239,12 @@ def _log_size(path: str) -> dict:
 
 
 def bench_metadata(spark, warehouse, runs: int, now: int, results: dict) -> dict:
-    from framework.history import MaintenanceHistory
-    from framework.maintenance import Maintenance
-    from framework.optimize import plan
-    from framework.produce import produce
-    from framework.records import parse_records
-    from framework.topic import Topic
+    from framework.log.history import MaintenanceHistory
+    from framework.stages.maintenance import Maintenance
+    from framework.stages.optimize import plan
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
 
     topic = Topic(spark, warehouse, _spec("long-run"))
     maintenance = Maintenance(spark, warehouse, [topic.spec])
@@ -268,7 +268,8 @@ def _judged_by_spark(spark, warehouse):
     the side-by-side ``checks`` section; returns the undo."""
     from pyspark.sql import types as T
 
-    from framework import guarantees, gx_project
+    from framework.checks import gx_project
+    from framework.checks import gx_suites
 
     spark_source = "topiclake-metrics-on-spark"
     sources = gx_project.context(warehouse).data_sources
@@ -277,7 +278,7 @@ def _judged_by_spark(spark, warehouse):
     except KeyError:
         sources.add_spark(spark_source, persist=False)
 
-    pandas_metrics, pandas_source = guarantees._metrics, guarantees.METRICS_DATASOURCE
+    pandas_metrics, pandas_source = gx_suites.metrics_frame, gx_suites.METRICS_DATASOURCE
 
     def spark_metrics(counts, checked, context):
         row = pandas_metrics(counts, checked, context).iloc[0].to_dict()
@@ -286,21 +287,21 @@ def _judged_by_spark(spark, warehouse):
         values = [None if value is None else value if isinstance(value, int) else str(value) for value in row.values()]
         return spark.createDataFrame([tuple(values)], T.StructType(fields))
 
-    guarantees._metrics, guarantees.METRICS_DATASOURCE = spark_metrics, spark_source
+    gx_suites.metrics_frame, gx_suites.METRICS_DATASOURCE = spark_metrics, spark_source
 
     def undo():
-        guarantees._metrics, guarantees.METRICS_DATASOURCE = pandas_metrics, pandas_source
+        gx_suites.metrics_frame, gx_suites.METRICS_DATASOURCE = pandas_metrics, pandas_source
 
     return undo
 
 
 def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
-    from framework import compaction
-    from framework.guarantees import Guarantees
-    from framework.maintenance import StageCheck
-    from framework.produce import produce
-    from framework.records import parse_records
-    from framework.topic import Topic
+    from framework.stages import compaction
+    from framework.checks.guarantees import Guarantees
+    from framework.stages.stage_check import StageCheck
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
 
     topic = Topic(spark, warehouse, _spec("checks"))
     lines = [(i, {"key": f"k{i % 50}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(500)]
@@ -336,7 +337,7 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
 
 def bench_lint(results: dict) -> None:
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    lint = [sys.executable, "-c", "import sys; from framework.cli import main; sys.exit(main(['lint', 'table_specs']))"]
+    lint = [sys.executable, "-c", "import sys; from framework.cli.main import main; sys.exit(main(['lint', 'table_specs']))"]
     _timed("bare interpreter", results, lambda: subprocess.run([sys.executable, "-c", "pass"], cwd=repo, check=True))
     _timed("lint", results, lambda: subprocess.run(lint, cwd=repo, check=True, capture_output=True))
 
@@ -391,7 +392,7 @@ def run(argv) -> int:
     sections = set(args.only.split(","))
 
     from framework.session import get_session
-    from framework.warehouse import Warehouse
+    from framework.log.warehouse import Warehouse
 
     folder = args.warehouse or tempfile.mkdtemp(prefix="topiclake-benchmark-")
     warehouse = Warehouse.resolve(folder)

@@ -25,7 +25,7 @@ import sys
 # Running as a script from a checkout: make the package importable without installing it.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from framework.cli import main  # noqa: E402
+from framework.cli.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["ingest", *sys.argv[1:]]))

@@ -56,7 +56,7 @@ def kafka_broker(tmp_path_factory):
 
 @pytest.fixture
 def warehouse(tmp_path):
-    from framework.warehouse import Warehouse
+    from framework.log.warehouse import Warehouse
 
     return Warehouse.resolve(str(tmp_path / "warehouse"))
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 try:
-    from framework.partitioner import default_partition
+    from framework.clients.partitioner import default_partition
 except ImportError:  # run from a checkout where the package is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from framework.partitioner import default_partition
+    from framework.clients.partitioner import default_partition
 
 
 INT64_MIN = -(2**63)

@@ -20,7 +20,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from framework.partitioner import default_partition
+from framework.clients.partitioner import default_partition
 
 KEYS = ["a", "b", "c", "d"]
 # four values and a tombstone: about 20% of the records are tombstones

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.cli import main
+from framework.cli.main import main
 from tests.conftest import acceptance_files
 
 

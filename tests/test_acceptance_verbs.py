@@ -3,7 +3,7 @@
 Each step becomes a command line, run in-process on the test session: the spec is written
 to a specs folder, ``produce`` reads a JSON-lines file, ``maintain --now`` runs the whole
 maintenance (validation and report included), and ``expect`` is checked with ``read`` and
-``status --json``. The translation is independent of framework/simulate.py, so the two
+``status --json``. The translation is independent of framework/cli/simulate.py, so the two
 paths check each other.
 
 Every scenario without a ``maintain`` step runs here (the foundation's: bad records, bad
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from framework.cli import main
+from framework.cli.main import main
 from tests.conftest import acceptance_files
 
 

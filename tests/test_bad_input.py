@@ -1,6 +1,6 @@
 """Bad input through the plain command line: one clear line, exit 2, nothing written.
 
-Every case runs ``topiclake`` (in-process, ``framework.cli.main``) against one warehouse
+Every case runs ``topiclake`` (in-process, ``framework.cli.main.main``) against one warehouse
 that already holds data, and must
 
 * exit with status 2 and print nothing on standard output,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.cli import main
+from framework.cli.main import main
 
 USERS = """\
 topic: users

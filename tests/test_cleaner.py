@@ -2,8 +2,8 @@
 
 import pytest
 
-from framework import cleaner
-from framework.cleaner import PartitionMeasure, decide_compaction, header_version, winner_rank
+from framework.cleaner import rules as cleaner
+from framework.cleaner.rules import PartitionMeasure, decide_compaction, header_version, winner_rank
 from framework.spec import TopicConfig
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.cli import main
+from framework.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ def test_lint_needs_no_spark():
     # A fresh interpreter: lint must not import pyspark or great_expectations (how fast it
     # answers is measured by jobs/benchmark.py, not asserted here).
     code = (
-        "import sys; from framework.cli import main; "
+        "import sys; from framework.cli.main import main; "
         "rc = main(['lint', 'table_specs']); "
         "assert 'pyspark' not in sys.modules and 'great_expectations' not in sys.modules, 'lint imported Spark/GE'; "
         "sys.exit(rc)"
@@ -178,8 +178,8 @@ def test_plan_writes_nothing(spark, specs, tmp_path, capsys):
     assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users", "--partition", "0",
                "--input", source)[0] == 0
     from framework.spec import load_spec
-    from framework.topic import Topic
-    from framework.warehouse import Warehouse
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
 
     log = Topic(spark, Warehouse.resolve(wh), load_spec(specs / "users.yaml")).partition(0)
     before = log.snapshot().version

@@ -1,4 +1,4 @@
-"""The commit reader (framework/commit_log.py) against Delta's own history.
+"""The commit reader (framework/log/commit_log.py) against Delta's own history.
 
 Maintenance reads a table's newest commits from the ``_delta_log`` files directly; this
 pins that reading to ``DeltaTable.history()`` on a table with every kind of commit
@@ -13,12 +13,12 @@ import os
 
 import pytest
 
-from framework.commit_log import _from_delta_history, local_folder, read_commits
-from framework.maintenance import Maintenance
-from framework.produce import produce
-from framework.records import parse_records
+from framework.log.commit_log import _from_delta_history, local_folder, read_commits
+from framework.stages.maintenance import Maintenance
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
 from framework.spec import parse_spec
-from framework.topic import Topic
+from framework.log.topic import Topic
 
 SPEC = {"topic": "commits", "partitions": 1,
         "config": {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "retention.ms": 10_000,
@@ -27,7 +27,7 @@ SPEC = {"topic": "commits", "partitions": 1,
 
 @pytest.fixture(scope="module")
 def table(spark, tmp_path_factory):
-    from framework.warehouse import Warehouse
+    from framework.log.warehouse import Warehouse
 
     warehouse = Warehouse.resolve(str(tmp_path_factory.mktemp("commit-log")))
     spec = parse_spec(SPEC, source="test")

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from framework import compaction, faults
-from framework.log import is_concurrent_append
-from framework.maintenance import Maintenance
-from framework.produce import produce
-from framework.records import parse_records
+from framework.stages import compaction
+from framework import faults
+from framework.log.delta_commits import is_concurrent_append
+from framework.stages.maintenance import Maintenance
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
 from framework.spec import load_spec
-from framework.topic import Topic
+from framework.log.topic import Topic
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = """\

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from framework.consume import stream_partition, stream_topic
-from framework.maintenance import Maintenance
-from framework.produce import produce
-from framework.records import parse_records
-from framework.retention import delete_records
+from framework.clients.consume import stream_partition, stream_topic
+from framework.stages.maintenance import Maintenance
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
+from framework.stages.retention import delete_records
 from framework.spec import parse_spec
-from framework.topic import Topic
+from framework.log.topic import Topic
 
 pytestmark = pytest.mark.slow
 

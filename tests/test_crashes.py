@@ -1,7 +1,7 @@
 """Crash anywhere, lose nothing: real ``topiclake`` processes SIGKILLed at every named point.
 
 One chain of steps runs on two warehouses that start equal. On the *crashed* one each
-step's command runs as a real process (``python -m framework.cli``) with
+step's command runs as a real process (``python -m framework.cli.main``) with
 ``TOPICLAKE_FAULTS`` naming one fault point (framework/faults.py), so the process kills
 itself with SIGKILL there, as a power cut would; two more steps kill ``maintain`` at a
 random moment from outside. On the *twin* the same command runs to completion. After
@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from framework import faults
-from framework.cli import main
+from framework.cli.main import main
 
 pytestmark = pytest.mark.slow
 
@@ -121,8 +121,8 @@ def _partition_tables(warehouse: Path) -> list[Path]:
 def _consistent(spark, warehouse: Path) -> None:
     """Every partition table readable, its offsets unique and inside [log start, log end)."""
     from framework.spec import load_specs
-    from framework.topic import Topic
-    from framework.warehouse import Warehouse
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
 
     for spec in load_specs([warehouse.parent / "specs"]):
         for log in Topic(spark, Warehouse.resolve(str(warehouse)), spec).partitions():
@@ -149,8 +149,8 @@ def _same(spark, chain: Chain, step: str) -> None:
 
 def _log_end(spark, chain: Chain, topic: str, partition: int) -> int:
     from framework.spec import load_specs
-    from framework.topic import Topic
-    from framework.warehouse import Warehouse
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
 
     spec = next(s for s in load_specs([chain.specs]) if s.topic == topic)
     log = Topic(spark, Warehouse.resolve(str(chain.crashed)), spec).partition(partition)

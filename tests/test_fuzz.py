@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framework.errors import BadInput
-from framework.records import parse_records, read_json_lines
-from framework.simulate import load_scenario
+from framework.clients.records import parse_records, read_json_lines
+from framework.cli.simulate import load_scenario
 from framework.spec import KNOWN_CONFIGS, load_spec, parse_spec
-from framework.yaml_source import load_yaml
+from framework.spec.yaml_source import load_yaml
 
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 COMPACTED = parse_spec({"topic": "fuzz", "partitions": 3, "config": {"cleanup.policy": "compact"}}, "fuzz")

@@ -59,17 +59,10 @@ from pathlib import Path
 
 import pytest
 
-from framework.guarantees import (
-    GUARANTEES,
-    STAGE_GUARANTEES,
-    Guarantees,
-    consumed_removals_explained,
-    head_start,
-    max_lag_end,
-    state_at,
-    versions_to_read,
-)
-from framework.maintenance import StageCheck
+from framework.checks.catalogue import GUARANTEES, STAGE_GUARANTEES
+from framework.checks.guarantees import Guarantees
+from framework.checks.scope import consumed_removals_explained, head_start, max_lag_end, versions_to_read
+from framework.stages.stage_check import StageCheck
 
 NOW = 10_000
 
@@ -186,20 +179,20 @@ def test_a_vacuum_must_leave_the_oldest_version_of_the_window_and_the_one_before
 
 def test_the_suites_follow_the_spec_and_rerunning_changes_nothing(tmp_path):
     """Suites are fetched or added by name, and rewritten only when the spec changed."""
-    from framework.guarantees import _Project, _spec_expectations
+    from framework.checks.gx_suites import Project, spec_expectations
     from framework.spec import parse_spec
-    from framework.warehouse import Warehouse
+    from framework.log.warehouse import Warehouse
 
     def spec(regex: str):
         return parse_spec({"topic": "t", "partitions": 1, "expectations": [
             {"type": "expect_column_values_to_match_regex", "kwargs": {"column": "value", "regex": regex}}]}, "t.yaml")
 
-    project = _Project(Warehouse.resolve(str(tmp_path / "warehouse")))
-    first = project._suite("topiclake.t.expectations", _spec_expectations(spec("^a$")))
+    project = Project(Warehouse.resolve(str(tmp_path / "warehouse")))
+    first = project._suite("topiclake.t.expectations", spec_expectations(spec("^a$")))
     ids = [e.id for e in first.expectations]
-    again = project._suite("topiclake.t.expectations", _spec_expectations(spec("^a$")))
+    again = project._suite("topiclake.t.expectations", spec_expectations(spec("^a$")))
     assert [e.id for e in again.expectations] == ids
-    changed = project._suite("topiclake.t.expectations", _spec_expectations(spec("^b$")))
+    changed = project._suite("topiclake.t.expectations", spec_expectations(spec("^b$")))
     stored = project.context.suites.get("topiclake.t.expectations")
     assert [e.regex for e in stored.expectations] == ["^b$"] == [e.regex for e in changed.expectations]
 
@@ -217,7 +210,7 @@ class Base:
     run: object
 
     def copy(self, source: Path, target: Path):
-        from framework.warehouse import Warehouse
+        from framework.log.warehouse import Warehouse
 
         shutil.copytree(source, target)
         return Warehouse.resolve(str(target))
@@ -231,9 +224,9 @@ class Base:
 
 
 def _produce(spark, warehouse, spec, rows, now):
-    from framework.produce import produce
-    from framework.records import parse_records
-    from framework.topic import Topic
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
 
     raw = [{"partition": 0, "key": k, "value": v, "timestamp": t, "headers": h} for k, v, t, h in
            (row if len(row) == 4 else (*row, {}) for row in rows)]
@@ -243,11 +236,11 @@ def _produce(spark, warehouse, spec, rows, now):
 
 @pytest.fixture(scope="module")
 def base(spark, tmp_path_factory) -> Base:
-    from framework.consumer_offsets import ConsumerOffsets
-    from framework.maintenance import Maintenance
+    from framework.log.consumer_offsets import ConsumerOffsets
+    from framework.stages.maintenance import Maintenance
     from framework.spec import load_specs
-    from framework.topic import Topic
-    from framework.warehouse import Warehouse
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
 
     root = tmp_path_factory.mktemp("guarantees")
     specs_dir = root / "specs"
@@ -278,7 +271,7 @@ def base(spark, tmp_path_factory) -> Base:
 @pytest.fixture
 def orders(spark, base, tmp_path):
     """A fresh copy of the maintained warehouse, and its orders partition."""
-    from framework.topic import Topic
+    from framework.log.topic import Topic
 
     warehouse = base.copy(base.maintained, tmp_path / "warehouse")
     return warehouse, Topic(spark, warehouse, base.spec("orders")).partition(0)
@@ -312,8 +305,8 @@ def compact_check(base, log, version_after: int) -> StageCheck:
     row = base.row(log.spec.topic, "compact")
     return StageCheck(
         log=log, stage="compact", now_ms=NOW, version_before=row.version_before, version_after=version_after,
-        before=log.read(row.version_before), state_before=state_at(log, row.version_before),
-        state_after=state_at(log, version_after), first_uncleanable_offset=row.first_uncleanable_offset,
+        before=log.read(row.version_before), state_before=log.states_at([row.version_before])[row.version_before],
+        state_after=log.states_at([version_after])[version_after], first_uncleanable_offset=row.first_uncleanable_offset,
         cleaned_up_to=row.first_uncleanable_offset,
     )
 
@@ -359,8 +352,8 @@ def test_validate_passes_on_a_healthy_table_and_rerunning_reuses_the_ge_objects(
 
 def test_the_timestamp_and_header_strategies_keep_their_winners_not_the_highest_offsets(spark, base):
     """The engine itself, on the fixture's data: each key's winner below U, under its strategy."""
-    from framework.topic import Topic
-    from framework.warehouse import Warehouse
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
 
     warehouse = Warehouse.resolve(str(base.maintained))
     for topic in ("prices", "versions"):
@@ -456,7 +449,7 @@ def violations_by_guarantee(outcome) -> tuple[dict[str, int], dict[str, set[int]
 def test_each_corruption_is_caught_under_the_timestamp_and_header_strategies(spark, base, tmp_path, topic):
     """Every kind of corruption, each on its own key, in one corrupted version: the check
     fails and names each corruption by exactly its guarantees, at exactly its offsets."""
-    from framework.topic import Topic
+    from framework.log.topic import Topic
 
     warehouse = base.copy(base.maintained, tmp_path / "warehouse")
     log = Topic(spark, warehouse, base.spec(topic)).partition(0)
@@ -493,8 +486,8 @@ def test_a_second_record_for_a_key_below_the_checkpoint_is_caught_and_shown(spar
 def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_records_behind(spark, base, tmp_path):
     """G6: the engine ran with a stale min.compaction.lag.ms (U = 5 instead of 6), so record 5,
     older than max lag, stayed above the checkpoint; the check recomputes U from the data."""
-    from framework import compaction
-    from framework.topic import Topic
+    from framework.stages import compaction
+    from framework.log.topic import Topic
 
     warehouse = base.copy(base.produced, tmp_path / "warehouse")
     spec = base.spec("orders")
@@ -517,7 +510,7 @@ def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_record
 
 
 def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, base, tmp_path):
-    from framework.topic import Topic
+    from framework.log.topic import Topic
 
     warehouse = base.copy(base.maintained, tmp_path / "warehouse")
     log = Topic(spark, warehouse, base.spec("events")).partition(0)
@@ -526,8 +519,8 @@ def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, bas
     version = raw_delete(log, "offset = 3")
     outcome = Guarantees(spark, warehouse).check_stage(StageCheck(
         log=log, stage="retain", now_ms=NOW, version_before=row.version_before, version_after=version,
-        before=log.read(row.version_before), state_before=state_at(log, row.version_before),
-        state_after=state_at(log, version), smallest_committed_offset=3, new_log_start=3,
+        before=log.read(row.version_before), state_before=log.states_at([row.version_before])[row.version_before],
+        state_after=log.states_at([version])[version], smallest_committed_offset=3, new_log_start=3,
     ))
     assert failed_codes(outcome) == {"G8"}, outcome.details
     text = "\n".join(outcome.details)
@@ -583,7 +576,7 @@ def test_a_failing_spec_expectation_fails_validation(spark, base, orders):
 
 # ------------------------------------------------------------------ the CLI
 def cli(base, warehouse, *args) -> int:
-    from framework.cli import main
+    from framework.cli.main import main
 
     return main(["--warehouse", warehouse.root, "--specs", str(base.specs_dir), *args])
 
@@ -614,8 +607,8 @@ def _buggy(monkeypatch, module, attribute: str, corrupt):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args, target, corrupt, code", [
-    (["compact", "--topic", "orders"], "framework.compaction.execute", lambda log: raw_delete(log, "offset = 6"), "G2"),
-    (["retain", "--topic", "events"], "framework.retention.execute", lambda log: raw_delete(log, "offset = 4"), "G8"),
+    (["compact", "--topic", "orders"], "framework.stages.compaction.execute", lambda log: raw_delete(log, "offset = 6"), "G2"),
+    (["retain", "--topic", "events"], "framework.stages.retention.execute", lambda log: raw_delete(log, "offset = 4"), "G8"),
 ])
 def test_a_stage_failure_exits_1_naming_the_guarantee(spark, base, tmp_path, monkeypatch, capsys,
                                                       args, target, corrupt, code):
@@ -633,10 +626,10 @@ def test_a_stage_failure_exits_1_naming_the_guarantee(spark, base, tmp_path, mon
 
 @pytest.mark.slow
 def test_a_vacuum_that_breaks_time_travel_exits_1_naming_g9(spark, base, orders, monkeypatch, capsys):
-    import framework.maintenance
+    import framework.stages.maintenance
 
     warehouse, log = orders
-    real = framework.maintenance.vacuum
+    real = framework.stages.maintenance.vacuum
 
     def careless_vacuum(log, *args, **kwargs):
         result = real(log, *args, **kwargs)
@@ -649,7 +642,7 @@ def test_a_vacuum_that_breaks_time_travel_exits_1_naming_g9(spark, base, orders,
         spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('test.touched' = 'yes')")
         return dataclasses.replace(result, version_before=2, version_after=latest(log), oldest_readable_version=1)
 
-    monkeypatch.setattr(framework.maintenance, "vacuum", careless_vacuum)
+    monkeypatch.setattr(framework.stages.maintenance, "vacuum", careless_vacuum)
     assert cli(base, warehouse, "vacuum", "--topic", "orders", "--now", str(NOW)) == 1
     captured = capsys.readouterr()
     assert f"orders-0: FAILED ({name('G9')})" in captured.out

@@ -5,10 +5,11 @@ optional minus sign and ASCII digits and nothing else (out of the 64-bit range: 
 else, when it is exactly 8 bytes, as a big-endian two's-complement integer, else it is
 missing. The last header with the name counts, and names are case-sensitive.
 
-Three implementations must agree with the table below, whose expected values are written
-out by hand: the pure rule (``cleaner.header_version``), the Spark expression the
-guarantee checks use (``guarantees.header_version``) and the one the compaction engine
-ranks records with (``compaction._rank`` under the header strategy).
+Two implementations must agree with the table below, whose expected values are written
+out by hand: the pure rule (``framework.cleaner.rules.header_version``) and its one Spark
+SQL expression (``framework.cleaner.spark_sql``), reached both the way the guarantee checks
+read a record's headers and the way the compaction engine ranks records
+(``compaction._rank`` under the header strategy).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_the_table_is_what_it_says():
 # ------------------------------------------------------------- (a) the pure rule
 @pytest.mark.parametrize("label, value, expected", CASES, ids=IDS)
 def test_the_pure_rule(label, value, expected):
-    from framework.cleaner import header_version
+    from framework.cleaner.rules import header_version
 
     assert header_version(value) == expected
 
@@ -116,7 +117,7 @@ def _mismatches(got: dict, wanted: dict) -> list[str]:
 
 
 def test_the_guarantee_checks_read_header_versions_as_the_table_says(spark):
-    from framework.guarantees import header_version
+    from framework.cleaner.spark_sql import header_version
 
     frame = _headers_frame(spark, [[("version", value)] for _, value, _ in CASES])
     got = {IDS[r["i"]]: r["v"] for r in frame.select("i", header_version("version").alias("v")).collect()}
@@ -132,7 +133,7 @@ def _header_spec(name: str = "version"):
 
 
 def test_the_compaction_engine_ranks_header_versions_as_the_table_says(spark):
-    from framework.compaction import _rank
+    from framework.stages.compaction import _rank
 
     config = _header_spec().config
     assert config.compaction_strategy == "header"
@@ -163,14 +164,14 @@ LAST_HEADER = [
 
 
 def test_the_last_header_with_the_name_counts_and_names_are_case_sensitive_pure():
-    from framework.cleaner import header_version, last_header
+    from framework.cleaner.rules import header_version, last_header
 
     assert [header_version(last_header(headers, "version")) for headers, _ in LAST_HEADER] == [
         expected for _, expected in LAST_HEADER]
 
 
 def test_the_last_header_with_the_name_counts_and_names_are_case_sensitive_in_the_checks(spark):
-    from framework.guarantees import header_version
+    from framework.cleaner.spark_sql import header_version
 
     quoted = "it's \\ v"  # a name SQL must quote: a quote and a backslash
     frame = _headers_frame(spark, [headers for headers, _ in LAST_HEADER]
@@ -187,8 +188,8 @@ def test_the_engine_compacts_by_the_last_header_with_the_name_case_sensitively(s
     because a last header that does not parse is missing (not the last one that parses)."""
     import datetime
 
-    from framework.compaction import DELETE, compaction_actions
-    from framework.log import table_schema
+    from framework.stages.compaction import DELETE, compaction_actions
+    from framework.log.table_layout import table_schema
 
     spec = _header_spec()
     epoch = datetime.datetime(1970, 1, 1)

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from framework.cli import main
-from framework.log import PartitionLog
+from framework.cli.main import main
+from framework.log.partition_log import PartitionLog
 from framework.spec import load_spec
-from framework.warehouse import Warehouse
+from framework.log.warehouse import Warehouse
 from tests.reference_model import ModelTopic
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ import uuid
 import pytest
 import yaml
 
-from framework.cli import main
+from framework.cli.main import main
 from framework.errors import ArgumentError, SpecError
-from framework.kafka_configs import import_spec, read_settings
+from framework.spec.kafka_configs import import_spec, read_settings
 from framework.spec import load_spec
 from tests.support.kafka_broker import KAFKA_LIB
 

@@ -33,11 +33,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from framework.cli import main
-from framework.log import PartitionLog
-from framework.maintenance import Maintenance
+from framework.cli.main import main
+from framework.log.partition_log import PartitionLog
+from framework.stages.maintenance import Maintenance
 from framework.spec import load_spec
-from framework.warehouse import Warehouse
+from framework.log.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

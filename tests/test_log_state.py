@@ -1,6 +1,6 @@
 """The offset bookkeeping folded from commit metadata (pure)."""
 
-from framework.log_state import (
+from framework.log.log_state import (
     CleanSection,
     CommitEntry,
     LogState,

@@ -1,7 +1,7 @@
 """Real `topiclake maintain` runs: partition isolation (CONTRACT section 6) and what the
 maintenance history records (CONTRACT section 8).
 
-Everything here goes through the command line (``framework.cli.main``) on real Delta
+Everything here goes through the command line (``framework.cli.main.main``) on real Delta
 tables, and every expected number is worked out by hand in the test, never by calling
 the engine's own functions, so that a rewritten engine that gets one wrong turns red.
 Surviving offsets are read straight from the Delta tables, not through the engine.
@@ -15,7 +15,7 @@ import os
 import pytest
 
 from framework import faults
-from framework.cli import main
+from framework.cli.main import main
 
 # --------------------------------------------------------------------- helpers
 

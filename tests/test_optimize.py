@@ -16,13 +16,14 @@ import os
 
 import pytest
 
-from framework import faults, optimize
-from framework.maintenance import Maintenance
-from framework.optimize import DataFile, pack_groups
-from framework.produce import produce
-from framework.records import parse_records
+from framework import faults
+from framework.stages import optimize
+from framework.stages.maintenance import Maintenance
+from framework.stages.optimize import DataFile, pack_groups
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
 from framework.spec import MIB, parse_spec
-from framework.topic import Topic
+from framework.log.topic import Topic
 
 
 def files(*sizes: int, segment: int = 0, start: int = 0) -> list[DataFile]:
@@ -198,7 +199,7 @@ def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, wa
 
 @pytest.mark.slow
 def test_plan_and_status_show_the_files(spark, warehouse, tmp_path, capsys):
-    from framework.cli import main
+    from framework.cli.main import main
 
     spec_file = tmp_path / "small.yaml"
     spec_file.write_text("topic: shown\npartitions: 1\nconfig:\n  cleanup.policy: compact\n  segment.bytes: 1048576\n")
@@ -236,8 +237,8 @@ def test_a_spark_connect_session_skips_the_stage_and_says_why():
     """Spark Connect exposes no JVM, so no Delta transaction API: the stage is skipped, not a failure."""
     from types import SimpleNamespace
 
-    from framework.log import Snapshot
-    from framework.log_state import LogState
+    from framework.log.partition_log import Snapshot
+    from framework.log.log_state import LogState
 
     class ConnectSession:  # like pyspark.sql.connect's session: no _jvm attribute
         pass

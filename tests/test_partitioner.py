@@ -2,7 +2,7 @@
 
 import pytest
 
-from framework.partitioner import default_partition, murmur2
+from framework.clients.partitioner import default_partition, murmur2
 
 # From Kafka's UtilsTest.testMurmur2 (clients/src/test/java/org/apache/kafka/common/utils).
 KAFKA_VECTORS = {

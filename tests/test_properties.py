@@ -228,15 +228,15 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
     the first disagreement. Returns the number of comparisons made; ``seen`` counts what
     the steps did (by the model's account), to show and assert what the cases covered.
     With ``guarantees`` every committed stage is also checked by the guarantee suite."""
-    from framework.consumer_offsets import ConsumerOffsets
+    from framework.log.consumer_offsets import ConsumerOffsets
     from framework.errors import TopiclakeError
-    from framework.maintenance import Maintenance
-    from framework.produce import produce
-    from framework.records import parse_records
-    from framework.retention import delete_records
+    from framework.stages.maintenance import Maintenance
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.stages.retention import delete_records
     from framework.spec import parse_spec
-    from framework.topic import Topic
-    from framework.warehouse import Warehouse
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
 
     spec_dict = scenario["spec"]
     warehouse = Warehouse.resolve(os.path.join(folder, "warehouse"))
@@ -247,7 +247,7 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
     seen = Counter() if seen is None else seen
     validator = None
     if guarantees:
-        from framework.guarantees import Guarantees
+        from framework.checks.guarantees import Guarantees
 
         validator = Guarantees(spark, warehouse).check_stage
         seen["scenarios checked by the guarantees"] += 1
@@ -699,7 +699,7 @@ def test_consumed_retention_blocked_then_unblocked(worker_session, tmp_path):
     ])
 
 
-# Regressions for a bug the generator found (framework/compaction.py, _rank): decimal
+# Regressions for a bug the generator found (framework/stages/compaction.py, _rank): decimal
 # header text was matched with the Java regex ^-?[0-9]+$, whose $ also matches before a
 # final line terminator, and then cast to BIGINT, which trims; so "7\n" read as 7.
 

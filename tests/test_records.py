@@ -5,7 +5,7 @@ import json
 import pytest
 
 from framework.errors import RecordError
-from framework.records import assign_partitions, parse_records, parse_timestamp, read_json_lines
+from framework.clients.records import assign_partitions, parse_records, parse_timestamp, read_json_lines
 from framework.spec import parse_spec
 
 

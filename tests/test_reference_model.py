@@ -221,7 +221,7 @@ def test_offsets_are_per_partition_in_batch_order() -> None:
 
 
 def test_default_partitioner_is_used_without_partition() -> None:
-    from framework.partitioner import default_partition
+    from framework.clients.partitioner import default_partition
 
     topic = ModelTopic(5, {})
     topic.produce([{"key": "order-42", "value": "x", "timestamp": 0}], 0)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from framework import gx_project
+from framework.checks import gx_project
 from framework.errors import ArgumentError
-from framework.history import HistoryRow, MaintenanceHistory
-from framework.report import write_report
-from framework.warehouse import Warehouse
+from framework.log.history import HistoryRow, MaintenanceHistory
+from framework.report.site import write_report
+from framework.log.warehouse import Warehouse
 
 DAY_MS = 86_400_000
 START_MS = 1_700_000_000_000
@@ -23,17 +26,24 @@ RUNS = 4
 #: The run where orders-1 fails a guarantee.
 FAILING = ("orders", 1, RUNS - 1)
 FAILED_GUARANTEES = ["G2 latest value per key kept", "G5 offsets & order preserved"]
+#: Each partition page's charts, by title, with the legend entries they must show.
+CHARTS = {"Records per run": ["before", "after"], "Bytes per run": ["before", "after"],
+          "Offsets after each run": ["log start", "checkpoint", "log end"],
+          "Dirty ratio before compaction": ["dirty ratio"], "max-compaction-delay (KIP-354)": ["delay"],
+          "What triggered compaction": ["dirty ratio", "max lag", "tombstones", "forced", "not due"]}
+#: The only URLs a page may hold: the SVG namespaces matplotlib declares (names, never fetched).
+NAMESPACES = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
 
 
 class Page(HTMLParser):
-    """The links, tags and text of one HTML page."""
+    """The links, tags and text of one HTML page (a file, or HTML text)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, page: Path | str):
         super().__init__(convert_charrefs=True)
         self.links: list[str] = []
         self.tags: list[str] = []
         self.text: list[str] = []
-        self.feed(path.read_text(encoding="utf-8"))
+        self.feed(page.read_text(encoding="utf-8") if isinstance(page, Path) else page)
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
@@ -112,6 +122,8 @@ def test_pages_are_static(site):
         parsed = Page(page)
         assert "script" not in parsed.tags, f"{page.name} has a script"
         assert "link" not in parsed.tags, f"{page.name} loads a stylesheet"
+        urls = set(re.findall(r"[a-z]+://[^\s\"'<>)]*", page.read_text(encoding="utf-8")))
+        assert urls <= NAMESPACES, f"{page.name} names the network: {urls - NAMESPACES}"
 
 
 def test_each_partition_has_a_page_with_charts(site):
@@ -121,8 +133,14 @@ def test_each_partition_has_a_page_with_charts(site):
             page = site / "partitions" / f"{topic}-{partition}.html"
             assert f"partitions/{topic}-{partition}.html" in index.links
             parsed = Page(page)
-            assert parsed.tags.count("svg") >= 5, page.name
-            assert parsed.tags.count("circle") >= RUNS, f"{page.name}: charts without points"
+            assert parsed.tags.count("svg") == len(CHARTS), page.name  # one inline SVG per chart
+            charts = re.findall(r"<svg.*?</svg>", page.read_text(encoding="utf-8"), re.S)
+            for chart, (title, legend) in zip(charts, CHARTS.items()):
+                text = " ".join(Page(chart).text)  # text stays text (svg.fonttype none)
+                assert title in text and all(label in text for label in legend), f"{page.name}: {title}"
+                assert "now (UTC)" in text, f"{page.name}: {title} without its time axis"
+            # a marker per run and series: records before and after, RUNS runs
+            assert charts[0].count("<use ") >= 2 * RUNS, f"{page.name}: charts without points"
             assert f"run{RUNS - 1:03d}" in parsed.all_text
 
 
@@ -192,7 +210,7 @@ def test_a_uri_warehouse_needs_an_output_folder(spark):
 
 
 def test_runs_fold_stage_rows_into_one_point_per_partition():
-    from framework.report import shape
+    from framework.report.data import shape
 
     partitions, runs = shape([r.as_dict() for r in history_rows()])
     assert [p.name for p in partitions] == ["orders-0", "orders-1", "users.v1-0", "users.v1-1"]
@@ -208,11 +226,11 @@ def test_runs_fold_stage_rows_into_one_point_per_partition():
 
 
 def test_end_to_end_maintenance_run_shows_on_its_partition_page(spark, warehouse):
-    from framework.maintenance import Maintenance
-    from framework.produce import produce
-    from framework.records import parse_records
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
     from framework.spec import parse_spec
-    from framework.topic import Topic
+    from framework.stages.maintenance import Maintenance
 
     spec = parse_spec({"topic": "users", "partitions": 1,
                        "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.25}}, "test")
@@ -228,3 +246,76 @@ def test_end_to_end_maintenance_run_shows_on_its_partition_page(spark, warehouse
     assert "4 → 2" in text  # records before -> after: a and b keep their latest value
     assert "threshold 0.25" in text  # read from the table's properties
     assert "users-0" in Page(index).all_text
+
+
+def test_history_and_path_strings_are_escaped_by_the_templates():
+    """Autoescape: a run id, a trigger, a guarantee name and the warehouse folder are data, never markup."""
+    from framework.report.data import shape
+    from framework.report.site import index_page, partition_page
+
+    rows = [r.as_dict() for r in history_rows()]
+    for row in rows:
+        if (row["topic"], row["partition"]) == ("orders", 0):
+            row["run_id"] += SCRIPT
+            if row["stage"] == "compact" and row["due"]:
+                row.update(trigger=SCRIPT, validation="failed", failed_guarantees=[f"G1 {SCRIPT}"])
+    partitions, runs = shape(rows)
+    pages = [index_page(Warehouse(f"/tmp/{SCRIPT}/warehouse"), partitions, runs, None, SCRIPT),
+             partition_page(partitions[0])]
+    for html in pages:
+        assert "<script" not in html
+        assert "&lt;script&gt;" in html
+        assert SCRIPT in Page(html).all_text  # shown to the reader as text
+        assert "script" not in Page(html).tags
+
+
+def test_the_same_history_draws_the_same_charts():
+    """svg.hashsalt fixed and no date in the SVG: a page changes only when its data does."""
+    from framework.report.charts import partition_charts
+    from framework.report.data import shape
+
+    partitions, _ = shape([r.as_dict() for r in history_rows()])
+    partitions[1].threshold = 0.5
+    first = partition_charts(partitions[1])
+    assert first == partition_charts(partitions[1])
+    assert "threshold 0.5" in Page("".join(first)).all_text  # the dashed line is in the legend
+    assert not any("<dc:date" in chart or "<metadata" in chart for chart in first)
+
+
+def test_a_run_without_numbers_draws_empty_charts_on_run_order():
+    from framework.report.charts import partition_charts
+    from framework.report.data import shape
+
+    rows = [r.as_dict() for r in history_rows() if r.stage == "vacuum" and r.run_id == "run000"]
+    partitions, _ = shape(rows[:1])
+    text = Page("".join(partition_charts(partitions[0]))).all_text
+    assert text.count("no data recorded") == 5 and "no compaction stage ran" in text
+    assert "run (oldest first)" in text
+
+
+def test_only_drawing_a_chart_loads_matplotlib():
+    """The other verbs import framework.report.site's neighbours; none of them pays for matplotlib."""
+    code = "import sys, framework.report.site; assert 'matplotlib' not in sys.modules, 'matplotlib imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_a_partition_page_is_redrawn_only_when_its_history_changed(spark, tmp_path):
+    """Idle partitions cost no charts: their pages are left as they are, byte for byte."""
+    warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
+    history = MaintenanceHistory(spark, warehouse)
+    rows = history_rows()
+    history.append([r for r in rows if r.run_id != f"run{RUNS - 1:03d}"])
+    folder = Path(write_report(spark, warehouse)).parent
+    first = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (folder / "partitions").glob("*.html")}
+    assert first and all(body.rstrip().endswith(b"-->") for _, body in first.values())
+
+    write_report(spark, warehouse)  # nothing new: no page is rewritten
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (folder / "partitions").glob("*.html")} == first
+
+    # one partition gains a run: only its page changes
+    changed = [r for r in rows if r.run_id == f"run{RUNS - 1:03d}" and (r.topic, r.partition) == ("orders", 0)]
+    assert changed
+    history.append(changed)
+    write_report(spark, warehouse)
+    after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (folder / "partitions").glob("*.html")}
+    assert {name for name in after if after[name] != first[name]} == {"orders-0.html"}

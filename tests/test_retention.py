@@ -7,15 +7,15 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from framework.cli import main
-from framework.consumer_offsets import ConsumerOffsets
+from framework.cli.main import main
+from framework.log.consumer_offsets import ConsumerOffsets
 from framework.errors import PolicyViolationError, TimeTravelError
-from framework.maintenance import Maintenance
-from framework.produce import produce
-from framework.records import parse_records
-from framework.retention import delete_records
+from framework.stages.maintenance import Maintenance
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
+from framework.stages.retention import delete_records
 from framework.spec import load_specs, parse_spec
-from framework.topic import Topic
+from framework.log.topic import Topic
 
 
 def make_topic(spark, warehouse, **config):

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from framework import faults
-from framework.cli import main
+from framework.cli.main import main
 
 
 def scenario(folder, name: str, text: str, *values):

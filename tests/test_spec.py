@@ -15,7 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework import spec as spec_module
+from framework.spec import configs as spec_configs
+from framework.spec import expectations as spec_expectations
+from framework.spec import model as spec_model
 from framework.errors import ArgumentError, ExitCode, Problem, SpecError
 from framework.spec import (
     EXPECTATION_FIELDS,
@@ -32,7 +34,7 @@ from framework.spec import (
     load_specs,
     parse_spec,
 )
-from framework.yaml_source import load_yaml, load_yaml_file
+from framework.spec.yaml_source import load_yaml, load_yaml_file
 from tests.conftest import acceptance_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,7 +94,7 @@ def test_the_yaml_names_users_write_are_pinned():
     # A rename here breaks users' checked-in spec files: change only on purpose.
     assert SPEC_FIELDS == ("topic", "partitions", "key", "value", "config", "expectations", "source")
     assert EXPECTATION_FIELDS == ("type", "kwargs", "meta")
-    assert spec_module.KAFKA_SOURCE_FIELDS == ("bootstrap.servers", "topic", "options")
+    assert spec_model.KAFKA_SOURCE_FIELDS == ("bootstrap.servers", "topic", "options")
     assert KNOWN_CONFIGS == {
         "cleanup.policy", "min.compaction.lag.ms", "max.compaction.lag.ms",
         "min.cleanable.dirty.ratio", "delete.retention.ms", "retention.ms", "retention.bytes",
@@ -116,7 +118,7 @@ def test_the_yaml_names_users_write_are_pinned():
 
 
 def test_every_known_config_is_read_and_written():
-    assert set(spec_module._SETTINGS) == KNOWN_CONFIGS == set(KAFKA_DEFAULTS)
+    assert set(spec_configs._SETTINGS) == KNOWN_CONFIGS == set(KAFKA_DEFAULTS)
     config = spec_of({"compaction.strategy": "header", "compaction.strategy.header": "v"}).config
     assert set(config.to_kafka()) == KNOWN_CONFIGS
 
@@ -787,7 +789,7 @@ def test_expectation_names_come_from_the_installed_package_layout():
 
 def test_without_great_expectations_the_name_check_is_skipped(monkeypatch):
     known_expectation_types.cache_clear()
-    monkeypatch.setattr(spec_module.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(spec_expectations.importlib.util, "find_spec", lambda name: None)
     try:
         assert known_expectation_types() is None
         spec = spec_of(expectations=[{"type": "expect_something_new"}])
@@ -1033,7 +1035,7 @@ def test_a_spec_built_in_python_gets_the_topic_name_rule():
 
 
 def test_the_warehouse_builds_no_path_from_an_illegal_name():
-    from framework.warehouse import Warehouse, delta_table_sql
+    from framework.log.warehouse import Warehouse, delta_table_sql
 
     warehouse = Warehouse("/tmp/w")
     assert warehouse.partition_path("orders.v1", 3) == "/tmp/w/orders.v1-3"

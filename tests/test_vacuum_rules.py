@@ -1,7 +1,7 @@
 """The vacuum stage's pure decisions (no Spark): when deletion vectors are purged."""
 
-from framework.commit_log import Commit
-from framework.vacuum import purge_due
+from framework.log.commit_log import Commit
+from framework.stages.vacuum import purge_due
 
 WINDOW = 1_000
 NOW = 10_000

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from framework.errors import ExitCode, ProblemsError
-from framework.yaml_source import Marks, YamlSyntaxError, load_yaml, load_yaml_file
+from framework.spec.yaml_source import Marks, YamlSyntaxError, load_yaml, load_yaml_file
 
 
 def load(text: str):

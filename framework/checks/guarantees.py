@@ -1,0 +1,217 @@
+"""The nine guarantees of CONTRACT section 5, checked after every maintenance stage.
+
+A check compares two versions of a partition table, read through Delta time travel: the
+version a stage started from and the one it committed (``check_stage``), or the version
+the last maintenance run left and the current one (``validate``). Spark pairs the two and
+lists the violations (``framework.checks.rules``), the pure scope rules say what the
+numbers mean (``framework.checks.scope``), and Great Expectations judges the counts, one
+named expectation per guarantee (``framework.checks.gx_suites``).
+
+A failed guarantee is named in :class:`ValidationOutcome.failed_guarantees` (e.g.
+``"G3 unique keys below the checkpoint"``) and explained in ``details`` with up to five
+offending rows.
+
+Where the numbers come from: log start, log end offset and checkpoint are read from the
+commit metadata of the version itself (what the table says, not what the engine thinks
+it wrote); the first uncleanable offset is recomputed from the before version's data, so
+a stage that misjudged it is caught (G2, G6).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from framework.checks import gx_suites, rules
+from framework.checks.catalogue import STAGE_GUARANTEES
+from framework.checks.readability import read_problem
+from framework.checks.scope import Scope, stage_scope, validate_scope, versions_to_read
+from framework.errors import ArgumentError, TimeTravelError
+from framework.log.log_state import LogState
+from framework.log.partition_log import HISTORY_PAGES, PartitionLog
+from framework.log.table_layout import RECORD_COLUMNS
+from framework.stages.stage_check import StageCheck, ValidationOutcome
+from framework.log.warehouse import Warehouse
+
+__all__ = ["Guarantees"]
+
+
+class Guarantees:
+    """Checks the guarantees of a partition after a maintenance stage, or between versions."""
+
+    def __init__(self, spark, warehouse: Warehouse):
+        self.spark = spark
+        self.warehouse = warehouse
+        self._project: gx_suites.Project | None = None
+
+    @property
+    def project(self) -> gx_suites.Project:
+        if self._project is None:
+            self._project = gx_suites.Project(self.warehouse)
+        return self._project
+
+    # ------------------------------------------------------------ entry points
+    def check_stage(self, check: StageCheck) -> ValidationOutcome:
+        """Judge one committed stage (Maintenance calls this after each commit)."""
+        if check.stage not in STAGE_GUARANTEES or check.stage == "validate":
+            raise ArgumentError(f"StageCheck.stage: {check.stage!r} is not a maintenance stage; "
+                                "stages: compact, retain, delete_records, vacuum")
+        if check.stage == "vacuum":
+            return self._check_vacuum(check)
+        log = check.log
+        state_before = check.state_before
+        state_after = log.states_at([check.version_after])[check.version_after]
+        before = check.before if check.before is not None else log.read(check.version_before)
+        after = log.read(check.version_after)
+
+        def scope_of(bounds: dict) -> Scope:
+            return stage_scope(check, state_before, state_after, bounds)
+
+        return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
+                             run_spec_expectations=True)
+
+    def validate(self, log: PartitionLog, now_ms: int, from_version: int | None = None,
+                 to_version: int | None = None) -> ValidationOutcome:
+        """``topiclake validate``: the invariants of ``to_version`` (default: the latest) and,
+        against ``from_version`` (default: the version the last maintenance run left, else
+        0), that nothing but appends happened in between."""
+        recent = log.commits(HISTORY_PAGES[0])
+        latest = recent[0].version
+        to = latest if to_version is None else to_version
+        if not 0 <= to <= latest:
+            raise ArgumentError(f"--to-version: {to} is not a version of {log.name} (0..{latest})")
+        notes: list[str] = []
+        if from_version is None:
+            start = self._last_run_version(log)
+            start = 0 if start is None or start > to else start
+        else:
+            start = from_version
+            if not 0 <= start <= to:
+                raise ArgumentError(f"--from-version: {start} must be between 0 and the version checked ({to})")
+        try:
+            before = log.read(start)
+        except TimeTravelError as error:
+            if from_version is not None:
+                raise
+            # The last run's version left the time-travel window: only the invariants remain.
+            notes.append(f"note: compared with nothing: {error}")
+            start, before = to, None
+        after = log.read(to)
+        if before is None:
+            before = after
+        states = log.states_at([start, to], first_page=recent)
+
+        def scope_of(bounds: dict) -> Scope:
+            return validate_scope(now_ms, start, to, states[start], states[to], bounds,
+                                   appends_only=from_version is None)
+
+        outcome = self._compare(log, "validate", before, after, states[to], scope_of, now_ms,
+                                run_spec_expectations=True)
+        if notes:
+            return ValidationOutcome(outcome.passed, outcome.failed_guarantees, tuple(notes) + outcome.details)
+        return outcome
+
+    # --------------------------------------------------------------- the work
+    def _compare(self, log: PartitionLog, stage: str, before, after, state_after: LogState, scope_of,
+                 now_ms: int, run_spec_expectations: bool) -> ValidationOutcome:
+        config = log.spec.config
+        checked = STAGE_GUARANTEES[stage]
+        pairs = rules.pairing(before, after, config).persist()
+        violations = None
+        try:
+            bounds = rules.bounds(pairs, config, now_ms, state_after.log_start_offset)
+            scope = scope_of(bounds)
+            violations = rules.violations(pairs, scope, config, log.spec.key_type, checked).persist()
+            context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,
+                       "now_ms": now_ms, "records_before": bounds["records_before"],
+                       "records_after": bounds["records_after"], "removed_records": bounds["removed"],
+                       "checkpoint_after": scope.checkpoint_after, "log_start_after": scope.log_start_after,
+                       "first_uncleanable_offset": bounds["u_before"]}
+            outcome = self._judge(log, stage, scope, violations, context)
+        finally:
+            for frame in (violations, pairs):
+                if frame is not None:
+                    frame.unpersist()
+        if run_spec_expectations and log.spec.expectations:
+            outcome = outcome.merged(self._spec_suite(log, stage, after))
+        return outcome
+
+    def _check_vacuum(self, check: StageCheck) -> ValidationOutcome:
+        import time
+
+        from framework.stages.vacuum import oldest_readable_version
+
+        log = check.log
+        window = check.window_ms if check.window_ms is not None else log.spec.config.time_travel_retention_ms
+        still_inside = oldest_readable_version(log, window, int(time.time() * 1000))
+        rows = []
+        for version, why in versions_to_read(check, still_inside):
+            problem = read_problem(log, version)
+            if problem is not None:
+                rows.append(("G9", None, None, f"version {version} ({why}) cannot be read: {problem}"))
+        violations = rules.literal_violations(self.spark, rows).persist()
+        context = {"stage": "vacuum", "version_before": check.version_before, "version_after": check.version_after,
+                   "now_ms": check.now_ms, "oldest_window_version": check.oldest_window_version}
+        scope = Scope("vacuum", check.now_ms, check.version_before, check.version_after, 0, 0, 0, 0)
+        try:
+            return self._judge(log, "vacuum", scope, violations, context)
+        finally:
+            violations.unpersist()
+
+    def _judge(self, log: PartitionLog, stage: str, scope: Scope, violations, context: Mapping[str, object]
+               ) -> ValidationOutcome:
+        """Great Expectations judges the metrics row; the violations explain what failed."""
+        counts, samples = rules.summary(violations)
+        result = self.project.run(
+            definition=f"topiclake.{log.name}.{stage}.guarantees",
+            suite_name=f"topiclake.{log.spec.topic}.guarantees",
+            expectations=gx_suites.guarantee_expectations(),
+            asset=f"{log.spec.topic}.guarantees",
+            frame=gx_suites.metrics_frame(counts, STAGE_GUARANTEES[stage], context),
+            result_format="BOOLEAN_ONLY",
+            datasource=gx_suites.METRICS_DATASOURCE,
+        )
+        failed: list[str] = []
+        details: list[str] = []
+        for item in result.results:
+            if item.success:
+                continue
+            name = (item.expectation_config.meta or {}).get("guarantee") or item.expectation_config.type
+            failed.append(name)
+            code = name.split()[0]
+            details.append(f"{name}: {counts.get(code, 'some')} violation(s) in {log.name}, "
+                           f"versions {scope.version_before} -> {scope.version_after}")
+            for row in samples.get(code, []):
+                where = [] if row["offset"] is None else [f"offset {row['offset']}"]
+                if row["key"] is not None:
+                    where.append(f"key {row['key']!r}")
+                details.append(f"  {', '.join(where) + ': ' if where else ''}{row['detail']}")
+        return ValidationOutcome(passed=not failed, failed_guarantees=tuple(failed), details=tuple(details))
+
+    def _spec_suite(self, log: PartitionLog, stage: str, after) -> ValidationOutcome:
+        """The spec's own expectations over the after version's user columns."""
+        result = self.project.run(
+            definition=f"topiclake.{log.name}.{stage}.expectations",
+            suite_name=f"topiclake.{log.spec.topic}.expectations",
+            expectations=gx_suites.spec_expectations(log.spec),
+            asset=f"{log.spec.topic}.records",
+            frame=after.select(*RECORD_COLUMNS),
+            result_format="SUMMARY",
+        )
+        failed: list[str] = []
+        details: list[str] = []
+        for item in result.results:
+            if item.success:
+                continue
+            config = item.expectation_config
+            name = f"spec expectation {config.type}"
+            if name not in failed:
+                failed.append(name)
+            kwargs = {k: v for k, v in config.kwargs.items() if k != "batch_id"}  # GE's own, not the spec's
+            details.append(f"{name} {kwargs}: {gx_suites.observed(item)}")
+        return ValidationOutcome(passed=not failed, failed_guarantees=tuple(failed), details=tuple(details))
+
+    def _last_run_version(self, log: PartitionLog) -> int | None:
+        from framework.log.history import MaintenanceHistory
+
+        last = MaintenanceHistory(self.spark, self.warehouse).last_run(log.spec.topic, log.partition)
+        return None if last is None else last["version_after"]

@@ -1,0 +1,399 @@
+"""One function per ``topiclake`` verb: takes the CLI context, returns an exit status.
+
+Callable from Python too (``framework.cli.main.main([...])``); jobs and notebooks use the
+same functions. Spark starts only for verbs that need it, after the input is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from framework.cli.render import ms_text, plan_text, record_json
+from framework.errors import ArgumentError, ExitCode, RecordError, Problem
+
+DEFAULT_SPECS = "table_specs"
+
+
+# ------------------------------------------------------------------- the verbs
+def lint(ctx) -> int:
+    from framework.spec import lint as lint_specs
+
+    paths = ctx.args.paths or ctx.args.specs or [DEFAULT_SPECS]
+    report = lint_specs(paths)
+    ctx.out("\n".join(report.lines()), {
+        "ok": report.ok(),
+        "specs": [{"source": s.source, "topic": s.topic, "partitions": s.partitions,
+                   "ignored_configs": list(s.ignored_configs), "warnings": list(s.warnings)} for s in report.specs],
+        "problems": [str(p) for p in report.problems],
+    })
+    return ExitCode.OK if report.ok() else ExitCode.BAD_INPUT
+
+
+def import_kafka_config(ctx) -> int:
+    import os
+
+    import yaml
+
+    from framework.spec.kafka_configs import import_spec
+
+    args = ctx.args
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ArgumentError(f"{args.file}: cannot read it: {error.strerror if isinstance(error, OSError) else error}") \
+            from None
+    if args.output and os.path.exists(args.output):
+        raise ArgumentError(f"--output: {args.output} exists; topiclake does not overwrite a spec")
+    imported = import_spec(text, args.file, args.partitions, topic=args.topic, bootstrap_servers=args.bootstrap_servers)
+    body = f"# topiclake spec, from the Kafka configs in {os.path.basename(args.file)} (topiclake import-kafka-config)\n"
+    body += yaml.safe_dump(imported.spec, sort_keys=False, default_flow_style=False)
+    for note in imported.notes():
+        ctx.progress(f"import-kafka-config: {note}")
+    if args.output:
+        temporary = f"{args.output}.tmp-{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(body)
+        os.replace(temporary, args.output)
+        ctx.out(f"import-kafka-config: wrote {args.output} (topic {imported.spec['topic']})",
+                {"output": args.output, "spec": imported.spec, "notes": imported.notes()})
+    else:
+        ctx.out(body.rstrip("\n"), {"spec": imported.spec, "notes": imported.notes()})
+    return ExitCode.OK
+
+
+def create(ctx) -> int:
+    from framework.log.topic import Topic
+
+    topics = [Topic(ctx.spark, ctx.warehouse, spec) for spec in ctx.selected()]
+    for topic in topics:  # every spec must fit before anything is created
+        topic.check_fits()
+    results = {}
+    for topic in topics:
+        outcome = topic.create()
+        results[topic.name] = outcome
+        for partition, what in outcome.items():
+            ctx.out(f"{topic.spec.table_name(partition)}: {what} ({topic.partition(partition).path})")
+    ctx.out(None, results)
+    return ExitCode.OK
+
+
+def produce(ctx) -> int:
+    from dataclasses import replace
+
+    from framework.clients.produce import produce as produce_records
+    from framework.clients.records import read_json_lines
+    from framework.log.topic import Topic
+
+    args = ctx.args
+    spec = ctx.spec(args.topic)
+    records = read_json_lines(args.input, spec)
+    if args.partition is not None:
+        if not 0 <= args.partition < spec.partitions:
+            raise ArgumentError(f"--partition: {args.partition} is out of range for topic {spec.topic} "
+                                f"(partitions 0..{spec.partitions - 1})")
+        clashes = [r for r in records if r.partition is not None and r.partition != args.partition]
+        if clashes:
+            raise RecordError([Problem(args.input, r.line, None, "partition",
+                                       f"{r.partition} contradicts --partition {args.partition}") for r in clashes[:20]])
+        records = [replace(r, partition=args.partition) for r in records]
+    now = _now(ctx)
+    results = produce_records(Topic(ctx.spark, ctx.warehouse, spec), records, now, source=args.input)
+    for r in results:
+        last = r.base_offset + r.count - 1
+        ctx.out(f"{spec.table_name(r.partition)}: {r.count} record(s) at offsets {r.base_offset}..{last} "
+                f"(table version {r.version})")
+    ctx.out(None, [r.__dict__ for r in results])
+    return ExitCode.OK
+
+
+def ingest(ctx) -> int:
+    from framework.clients.ingest import ingest as ingest_topics
+    from framework.clients.ingest import ingest_specs
+
+    specs = ingest_specs(ctx.selected(), explicit=getattr(ctx.args, "topic", None) is not None)
+    results = ingest_topics(ctx.spark, ctx.warehouse, specs, progress=lambda r: ctx.progress(r.describe()))
+    appended = [r for r in results if r.version is not None]
+    ctx.out(f"ingest: {sum(r.records for r in appended)} record(s) into {len(appended)} of {len(results)} "
+            "partition(s)", [r.__dict__ for r in results])
+    return ExitCode.OK
+
+
+def _now(ctx) -> int:
+    from framework.cli.main import parse_now
+
+    return parse_now(getattr(ctx.args, "now", None))
+
+
+def _existing_log(ctx, topic: str, partition: int):
+    from framework.log.topic import Topic
+
+    spec = ctx.spec(topic)
+    log = Topic(ctx.spark, ctx.warehouse, spec).partition(partition)
+    if not log.exists():
+        raise ArgumentError(f"{log.name}: no table at {log.path}; run `topiclake create` or produce first")
+    return log
+
+
+def commit_offset(ctx) -> int:
+    from framework.log.consumer_offsets import ConsumerOffsets
+
+    args = ctx.args
+    spec = ctx.spec(args.topic)
+    spec.table_name(args.partition)  # range check before Spark starts
+    if args.offset < 0:
+        raise ArgumentError(f"--offset: a committed offset must be >= 0, got {args.offset}")
+    ConsumerOffsets(ctx.spark, ctx.warehouse).commit(args.group, args.topic, args.partition, args.offset)
+    ctx.out(f"group {args.group} committed offset {args.offset} for {spec.table_name(args.partition)}",
+            {"group": args.group, "topic": args.topic, "partition": args.partition, "offset": args.offset})
+    return ExitCode.OK
+
+
+def read(ctx) -> int:
+    from pyspark.sql import functions as F
+
+    args = ctx.args
+    ctx.spec(args.topic).table_name(args.partition)
+    for name in ("from_offset", "version"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            raise ArgumentError(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(args, name)}")
+    log = _existing_log(ctx, args.topic, args.partition)
+    as_of = None
+    if args.as_of is not None:
+        as_of = _as_of_text(ctx, args.as_of)
+    frame = log.read(args.version, as_of)
+    if args.from_offset is not None:
+        frame = frame.where(F.col("offset") >= args.from_offset)
+    frame = frame.select("offset", F.unix_millis("timestamp").alias("timestamp_ms"), "key", "value", "headers")
+    for row in frame.orderBy("offset").toLocalIterator():
+        print(json.dumps(record_json(row, log.spec, log.partition), sort_keys=False))
+    return ExitCode.OK
+
+
+def _as_of_text(ctx, text: str) -> str:
+    """A time for Delta's timestampAsOf, in the session's time zone."""
+    from datetime import datetime, timezone
+    from zoneinfo import ZoneInfo
+
+    from framework.clients.records import parse_timestamp
+
+    try:
+        ms = parse_timestamp(text)
+    except ValueError as error:
+        raise ArgumentError(f"--as-of: {error}") from None
+    zone = ZoneInfo(ctx.spark.conf.get("spark.sql.session.timeZone", "UTC"))
+    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(zone)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def delete_records(ctx) -> int:
+    from framework.stages.retention import check_delete_records_allowed
+    from framework.stages.retention import delete_records as delete
+
+    args = ctx.args
+    spec = ctx.spec(args.topic)
+    spec.table_name(args.partition)
+    check_delete_records_allowed(spec)  # before Spark starts
+    log = _existing_log(ctx, args.topic, args.partition)
+    result = delete(log, args.before_offset)
+    ctx.out(f"{log.name}: log start {result.state_before.log_start_offset} -> {result.state_after.log_start_offset}, "
+            f"removed {result.removed_records} record(s)",
+            {"partition": log.partition, "log_start_offset": result.state_after.log_start_offset,
+             "removed_records": result.removed_records, "version": result.version_after})
+    return ExitCode.OK
+
+
+def plan(ctx) -> int:
+    from framework.log.consumer_offsets import ConsumerOffsets
+    from framework.log.topic import Topic
+    from framework.stages.planning import plan_partition
+
+    now = _now(ctx)
+    offsets = ConsumerOffsets(ctx.spark, ctx.warehouse)
+    report = []
+    for spec in ctx.selected():
+        topic = Topic(ctx.spark, ctx.warehouse, spec)
+        for log in _partitions(ctx, topic):
+            if not log.exists():
+                report.append({"partition": log.name, "exists": False})
+                ctx.out(f"{log.name}: no table yet")
+                continue
+            entry = plan_partition(log, now, offsets, getattr(ctx.args, "force", False)).to_dict()
+            report.append(entry)
+            ctx.out(plan_text(log, entry))
+    ctx.out(None, report)
+    return ExitCode.OK
+
+
+def _partitions(ctx, topic):
+    partition = getattr(ctx.args, "partition", None)
+    if partition is not None:
+        return [topic.partition(partition)]
+    return topic.partitions()
+
+
+def _maintenance(ctx, stages) -> int:
+    from framework.checks.guarantees import Guarantees
+    from framework.stages.maintenance import Maintenance
+
+    specs = ctx.selected()
+    runner = Maintenance(ctx.spark, ctx.warehouse, specs, validator=Guarantees(ctx.spark, ctx.warehouse).check_stage,
+                         progress=ctx.progress)
+    run = runner.run(
+        _now(ctx), topic=getattr(ctx.args, "topic", None), partition=getattr(ctx.args, "partition", None),
+        stages=stages, force=getattr(ctx.args, "force", False),
+        vacuum_retention_ms=getattr(ctx.args, "retention_ms", None),
+        unsafe_vacuum=getattr(ctx.args, "unsafe_shorter_time_travel", False),
+    )
+    summary = []
+    for part in run.partitions:
+        entry = {"topic": part.topic, "partition": part.partition, "failed": part.failed, "error": part.error,
+                 "failed_guarantees": part.failed_guarantees, "stages": [r.as_dict() for r in part.rows]}
+        summary.append(entry)
+        status = "FAILED" if part.failed else "ok"
+        ctx.out(f"{part.topic}-{part.partition}: {status}"
+                + (f" ({part.error or ', '.join(part.failed_guarantees)})" if part.failed else ""))
+    ctx.out(None, {"run_id": run.run_id, "now_ms": run.now_ms, "partitions": summary})
+    return ExitCode.FAILED if run.failed else ExitCode.OK
+
+
+def maintain(ctx) -> int:
+    from framework.stages.maintenance import STAGES
+
+    if ctx.args.sample_records < 1:
+        raise ArgumentError(f"--sample-records: must be at least 1, got {ctx.args.sample_records}")
+    if ctx.args.with_sample_data:
+        _produce_sample_data(ctx)
+    code = _maintenance(ctx, STAGES)
+    if not (ctx.args.json or ctx.args.no_report):
+        from framework.report.site import write_report
+
+        where = write_report(ctx.spark, ctx.warehouse)
+        ctx.progress(f"report: {where}")
+    return code
+
+
+def _produce_sample_data(ctx) -> None:
+    """The quick start's demo records, the same for a given clock wherever Spark runs them."""
+    import time
+
+    from framework.clients.produce import produce_frame
+    from framework.clients.sample_data import sample_frame
+    from framework.log.topic import Topic
+
+    now = _now(ctx)
+    for spec in ctx.selected():
+        started = time.monotonic()
+        frame = sample_frame(ctx.spark, spec, ctx.args.sample_records, now)
+        results = produce_frame(Topic(ctx.spark, ctx.warehouse, spec), frame, now)
+        ctx.progress(f"sample data: {sum(r.count for r in results)} record(s) into {spec.topic} "
+                     f"({time.monotonic() - started:.1f}s)")
+
+
+def compact(ctx) -> int:
+    return _maintenance(ctx, ("compact",))
+
+
+def retain(ctx) -> int:
+    return _maintenance(ctx, ("retain",))
+
+
+def optimize(ctx) -> int:
+    return _maintenance(ctx, ("optimize",))
+
+
+def vacuum(ctx) -> int:
+    return _maintenance(ctx, ("vacuum",))
+
+
+def validate(ctx) -> int:
+    from framework.checks.guarantees import Guarantees
+    from framework.log.topic import Topic
+
+    args = ctx.args
+    guarantees = Guarantees(ctx.spark, ctx.warehouse)
+    failed = False
+    results = []
+    for spec in ctx.selected():
+        for log in _partitions(ctx, Topic(ctx.spark, ctx.warehouse, spec)):
+            if not log.exists():
+                continue
+            outcome = guarantees.validate(log, _now(ctx), args.from_version, args.to_version)
+            failed |= not outcome.passed
+            results.append({"partition": log.name, "passed": outcome.passed,
+                            "failed_guarantees": list(outcome.failed_guarantees), "details": list(outcome.details)})
+            ctx.out(f"{log.name}: {'passed' if outcome.passed else 'FAILED ' + ', '.join(outcome.failed_guarantees)}")
+            for line in outcome.details:
+                ctx.out(f"  {line}")
+    ctx.out(None, results)
+    return ExitCode.FAILED if failed else ExitCode.OK
+
+
+def status(ctx) -> int:
+    from framework.stages import compaction, optimize
+    from framework.log.history import MaintenanceHistory
+    from framework.log.topic import Topic
+
+    now = _now(ctx)
+    history = MaintenanceHistory(ctx.spark, ctx.warehouse)
+    rows = []
+    for spec in ctx.selected():
+        for log in Topic(ctx.spark, ctx.warehouse, spec).partitions():
+            if not log.exists():
+                rows.append({"partition": log.name, "exists": False})
+                ctx.out(f"{log.name}: no table yet")
+                continue
+            c = compaction.plan(log, now)
+            m, d, state = c.measure, c.decision, c.snapshot.state
+            packing = optimize.plan(log, c.snapshot)
+            last = history.last_run(spec.topic, log.partition)
+            entry = {
+                "partition": log.name, "exists": True, "version": c.snapshot.version,
+                "log_start_offset": state.log_start_offset, "log_end_offset": state.log_end_offset,
+                "checkpoint": state.checkpoint, "records": m.records, "bytes": m.bytes,
+                "dirty_ratio": round(d.dirty_ratio, 6), "oldest_dirty_age_ms": d.oldest_dirty_age_ms,
+                "pending_tombstones": state.clean.tombstones, "next_tombstone_horizon_ms": state.clean.min_delete_horizon_ms,
+                "compaction_due": d.due, "active_segment": state.active_segment,
+                "data_files": packing.files_before, "data_file_bytes": packing.bytes_before,
+                "bin_packing_due": packing.due,
+                "last_run": None if last is None else {"run_id": last["run_id"], "stage": last["stage"],
+                                                        "now_ms": last["now_ms"], "version_after": last["version_after"],
+                                                        "validation": last["validation"]},
+            }
+            rows.append(entry)
+            last_text = "never" if last is None else f"{last['stage']} at version {last['version_after']} ({last['validation']})"
+            ctx.out(f"{log.name}: log start {state.log_start_offset}, end offset {state.log_end_offset}, "
+                    f"checkpoint {state.checkpoint}, {m.records} record(s)/{m.bytes} B in "
+                    f"{packing.files_before} data file(s), dirty ratio {d.dirty_ratio:.3f}, "
+                    f"oldest dirty age {ms_text(d.oldest_dirty_age_ms)}, pending tombstones {state.clean.tombstones}, "
+                    f"compaction {'due' if d.due else 'not due'}, last run: {last_text}")
+    ctx.out(None, rows)
+    return ExitCode.OK
+
+
+def report(ctx) -> int:
+    from framework.report.site import write_report
+
+    where = write_report(ctx.spark, ctx.warehouse, ctx.args.output)
+    ctx.out(f"report: {where}", {"report": where})
+    return ExitCode.OK
+
+
+def simulate(ctx) -> int:
+    from framework.cli.simulate import run_scenarios
+
+    return run_scenarios(ctx.args.scenarios, out=sys.stdout, progress=ctx.progress, as_json=ctx.args.json)
+
+
+VERBS = {
+    "lint": lint, "import-kafka-config": import_kafka_config, "create": create, "produce": produce, "ingest": ingest,
+    "commit-offset": commit_offset, "read": read,
+    "delete-records": delete_records, "plan": plan, "maintain": maintain, "compact": compact, "retain": retain,
+    "optimize": optimize, "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,
+}
+
+
+def run(ctx) -> int:
+    return VERBS[ctx.args.verb](ctx)

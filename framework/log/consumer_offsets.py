@@ -1,0 +1,110 @@
+"""Consumer groups' committed offsets, Kafka's ``__consumer_offsets`` as a Delta table.
+
+One row per (group, topic, partition), upserted by MERGE; the latest commit wins, as
+in Kafka, where a group may also move its offset backwards. Consumed retention
+(KIP-68) reads these rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from framework import faults
+from framework.errors import ArgumentError, ConcurrentWriteError
+from framework.spec import TopicSpec
+from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
+from framework.log.warehouse import Warehouse, create_own_table
+
+SCHEMA = "group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, commit_timestamp TIMESTAMP NOT NULL"
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    group: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class ConsumerOffsets:
+    """Read and write committed offsets in ``<warehouse>/_topiclake/consumer_offsets``."""
+
+    def __init__(self, spark, warehouse: Warehouse):
+        self.spark = spark
+        self.path = warehouse.consumer_offsets_path
+
+    def _ensure(self) -> None:
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, self.path):
+            create_own_table(self.spark, self.path, self.spark.createDataFrame([], SCHEMA).schema)
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Record ``group``'s committed offset for a topic partition (one atomic upsert)."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        if not group:
+            raise ArgumentError("--group: a consumer group id must not be empty")
+        if offset < 0:
+            raise ArgumentError(f"--offset: a committed offset must be >= 0, got {offset}")
+        self._ensure()
+        row = self.spark.createDataFrame([(group, topic, partition, offset, int(time.time() * 1000))],
+                                         "group string, topic string, partition int, offset long, ms long")
+        row = row.withColumn("commit_timestamp", F.timestamp_millis("ms")).drop("ms")
+        faults.reached("commit_offset.before_commit", group=group, topic=topic, partition=partition)
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            try:
+                (
+                    DeltaTable.forPath(self.spark, self.path).alias("t")
+                    .merge(row.alias("s"), "t.group = s.group AND t.topic = s.topic AND t.partition = s.partition")
+                    .whenMatchedUpdateAll()
+                    .whenNotMatchedInsertAll()
+                    .execute()
+                )
+                faults.reached("commit_offset.after_commit", group=group, topic=topic, partition=partition)
+                return
+            except Exception as error:  # noqa: BLE001
+                if not is_retryable_conflict(error):
+                    raise
+                backoff(attempt)
+        raise ConcurrentWriteError(f"committing {group}'s offset lost {MAX_COMMIT_ATTEMPTS} commit races")
+
+    def committed(self, topic: str, partition: int, groups: tuple[str, ...] | None = None) -> dict[str, int]:
+        """The committed offsets of ``groups`` (all groups when None) for a topic partition."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        if not DeltaTable.isDeltaTable(self.spark, self.path):
+            return {}
+        rows = (
+            self.spark.read.format("delta").load(self.path)
+            .where((F.col("topic") == topic) & (F.col("partition") == partition))
+            .select("group", "offset")
+            .collect()
+        )
+        found = {r["group"]: r["offset"] for r in rows}
+        if groups is None:
+            return found
+        return {g: found[g] for g in groups if g in found}
+
+    def for_retention(self, spec: TopicSpec, partition: int) -> tuple[dict[str, int] | None, str | None]:
+        """What KIP-68's consumed retention may go by: the groups' committed offsets ({} when it
+        is off), or None with the reason when they cannot be read; then nothing is removed for
+        consumption (a failure to read must never count as "everyone has read everything")."""
+        config = spec.config
+        if config.consumed_retention_ms < 0:
+            return {}, None
+        try:
+            return self.committed(spec.topic, partition, config.consumed_retention_groups), None
+        except Exception as error:  # noqa: BLE001 - any failure to read means no consumed retention
+            return None, f"could not read committed offsets ({type(error).__name__}); consumed retention skipped"
+
+    def all(self):
+        """Every committed offset as a DataFrame (empty if nothing was ever committed)."""
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, self.path):
+            return self.spark.createDataFrame([], SCHEMA)
+        return self.spark.read.format("delta").load(self.path)

@@ -1,0 +1,405 @@
+"""One topic partition as a Delta table: create, append with offsets, read, versions.
+
+Table layout (``<warehouse>/<topic>-<partition>``):
+
+==================  ==========================================  ==========================
+column              type                                        meaning
+==================  ==========================================  ==========================
+offset              BIGINT NOT NULL                             assigned at append, never
+                                                                reused, never changed
+timestamp           TIMESTAMP NOT NULL                          CreateTime or append time
+key                 STRING or BINARY                            NULL refused when compacted
+value               STRING or BINARY                            NULL = tombstone
+headers             ARRAY<STRUCT<key STRING, value BINARY>>     in order, duplicates kept
+_size               BIGINT NOT NULL                             the contract's record size
+_delete_horizon     TIMESTAMP                                   a kept tombstone's horizon
+_segment            BIGINT NOT NULL (partition column)          base offset of the segment
+==================  ==========================================  ==========================
+
+``_segment`` is what lets producers and the cleaner run at once. Open-source Delta
+judges conflicts by partition values, so a MERGE restricted to ``_segment < U`` never
+conflicts with appends into a segment whose base offset is at least ``U``. Appends go to
+the active segment; when a cleaning run does collide with an append into it, the run
+rolls the log to a new segment (a marker commit) and retries, as Kafka rolls its
+active segment. Producers never read the table, so they never lose to a cleaning run.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+from framework import faults
+from framework.log.commit_log import read_commits
+from framework.log.delta_commits import (
+    MAX_COMMIT_ATTEMPTS,
+    TXN_APP_ID_CONF,
+    TXN_VERSION_CONF,
+    USER_METADATA_CONF,
+    StaleSnapshotError,
+    backoff,
+    commit_metadata,
+    is_retryable_conflict,
+    session_confs,
+)
+from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
+from framework.errors import ArgumentError, ConcurrentWriteError, TimeTravelError
+from framework.log.log_state import CommitEntry, LogState, fold, metadata_field, to_metadata
+from framework.spec import TopicSpec
+from framework.log.warehouse import Warehouse, delta_table_sql
+
+#: The most records one data file of an append holds (a 1M-record produce still writes in parallel).
+RECORDS_PER_APPEND_FILE = 500_000
+#: SetTransaction app ids: every maintenance commit claims the next epoch of the first.
+MAINTENANCE_APP_ID = "topiclake.maintenance"
+SEGMENT_ROLL_APP_ID = "topiclake.segment-roll"
+
+
+#: How many commits each read of the history takes, newest first, until the bookkeeping is settled.
+HISTORY_PAGES = (16, 256, None)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A partition pinned at one table version, with the bookkeeping of that version."""
+
+    version: int
+    state: LogState
+
+    def __post_init__(self):
+        if self.version < 0:
+            raise ValueError("version must be >= 0")
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    partition: int
+    base_offset: int
+    count: int
+    version: int | None
+
+
+class PartitionLog:
+    """The Delta table of one topic partition."""
+
+    def __init__(self, spark, warehouse: Warehouse, spec: TopicSpec, partition: int):
+        if not 0 <= partition < spec.partitions:
+            raise ArgumentError(
+                f"partition {partition} is out of range for topic {spec.topic} "
+                f"(partitions: {spec.partitions}, valid 0..{spec.partitions - 1})"
+            )
+        self.spark = spark
+        self.warehouse = warehouse
+        self.spec = spec
+        self.partition = partition
+        self.name = spec.table_name(partition)
+        self.path = warehouse.partition_path(spec.topic, partition)
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.path!r})"
+
+    # ------------------------------------------------------------------ table
+    def exists(self) -> bool:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.isDeltaTable(self.spark, self.path)
+
+    def delta_table(self):
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self.spark, self.path)
+
+    def create(self) -> bool:
+        """Create the table if it does not exist; True when this call created it."""
+        from delta.tables import DeltaTable
+
+        if self.exists():
+            return False
+        builder = DeltaTable.createIfNotExists(self.spark).location(self.path)
+        builder = builder.addColumns(table_schema(self.spec)).partitionedBy("_segment")
+        for key, value in desired_properties(self.spec, self.partition).items():
+            builder = builder.property(key, value)
+        builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
+        faults.reached("create.before_commit", log=self)
+        with commit_metadata(self.spark, to_metadata(LogState(), "create", None)):
+            builder.execute()
+        faults.reached("create.after_commit", log=self)
+        return True
+
+    def properties(self) -> dict[str, str]:
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(self.path)}").collect()
+        return {r["key"]: r["value"] for r in rows}
+
+    def sync_properties(self) -> dict[str, str]:
+        """Bring table properties in line with the spec; returns what changed."""
+        wanted = desired_properties(self.spec, self.partition)
+        current = self.properties()
+        changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if changed:
+            assignments = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in sorted(changed.items()))
+            self.spark.sql(f"ALTER TABLE {delta_table_sql(self.path)} SET TBLPROPERTIES ({assignments})")
+        return changed
+
+    def schema(self):
+        return self.spark.read.format("delta").load(self.path).schema
+
+    # ---------------------------------------------------------------- history
+    def commits(self, limit: int | None = None) -> list[CommitEntry]:
+        """Newest-first commits (version, read version, userMetadata)."""
+        return [CommitEntry(c.version, c.read_version, c.user_metadata) for c in read_commits(self.spark, self.path, limit)]
+
+    def history_rows(self, limit: int | None = None) -> list:
+        history = self.delta_table().history(limit) if limit else self.delta_table().history()
+        return history.collect()
+
+    def snapshot(self) -> Snapshot:
+        """The latest version and the bookkeeping as of it."""
+        recent = self.commits(HISTORY_PAGES[0])
+        version = recent[0].version
+        return Snapshot(version=version, state=self.states_at([version], first_page=recent)[version])
+
+    def states_at(self, versions: Iterable[int], first_page: list[CommitEntry] | None = None) -> dict[int, LogState]:
+        """The bookkeeping as of each of ``versions``, folded from the commit metadata up to
+        it; ``first_page`` is ``commits(HISTORY_PAGES[0])`` if the caller already read it.
+        Reads more of the history only while the newest page does not settle a version."""
+        wanted = sorted(set(versions))
+        found: dict[int, LogState] = {}
+        for limit in HISTORY_PAGES:
+            commits = first_page if (limit == HISTORY_PAGES[0] and first_page is not None) else self.commits(limit)
+            exhausted = limit is None or len(commits) < limit
+            for version in wanted:
+                if version not in found:
+                    folded = fold(c for c in commits if c.version <= version)
+                    if folded.state is not None and (folded.complete or exhausted):
+                        found[version] = folded.state
+            if len(found) == len(wanted) or exhausted:
+                break
+        for version in wanted:
+            if version not in found:  # no topiclake commit left in the log (cleaned up long ago)
+                found[version] = self._state_from_data(version)
+        return found
+
+    def _state_from_data(self, version: int) -> LogState:
+        from pyspark.sql import functions as F
+
+        row = (
+            self.read(version)
+            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.max("_segment").alias("seg"))
+            .collect()[0]
+        )
+        if row["hi"] is None:
+            raise ConcurrentWriteError(
+                f"{self.name}: the Delta log no longer holds topiclake's offset bookkeeping and the "
+                "table is empty, so its log end offset cannot be recovered; refusing to guess"
+            )
+        end = row["hi"] + 1
+        return LogState(log_start_offset=row["lo"], log_end_offset=end, checkpoint=row["lo"], active_segment=row["seg"])
+
+    # ------------------------------------------------------------------- read
+    def read(self, version: int | None = None, as_of: str | None = None):
+        """All columns at ``version`` (pinned) or a timestamp, else at the latest version (unpinned)."""
+        reader = self.spark.read.format("delta")
+        try:
+            if version is not None:
+                reader = reader.option("versionAsOf", int(version))
+            elif as_of is not None:
+                reader = reader.option("timestampAsOf", as_of)
+            frame = reader.load(self.path)
+            if version is not None or as_of is not None:
+                frame.schema  # resolves the version now, so a missing one is refused here
+            return frame
+        except Exception as error:  # noqa: BLE001 - re-worded below, re-raised otherwise
+            text = str(error)
+            markers = ("TIME_TRAVEL", "VERSION_NOT_EXIST", "VERSION_NOT_FOUND", "TIMESTAMP_GREATER", "TIMESTAMP_EARLIER")
+            if any(m in text for m in markers):
+                first_line = text.strip().splitlines()[0]
+                raise TimeTravelError(f"{self.name}: cannot read that version: {first_line}") from None
+            raise
+
+    def size(self, version: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
+        """Records and bytes (the contract's byte measure) at ``version``, of the offsets in
+        ``[start, end)`` (the whole log by default): one aggregate pass."""
+        from pyspark.sql import functions as F
+
+        records = self.read(version)
+        if start is not None:
+            records = records.where(F.col("offset") >= start)
+        if end is not None:
+            records = records.where(F.col("offset") < end)
+        row = records.agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()[0]
+        return row["n"], row["b"] or 0
+
+    def records(self, version: int | None = None, as_of: str | None = None):
+        """The user-facing columns, in offset order."""
+        return self.read(version, as_of).select(*RECORD_COLUMNS).orderBy("offset")
+
+    # ----------------------------------------------------------------- append
+    def append(self, records, count: int) -> AppendResult:
+        """Append ``records`` as one atomic commit, assigning offsets from the log end offset.
+
+        ``records`` has key, value, timestamp, headers and ``_seq`` (0..count-1, the order
+        offsets follow); the caller persists it, since a retry evaluates it again.
+        """
+        from pyspark.sql import functions as F
+
+        if count == 0:
+            return AppendResult(self.partition, self.snapshot().state.log_end_offset, 0, None)
+
+        def plan(snap: Snapshot):
+            base = snap.state.log_end_offset
+            frame = records.select((F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
+                                   "timestamp", "key", "value", "headers")
+            return base, frame, snap.state.with_appended(count), {"base_offset": base, "count": count}
+
+        return self._claimed_append("produce", plan, count)
+
+    def append_ingested(self, records, count: int, start: int, last_offset: int, read_to: int) -> AppendResult:
+        """Append records that carry Kafka's offsets (``ingest``), as one atomic commit.
+
+        ``records`` (offset, timestamp, key, value, headers) are Kafka's offsets ``[start,
+        read_to)``, the last of them ``last_offset``; the commit records that range. A first
+        ingest that starts past 0 moves the log start offset to Kafka's. Returns None's
+        version when another ingest already appended from ``start`` (nothing is written twice).
+        """
+
+        def plan(snap: Snapshot):
+            state = snap.state
+            if state.log_end_offset > start:
+                return None  # another ingest appended these offsets first
+            log_start = start if state.log_end_offset == state.log_start_offset else state.log_start_offset
+            after = replace(state, log_start_offset=max(state.log_start_offset, log_start),
+                            log_end_offset=last_offset + 1)
+            return start, records, after, {"base_offset": start, "count": count,
+                                           "kafka_offsets": [start, read_to]}
+
+        return self._claimed_append("ingest", plan, count)
+
+    def _claimed_append(self, operation: str, plan: Callable[[Snapshot], tuple | None], count: int) -> AppendResult:
+        """One atomic append whose offsets start at a base that only one writer may claim.
+
+        ``plan(snapshot)`` gives (base offset, frame with offsets, state after, metadata
+        fields), or None when the snapshot shows the append is no longer wanted. The base is
+        claimed with a Delta SetTransaction whose app id names it, so two writers can never
+        both write from the same base: the later one either conflicts (and plans again from
+        the new snapshot) or is skipped by Delta, which :meth:`_landed` detects.
+        """
+        from pyspark.sql import functions as F
+
+        producer_id = uuid.uuid4().hex
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            snap = self.snapshot()
+            planned = plan(snap)
+            if planned is None:
+                return AppendResult(self.partition, snap.state.log_end_offset, 0, None)
+            base, frame, after, fields = planned
+            frame = frame.withColumn("_size", record_size_column())
+            frame = frame.withColumn("_delete_horizon", F.lit(None).cast("timestamp"))
+            frame = frame.withColumn("_segment", F.lit(snap.state.active_segment).cast("long"))
+            # One file per batch of up to RECORDS_PER_APPEND_FILE: Spark would otherwise write a
+            # file per input partition, however few records each holds.
+            frame = frame.coalesce(max(1, -(-count // RECORDS_PER_APPEND_FILE)))
+            metadata = to_metadata(after, operation, snap.version, producer_id=producer_id, **fields)
+            faults.reached(f"{operation}.before_commit", log=self, base_offset=base, count=count)
+            try:
+                (
+                    frame.write.format("delta")
+                    .mode("append")
+                    .option("txnAppId", f"topiclake.produce.{base}")
+                    .option("txnVersion", 1)
+                    .option("userMetadata", metadata)
+                    .save(self.path)
+                )
+            except Exception as error:  # noqa: BLE001
+                if not is_retryable_conflict(error):
+                    raise
+                backoff(attempt)
+                continue
+            landed = self._landed(producer_id, snap.version)
+            if landed is not None:
+                faults.reached(f"{operation}.after_commit", log=self, base_offset=base, count=count, version=landed)
+                return AppendResult(self.partition, base, count, landed)
+            backoff(attempt)  # Delta skipped it: another writer already wrote this base
+        raise ConcurrentWriteError(
+            f"{self.name}: gave up appending after {MAX_COMMIT_ATTEMPTS} attempts lost to other writers"
+        )
+
+    def _landed(self, producer_id: str, read_version: int) -> int | None:
+        return self.find_commit("producer_id", producer_id, read_version)
+
+    def find_commit(self, field: str, value: str, after_version: int) -> int | None:
+        """The version of the commit after ``after_version`` whose metadata has ``field == value``.
+
+        Delta skips, without an error, a write whose SetTransaction version it has seen;
+        looking for the commit is how a writer tells "landed" from "skipped".
+        """
+        for limit in (8, 64, None):
+            commits = self.commits(limit)
+            for commit in commits:
+                if commit.version <= after_version:
+                    return None
+                if metadata_field(commit.user_metadata, field) == value:
+                    return commit.version
+            if limit is None or len(commits) < limit:
+                return None
+        return None
+
+    # -------------------------------------------------------------- maintenance
+    def commit_maintenance(self, state: LogState, operation: str, action: Callable[[], object] | None,
+                           read_version: int, confs: dict[str, str] | None = None, **extra) -> int:
+        """Commit a maintenance change (``action``, a Delta DML; or None for bookkeeping only)
+        so that the commit carries ``state`` and claims maintenance epoch ``state.clean.epoch``.
+
+        Every maintenance commit holds a SetTransaction of one app id, so two maintenance
+        runs on one partition can never both commit from the same starting point: the later
+        one conflicts, or Delta skips it (then :class:`StaleSnapshotError` asks to re-plan).
+        Returns the new table version.
+        """
+        commit_id = uuid.uuid4().hex
+        metadata = to_metadata(state, operation, read_version, commit_id=commit_id, **extra)
+        epoch = state.clean.epoch
+        point = operation if operation in ("compact", "delete_records") else "retain"
+        faults.reached(f"{point}.before_commit", log=self, operation=operation, read_version=read_version)
+        if action is None:
+            self._empty_commit(metadata, MAINTENANCE_APP_ID, epoch)
+        else:
+            settings = {USER_METADATA_CONF: metadata, TXN_APP_ID_CONF: MAINTENANCE_APP_ID, TXN_VERSION_CONF: str(epoch)}
+            settings.update(confs or {})
+            with session_confs(self.spark, settings):
+                action()
+        version = self.find_commit("commit_id", commit_id, read_version)
+        if version is None:
+            raise StaleSnapshotError(f"{self.name}: another maintenance run committed epoch {epoch} first")
+        faults.reached(f"{point}.after_commit", log=self, operation=operation, version=version)
+        return version
+
+    def _empty_commit(self, metadata: str, app_id: str, txn_version: int) -> None:
+        """A commit with no data (Delta skips an empty append unless it carries a SetTransaction)."""
+        empty = self.spark.createDataFrame([], table_schema(self.spec))
+        (
+            empty.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", int(txn_version))
+            .option("userMetadata", metadata)
+            .save(self.path)
+        )
+
+    def roll_segment(self, snap: Snapshot) -> LogState:
+        """Start a new active segment at the log end offset, so appends leave older ones alone."""
+        state = snap.state
+        rolled = replace(state, active_segment=max(state.active_segment, state.log_end_offset))
+        if rolled.active_segment != state.active_segment:
+            metadata = to_metadata(rolled, "roll-segment", snap.version)
+            self._empty_commit(metadata, SEGMENT_ROLL_APP_ID, rolled.active_segment)
+        return rolled
+
+
+def _sql_string(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def describe_state(state: LogState) -> dict:
+    """A plain dict of a state, for JSON output."""
+    return json.loads(json.dumps(state, default=lambda o: o.__dict__))

@@ -1,0 +1,123 @@
+"""A topic: its spec and its partition tables, created idempotently and kept fitting the spec."""
+
+from __future__ import annotations
+
+from framework.errors import TableMismatchError
+from framework.log.partition_log import PartitionLog
+from framework.spec import TopicSpec
+from framework.log.warehouse import Warehouse
+
+
+#: Threads creating a new topic's partition tables.
+CREATE_THREADS = 4
+
+
+class Topic:
+    """The partition tables of one topic spec in one warehouse."""
+
+    def __init__(self, spark, warehouse: Warehouse, spec: TopicSpec):
+        self.spark = spark
+        self.warehouse = warehouse
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.topic
+
+    def partition(self, partition: int) -> PartitionLog:
+        return PartitionLog(self.spark, self.warehouse, self.spec, partition)
+
+    def partitions(self) -> list[PartitionLog]:
+        return [self.partition(p) for p in range(self.spec.partitions)]
+
+    def check_fits(self, skip_unreadable: bool = False) -> list[PartitionLog]:
+        """Refuse a spec that no longer fits the tables already there; return those tables.
+
+        Kafka can add partitions but never remove them, and a key's type is part of
+        every record written; so fewer partitions, or another key or value type, is refused.
+        With ``skip_unreadable``, a table whose schema cannot be read is left out rather
+        than failing the call (maintenance lets that one partition fail on its own).
+        """
+        from delta.tables import DeltaTable
+
+        beyond_path = self.warehouse.partition_path(self.spec.topic, self.spec.partitions)
+        if DeltaTable.isDeltaTable(self.spark, beyond_path):
+            raise TableMismatchError(
+                f"{self.spec.source}: partitions: the spec says {self.spec.partitions} but the "
+                f"warehouse already has {beyond_path}; Kafka topics can gain partitions, never lose them"
+            )
+        existing = []
+        for log in self.partitions():
+            if not log.exists():
+                continue
+            try:
+                schema = log.schema()
+            except Exception:  # noqa: BLE001 - a broken table is that partition's failure, not the spec's
+                if not skip_unreadable:
+                    raise
+                continue
+            existing.append(log)
+            fields = {f.name: f.dataType.simpleString() for f in schema.fields}
+            for column, wanted in (("key", self.spec.key_type), ("value", self.spec.value_type)):
+                found = fields.get(column)
+                if found != wanted:
+                    raise TableMismatchError(
+                        f"{self.spec.source}: {column}.type: the spec says {wanted} but table "
+                        f"{log.path} stores {column} as {found}; records already written cannot change type"
+                    )
+        return existing
+
+    def create(self, sync_properties: bool = True) -> dict[int, str]:
+        """Create missing partition tables; bring existing ones' properties in line with the spec.
+
+        Returns, per partition, "created", "updated" (properties changed) or "exists".
+        """
+        existing = {log.partition for log in self.check_fits()}
+        outcome: dict[int, str] = {}
+        for log in self.partitions():
+            if log.partition not in existing:
+                outcome[log.partition] = "created" if log.create() else "exists"
+            elif sync_properties and log.sync_properties():
+                outcome[log.partition] = "updated"
+            else:
+                outcome[log.partition] = "exists"
+        return outcome
+
+    def ensure(self) -> None:
+        """Make sure every partition table exists (produce creates a topic on first use)."""
+        existing = {log.partition for log in self.check_fits()}
+        self._create_all([log for log in self.partitions() if log.partition not in existing])
+
+    def ensure_partitions(self) -> list[PartitionLog]:
+        """Check the spec against every readable table and create the missing ones, leaving
+        any table that cannot be read for its own partition's run to fail on."""
+        self.check_fits(skip_unreadable=True)
+        logs = self.partitions()
+        self._create_all([log for log in logs if not log.exists()])
+        return logs
+
+    def _create_all(self, missing: list[PartitionLog]) -> None:
+        """Create tables side by side (a first produce into 100 partitions makes 100 tables).
+
+        A create carries its commit metadata in a session conf, so each thread creates
+        through its own child session (``newSession``: same Spark, its own confs).
+        """
+        threads = min(CREATE_THREADS, len(missing))
+        try:
+            sessions = [self.spark.newSession() for _ in range(threads)] if threads > 1 else []
+        except Exception:  # noqa: BLE001 - a session kind without child sessions: one at a time
+            sessions = []
+        if not sessions:
+            for log in missing:
+                log.create()
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        def create(session, share: list[PartitionLog]) -> None:
+            for log in share:
+                PartitionLog(session, self.warehouse, self.spec, log.partition).create()
+
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="create") as pool:
+            futures = [pool.submit(create, session, missing[i::threads]) for i, session in enumerate(sessions)]
+            for future in futures:
+                future.result()

@@ -1,0 +1,101 @@
+"""Where a topic's tables and topiclake's own tables live.
+
+Partition ``p`` of topic ``T`` is the Delta table at ``<warehouse>/<T>-<p>``, Kafka's
+own log directory naming. topiclake's own tables live under ``<warehouse>/_topiclake/``;
+no topic partition can be named that (it has no ``-<partition>`` suffix).
+The warehouse may be a local folder or any URI Spark's Hadoop file systems read
+(``s3a://``, ``abfss://``, ``dbfs:/``...).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+#: topiclake's own tables take one small append or MERGE per run, partition or commit-offset:
+#: Delta's auto compaction keeps their files few (it packs them once 50 are small), and
+#: their logs keep a week, cleaned at each checkpoint (every 10 commits).
+OWN_TABLE_PROPERTIES = {
+    "delta.autoOptimize.autoCompact": "true",
+    "delta.checkpointInterval": "10",
+    "delta.logRetentionDuration": "interval 7 days",
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+}
+
+
+def create_own_table(spark, path: str, schema) -> None:
+    """Create one of topiclake's own tables (if absent) with OWN_TABLE_PROPERTIES."""
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    for key, value in OWN_TABLE_PROPERTIES.items():
+        builder = builder.property(key, value)
+    builder.execute()
+
+
+def delta_table_sql(path: str) -> str:
+    """A Delta table path as Spark SQL names it: ``delta.`path` ``, backticks doubled.
+
+    Every SQL statement topiclake runs on a table by path goes through here.
+    """
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+DEFAULT_WAREHOUSE = "warehouse"
+ENV_WAREHOUSE = "TOPICLAKE_WAREHOUSE"
+
+
+def _is_uri(location: str) -> bool:
+    scheme, sep, _ = location.partition(":")
+    # "C:/..." is a Windows path, not a URI; real schemes are longer than one letter.
+    return bool(sep) and len(scheme) > 1 and scheme.replace("+", "").isalnum()
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """The root under which every table of a topiclake installation lives."""
+
+    root: str
+
+    @classmethod
+    def resolve(cls, location: str | None = None) -> "Warehouse":
+        """``location``, else ``$TOPICLAKE_WAREHOUSE``, else ``./warehouse``."""
+        chosen = location or os.environ.get(ENV_WAREHOUSE) or DEFAULT_WAREHOUSE
+        if not _is_uri(chosen):
+            chosen = os.path.abspath(chosen)
+        return cls(chosen.rstrip("/") or "/")
+
+    def _join(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def partition_path(self, topic: str, partition: int) -> str:
+        from framework.errors import ArgumentError
+        from framework.spec import topic_name_problem
+
+        problem = topic_name_problem(topic)
+        if problem is not None:  # never a path from a name that could climb out of the warehouse
+            raise ArgumentError(f"topic {topic!r}: {problem}")
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise ArgumentError(f"partition must be a non-negative integer, got {partition!r}")
+        return self._join(f"{topic}-{partition}")
+
+    @property
+    def internal_root(self) -> str:
+        return self._join("_topiclake")
+
+    @property
+    def consumer_offsets_path(self) -> str:
+        """Committed consumer-group offsets (Kafka's ``__consumer_offsets``)."""
+        return self._join("_topiclake", "consumer_offsets")
+
+    @property
+    def maintenance_history_path(self) -> str:
+        return self._join("_topiclake", "maintenance_history")
+
+    @property
+    def report_root(self) -> str:
+        return self._join("_topiclake", "report")
+
+    @property
+    def is_local(self) -> bool:
+        return not _is_uri(self.root) or self.root.startswith("file:")

@@ -1,0 +1,2 @@
+"""The data-quality report: the history shaped (``data``), charts (``charts``), and the
+static site from Jinja templates (``site``)."""

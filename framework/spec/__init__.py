@@ -1,0 +1,44 @@
+"""Topic specs (CONTRACT section 2): typed, immutable, loaded from YAML with line numbers.
+
+A spec names a topic, its partitions, the key and value types, Kafka's own topic configs
+and optional Great Expectations checks. Parsing reports every problem of a file at once,
+each with its file, line, field and the rule it breaks, and never starts Spark or imports
+great_expectations, so `lint` answers in a fraction of a second (for git hooks and CI).
+"""
+
+from framework.spec.lint import LintReport, lint, load_spec, load_specs
+from framework.spec.model import (
+    EXPECTATION_FIELDS,
+    IGNORED_CONFIGS,
+    KAFKA_DEFAULTS,
+    KNOWN_CONFIGS,
+    MIB,
+    SPEC_FIELDS,
+    ExpectationSpec,
+    KafkaSource,
+    TopicConfig,
+    TopicSpec,
+    topic_name_problem,
+)
+from framework.spec.expectations import known_expectation_types
+from framework.spec.parse import parse_spec
+
+__all__ = [
+    "EXPECTATION_FIELDS",
+    "IGNORED_CONFIGS",
+    "KAFKA_DEFAULTS",
+    "KNOWN_CONFIGS",
+    "MIB",
+    "SPEC_FIELDS",
+    "ExpectationSpec",
+    "KafkaSource",
+    "LintReport",
+    "TopicConfig",
+    "TopicSpec",
+    "known_expectation_types",
+    "lint",
+    "load_spec",
+    "load_specs",
+    "parse_spec",
+    "topic_name_problem",
+]

@@ -1,0 +1,374 @@
+"""Maintenance runs: compaction, retention and vacuum per partition, checked and recorded.
+
+For each partition of each topic, in order (KIP-71: compaction before deletion):
+
+1. ``compact``  when the policy includes compact and the cleaner says it is due;
+2. ``retain``   when the policy includes delete;
+3. ``optimize`` bin-pack small data files into files near ``segment.bytes`` (no record changes);
+4. ``vacuum``   purge deletion vectors and vacuum outside the time-travel window.
+
+After each stage that committed, the guarantees are checked against the table before and
+after (through Delta time travel). Every stage appends a row to the maintenance history.
+A failure in one partition is reported and the others go on; the run then exits 1.
+
+A stage that loses a commit race re-plans from the new table version and tries again. If
+it lost to a producer appending into the segment it cleans, it first rolls the log to a
+new segment, so that the producers' next appends cannot collide with it again, and the
+retry never cleans past that roll.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from framework.stages import compaction, optimize, retention
+from framework import faults
+from framework.log.consumer_offsets import ConsumerOffsets
+from framework.errors import ArgumentError, ConcurrentWriteError, TopiclakeError
+from framework.log.history import HistoryRow, MaintenanceHistory
+from framework.log.delta_commits import (
+    MAX_COMMIT_ATTEMPTS,
+    StaleSnapshotError,
+    backoff,
+    is_concurrent_append,
+    is_retryable_conflict,
+)
+from framework.log.partition_log import PartitionLog
+from framework.log.log_state import LogState
+from framework.spec import TopicSpec
+from framework.stages.stage_check import StageCheck, ValidationOutcome, Validator
+from framework.log.topic import Topic
+from framework.stages.vacuum import VacuumResult, check_window, vacuum
+from framework.log.warehouse import Warehouse
+
+STAGES = ("compact", "retain", "optimize", "vacuum")
+
+
+
+
+@dataclass
+class PartitionRun:
+    topic: str
+    partition: int
+    rows: list[HistoryRow] = field(default_factory=list)
+    error: str | None = None
+    failed_guarantees: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or bool(self.failed_guarantees)
+
+
+@dataclass
+class MaintenanceRun:
+    run_id: str
+    now_ms: int
+    partitions: list[PartitionRun] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(p.failed for p in self.partitions)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Maintenance:
+    """Runs the maintenance stages over topic specs in one warehouse."""
+
+    def __init__(self, spark, warehouse: Warehouse, specs: Sequence[TopicSpec],
+                 validator: Validator | None = None, progress: Callable[[str], None] | None = None,
+                 record_history: bool = True):
+        self.spark = spark
+        self.warehouse = warehouse
+        self.specs = list(specs)
+        self.validator = validator
+        self.progress = progress or (lambda message: None)
+        self.history = MaintenanceHistory(spark, warehouse) if record_history else None
+        self.offsets = ConsumerOffsets(spark, warehouse)
+
+    # ----------------------------------------------------------------- public
+    def select(self, topic: str | None) -> list[TopicSpec]:
+        if topic is None:
+            return self.specs
+        chosen = [s for s in self.specs if s.topic == topic]
+        if not chosen:
+            known = ", ".join(s.topic for s in self.specs) or "none"
+            raise ArgumentError(f"--topic: no spec for topic {topic!r} (known: {known})")
+        return chosen
+
+    def run(self, now_ms: int, topic: str | None = None, partition: int | None = None,
+            stages: Iterable[str] = STAGES, force: bool = False,
+            vacuum_retention_ms: int | None = None, unsafe_vacuum: bool = False) -> MaintenanceRun:
+        stages = tuple(stages)
+        unknown = [s for s in stages if s not in STAGES]
+        if unknown:
+            raise ArgumentError(f"unknown maintenance stage(s) {', '.join(unknown)}; stages: {', '.join(STAGES)}")
+        self._check_arguments(topic, partition, stages, vacuum_retention_ms, unsafe_vacuum)
+        run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
+        logs = self._logs(topic, partition)
+        # History rows of partitions where nothing committed wait for the next partition that
+        # commits, or the run's end: one history append per changed partition, not one per
+        # partition (an idle partition's append was most of its cost). A crash loses at most
+        # rows that record no change.
+        pending: list[HistoryRow] = []
+        try:
+            for index, log in enumerate(logs, start=1):
+                self.progress(f"[{index}/{len(logs)}] {log.name}")
+                part = PartitionRun(log.spec.topic, log.partition)
+                run.partitions.append(part)
+                try:
+                    self._maintain_partition(log, run, part, stages, force, vacuum_retention_ms, unsafe_vacuum)
+                except TopiclakeError as error:
+                    if error.exit_code == 2:
+                        raise
+                    part.error = str(error)
+                except Exception as error:  # noqa: BLE001 - one partition's failure must not stop the rest
+                    part.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                    part.rows.append(self._row(run, log, "error", message=traceback.format_exc(limit=3)[-2000:]))
+                finally:
+                    faults.reached("maintain.before_history", log=log, run_id=run.run_id)
+                    pending.extend(part.rows)
+                    if part.failed or any(row.committed for row in part.rows):
+                        self._record(pending)
+                faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
+                if part.failed:
+                    self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
+        finally:
+            self._record(pending)
+        return run
+
+    def _record(self, rows: list[HistoryRow]) -> None:
+        """Append ``rows`` to the history (one Delta commit) and empty the list."""
+        if self.history is not None and rows:
+            self.history.append(rows)
+        rows.clear()
+
+    def _check_arguments(self, topic: str | None, partition: int | None, stages: tuple[str, ...],
+                         vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
+        """Every argument is checked against every selected spec before the first write."""
+        for spec in self.select(topic):
+            if partition is not None:
+                try:
+                    Topic(self.spark, self.warehouse, spec).partition(partition)  # refuses one out of range
+                except ArgumentError as error:
+                    raise ArgumentError(f"--partition: {error}") from None
+            if "vacuum" in stages:
+                check_window(spec.config.time_travel_retention_ms, vacuum_retention_ms, unsafe_vacuum)
+
+    def _logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:
+        logs = []
+        for spec in self.select(topic):
+            handle = Topic(self.spark, self.warehouse, spec)
+            every = handle.ensure_partitions()
+            logs.extend(every if partition is None else [every[partition]])
+        return logs
+
+    # -------------------------------------------------------------- per partition
+    def _row(self, run: MaintenanceRun, log: PartitionLog, stage: str, **values) -> HistoryRow:
+        return HistoryRow(run_id=run.run_id, run_started_ms=_wall_ms(), now_ms=run.now_ms, topic=log.spec.topic,
+                          partition=log.partition, stage=stage, **values)
+
+    def _maintain_partition(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, stages,
+                            force: bool, vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
+        config = log.spec.config
+        if "compact" in stages and config.compact:
+            self._compact(log, run, part, force)
+        if "retain" in stages and config.delete:
+            self._retain(log, run, part)
+        if "optimize" in stages:
+            self._optimize(log, run, part)
+        if "vacuum" in stages:
+            self._vacuum(log, run, part, vacuum_retention_ms, unsafe_vacuum)
+
+    def _validate(self, part: PartitionRun, row: HistoryRow, check: StageCheck) -> None:
+        if self.validator is None:
+            row.validation = "skipped"
+            return
+        outcome = self.validator(check)
+        row.validation = "passed" if outcome.passed else "failed"
+        row.failed_guarantees = list(outcome.failed_guarantees)
+        if not outcome.passed:
+            part.failed_guarantees.extend(outcome.failed_guarantees)
+            row.message = "\n".join(outcome.details)[:4000]
+            for line in outcome.details:
+                self.progress(f"      {line}")
+
+    def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool) -> None:
+        started = time.monotonic()
+        cap = None
+        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+            planned = compaction.plan(log, run.now_ms, force)
+            decision, measure = planned.decision, planned.measure
+            row = self._row(
+                run, log, "compact", trigger=decision.trigger, reasons=list(decision.reasons), due=decision.due,
+                version_before=planned.snapshot.version, records_before=measure.records, bytes_before=measure.bytes,
+                log_start_before=measure.log_start_offset, log_end_offset=measure.log_end_offset,
+                checkpoint_before=measure.checkpoint, first_uncleanable_offset=measure.first_uncleanable_offset,
+                dirty_ratio=decision.dirty_ratio, oldest_dirty_age_ms=decision.oldest_dirty_age_ms,
+                max_compaction_delay_ms=decision.max_compaction_delay_ms, max_lag_caused=decision.max_lag_caused,
+                attempts=attempt,
+            )
+            if not decision.due:
+                row.records_after, row.bytes_after = measure.records, measure.bytes
+                row.checkpoint_after, row.log_start_after = measure.checkpoint, measure.log_start_offset
+                row.message = "not due"
+                row.duration_ms = int((time.monotonic() - started) * 1000)
+                part.rows.append(row)
+                self.progress(f"      compact: not due (dirty ratio {decision.dirty_ratio:.3f})")
+                return
+            before = log.read(planned.snapshot.version)
+            try:
+                result = compaction.execute(log, planned, cleanable_end=cap, run_id=run.run_id)
+            except Exception as error:  # noqa: BLE001
+                cap = self._after_conflict(log, error, cap, attempt)
+                continue
+            row.committed = result.committed
+            row.version_after = result.version_after
+            row.removed_records, row.removed_bytes = result.removed_records, result.removed_bytes
+            row.stamped_tombstones = result.stamped_tombstones
+            row.records_after = measure.records - result.removed_records
+            row.bytes_after = measure.bytes - result.removed_bytes
+            row.checkpoint_after = result.state_after.checkpoint
+            row.log_start_after = result.state_after.log_start_offset
+            self.progress(
+                f"      compact ({decision.trigger}): removed {result.removed_records} record(s), "
+                f"stamped {result.stamped_tombstones} tombstone(s), checkpoint {measure.checkpoint} -> "
+                f"{result.state_after.checkpoint}"
+            )
+            if result.committed:
+                self._validate(part, row, StageCheck(
+                    log=log, stage="compact", now_ms=run.now_ms, version_before=result.version_before,
+                    version_after=result.version_after, before=before, state_before=planned.snapshot.state,
+                    state_after=result.state_after, first_uncleanable_offset=measure.first_uncleanable_offset,
+                    cleaned_up_to=result.cleaned_up_to,
+                ))
+            row.duration_ms = int((time.monotonic() - started) * 1000)
+            part.rows.append(row)
+            return
+        raise ConcurrentWriteError(f"{log.name}: compaction lost {MAX_COMMIT_ATTEMPTS} commit races; try again later")
+
+    def _after_conflict(self, log: PartitionLog, error: Exception, cap: int | None, attempt: int) -> int | None:
+        """Decide how to retry after a lost commit race; re-raise anything else.
+
+        The first time a producer's append beats the run into a segment it cleans, roll
+        the log: appends that read the log after the roll go to the new segment, and the
+        retry never cleans past it. Later collisions can only come from appends already in
+        flight before the roll; they are finite, so the run waits them out.
+        """
+        if isinstance(error, StaleSnapshotError):
+            backoff(attempt)
+            return cap
+        if not is_retryable_conflict(error):
+            raise error
+        if is_concurrent_append(error) and cap is None:
+            rolled = log.roll_segment(log.snapshot())
+            self.progress(f"      lost a commit race to a producer; rolled to segment {rolled.active_segment}, retrying")
+            return rolled.active_segment
+        backoff(attempt)
+        return cap
+
+    def _retain(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun) -> None:
+        started = time.monotonic()
+        cap = None
+        committed, warning = self.offsets.for_retention(log.spec, log.partition)
+        for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+            planned = retention.plan(log, run.now_ms, committed, cap=cap)
+            state = planned.snapshot.state
+            reasons = sorted(planned.boundaries)
+            # one aggregate pass, for the history's records/bytes columns only
+            records_before, bytes_before = (log.size(planned.snapshot.version) if self.history is not None
+                                            else (None, None))
+            row = self._row(
+                run, log, "retain", reasons=reasons, due=planned.due, version_before=planned.snapshot.version,
+                records_before=records_before, bytes_before=bytes_before, records_after=records_before,
+                bytes_after=bytes_before, log_start_before=state.log_start_offset, log_end_offset=state.log_end_offset,
+                checkpoint_before=state.checkpoint, attempts=attempt,
+                message=warning or planned.rules.consumed_blocked_by,
+            )
+            if not planned.due:
+                row.log_start_after, row.checkpoint_after = state.log_start_offset, state.checkpoint
+                row.duration_ms = int((time.monotonic() - started) * 1000)
+                part.rows.append(row)
+                self.progress("      retain: nothing to remove")
+                return
+            before = log.read(planned.snapshot.version)
+            try:
+                result = retention.execute(log, planned, run_id=run.run_id)
+            except Exception as error:  # noqa: BLE001
+                cap = self._after_conflict(log, error, cap, attempt)
+                continue
+            row.committed = result.committed
+            row.version_after = result.version_after
+            row.removed_records, row.removed_bytes = result.removed_records, result.removed_bytes
+            if records_before is not None:
+                row.records_after = records_before - result.removed_records
+                row.bytes_after = bytes_before - result.removed_bytes
+            row.log_start_after = result.state_after.log_start_offset
+            row.checkpoint_after = result.state_after.checkpoint
+            self.progress(f"      retain ({', '.join(reasons)}): removed {result.removed_records} record(s), "
+                          f"log start {state.log_start_offset} -> {result.state_after.log_start_offset}")
+            if result.committed:
+                self._validate(part, row, StageCheck(
+                    log=log, stage="retain", now_ms=run.now_ms, version_before=result.version_before,
+                    version_after=result.version_after, before=before, state_before=state,
+                    state_after=result.state_after, smallest_committed_offset=planned.rules.smallest_committed_offset,
+                    new_log_start=planned.new_log_start,
+                ))
+            row.duration_ms = int((time.monotonic() - started) * 1000)
+            part.rows.append(row)
+            return
+        raise ConcurrentWriteError(f"{log.name}: retention lost {MAX_COMMIT_ATTEMPTS} commit races; try again later")
+
+    def _optimize(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun) -> None:
+        started = time.monotonic()
+        packing = optimize.plan(log)
+        row = self._row(run, log, "optimize", due=packing.due, version_before=packing.snapshot.version,
+                        files_before=packing.files_before, file_bytes_before=packing.bytes_before,
+                        files_after=packing.files_before, file_bytes_after=packing.bytes_before)
+        try:
+            result = optimize.execute(log, packing, run_id=run.run_id)
+        except Exception as error:  # noqa: BLE001 - a lost race leaves the packing to the next run
+            if not is_retryable_conflict(error):
+                raise
+            result = None
+            row.message = "lost a commit race to another maintenance run; left to the next run"
+        if result is not None:
+            row.committed, row.version_after = result.committed, result.version_after
+            row.files_after, row.file_bytes_after = result.files_after, result.bytes_after
+            # Records cannot change: the rewrite is checked against the files' record counts
+            # before it commits (optimize.execute), and Delta marks it dataChange=false.
+            row.message = packing.describe().replace("would bin-pack", "bin-packed") if result.committed else (
+                packing.describe() if not packing.due else "the files moved since the plan; left to the next run")
+        row.duration_ms = int((time.monotonic() - started) * 1000)
+        part.rows.append(row)
+        self.progress(f"      optimize: {row.message}")
+
+    def _vacuum(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun,
+                retention_ms: int | None, unsafe: bool) -> VacuumResult:
+        started = time.monotonic()
+        result = vacuum(log, retention_ms, unsafe)
+        row = self._row(run, log, "vacuum", version_before=result.version_before, version_after=result.version_after,
+                        committed=result.version_after != result.version_before,
+                        message=f"window {result.window_ms} ms; purged={result.purged}; "
+                                f"vacuumed: {result.vacuumed_because or 'not needed'}; files deleted "
+                                f"{result.files_deleted}; oldest readable version {result.oldest_readable_version}")
+        if row.committed:
+            state = log.snapshot().state
+            self._validate(part, row, StageCheck(
+                log=log, stage="vacuum", now_ms=run.now_ms, version_before=result.version_before,
+                version_after=result.version_after, before=None, state_before=state,
+                state_after=state, oldest_window_version=result.oldest_readable_version,
+                window_ms=result.window_ms,
+            ))
+        row.duration_ms = int((time.monotonic() - started) * 1000)
+        part.rows.append(row)
+        self.progress(f"      vacuum: window {result.window_ms} ms, purged={result.purged}, "
+                      f"vacuum {'ran (' + result.vacuumed_because + ')' if result.vacuumed_because else 'not needed'}, "
+                      f"{result.files_deleted} file(s) deleted")
+        return result

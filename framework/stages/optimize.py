@@ -1,0 +1,281 @@
+"""Bin-packing: small data files rewritten into files near ``segment.bytes`` (CONTRACT section 11).
+
+Kafka's cleaner groups consecutive small segments into one of at most ``segment.bytes``.
+Here every produce call and every compaction MERGE writes data files of its own, so a busy
+partition soon has hundreds of small files, and every reader pays for each one. This
+stage rewrites runs of them, in offset order, into one file per group, in a single
+OPTIMIZE commit whose actions all say ``dataChange=false``:
+
+- no record changes, so Delta streaming sources skip the commit and delta-rs, DuckDB and
+  time travel read exactly what they read before;
+- Delta judges a commit that changes no data under snapshot isolation, so producers'
+  appends never conflict with it; a maintenance run that removes the same files does, and
+  the later of the two loses (this stage then leaves the packing to the next run).
+
+Unlike Kafka, whose active segment is one file, the dirty section is packed too: its small
+files are what readers and the cleaner's next read suffer from most.
+
+Which files are packed is the pure rule :func:`pack_groups`. It is built so that the cost
+follows the small files, not the table: a group is rewritten only when its largest file
+is at most twice the rest of it, so a rewrite grows every file it touches by half at least,
+every byte is rewritten at most log1.5(segment.bytes / smallest file) times over its life,
+and a big packed file is never rewritten to absorb one small one.
+
+Delta's public OPTIMIZE cannot do this: its WHERE takes partition columns only (the whole
+``_segment`` here) and it bins files by size, which scatters offsets across files and
+defeats file skipping on ``offset``. So this module drives Delta's own transaction API
+(the one OPTIMIZE uses) through the JVM.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from framework import faults
+from framework.log.delta_commits import commit_metadata
+from framework.log.partition_log import PartitionLog, Snapshot
+from framework.log.log_state import to_metadata
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One live data file of a partition table, from its Delta ``add`` action."""
+
+    path: str
+    segment: int
+    size_bytes: int
+    min_offset: int
+    max_offset: int
+    #: live records: the file's rows less those its deletion vector hides
+    records: int
+    #: False for a file without offset statistics (written by another engine): left alone
+    packable: bool = True
+
+
+def pack_groups(files: Sequence[DataFile], target_bytes: int) -> list[tuple[DataFile, ...]]:
+    """The groups of files worth rewriting into one file each (pure).
+
+    Files are taken per ``_segment`` (a file belongs to one) in offset order. As Kafka's
+    ``groupSegmentsBySize`` and Delta's OPTIMIZE do, consecutive files are binned while
+    their bytes stay within ``target_bytes``; files of that size or more are left alone and
+    end a bin. A bin pays only with two files or more and when its largest file is at most
+    twice the rest; otherwise it is split at its largest file and each side judged alike.
+    """
+    groups: list[tuple[DataFile, ...]] = []
+    for segment in sorted({f.segment for f in files}):
+        ordered = sorted((f for f in files if f.segment == segment), key=lambda f: (f.min_offset, f.max_offset, f.path))
+        run: list[DataFile] = []
+        run_bytes = 0
+        for file in ordered + [None]:
+            small = file is not None and file.packable and file.size_bytes < target_bytes
+            if not small or run_bytes + file.size_bytes > target_bytes:
+                groups.extend(_worth_rewriting(run))
+                run, run_bytes = [], 0
+            if small:
+                run.append(file)
+                run_bytes += file.size_bytes
+    return groups
+
+
+def _worth_rewriting(run: list[DataFile]) -> list[tuple[DataFile, ...]]:
+    if len(run) < 2:
+        return []
+    largest = max(range(len(run)), key=lambda i: run[i].size_bytes)
+    rest = sum(f.size_bytes for f in run) - run[largest].size_bytes
+    if run[largest].size_bytes <= 2 * rest:
+        return [tuple(run)]
+    return _worth_rewriting(run[:largest]) + _worth_rewriting(run[largest + 1:])
+
+
+@dataclass(frozen=True)
+class PackPlan:
+    """What bin-packing would do to one partition at one table version."""
+
+    snapshot: Snapshot
+    target_bytes: int
+    files: tuple[DataFile, ...]
+    groups: tuple[tuple[DataFile, ...], ...]
+    #: why the stage cannot run in this session at all (None when it can)
+    unavailable: str | None = None
+
+    @property
+    def due(self) -> bool:
+        return bool(self.groups)
+
+    @property
+    def files_before(self) -> int:
+        return len(self.files)
+
+    @property
+    def files_after(self) -> int:
+        return len(self.files) - sum(len(g) for g in self.groups) + len(self.groups)
+
+    @property
+    def bytes_before(self) -> int:
+        return sum(f.size_bytes for f in self.files)
+
+    @property
+    def packed_files(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    @property
+    def packed_bytes(self) -> int:
+        return sum(f.size_bytes for g in self.groups for f in g)
+
+    def describe(self) -> str:
+        if self.unavailable:
+            return f"skipped: {self.unavailable}"
+        if not self.groups:
+            return f"{self.files_before} file(s), none worth bin-packing (segment.bytes {self.target_bytes})"
+        return (f"would bin-pack {self.packed_files} of {self.files_before} file(s) ({self.packed_bytes} B) "
+                f"into {len(self.groups)} (segment.bytes {self.target_bytes}); "
+                f"{self.files_before} -> {self.files_after} file(s)")
+
+
+@dataclass(frozen=True)
+class PackResult:
+    plan: PackPlan
+    version_before: int
+    version_after: int | None
+    files_after: int
+    bytes_after: int
+
+    @property
+    def committed(self) -> bool:
+        return self.version_after is not None
+
+
+class _Delta:
+    """The few pieces of Delta's JVM transaction API this stage needs."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.jvm = spark._jvm
+        self.scala = getattr(self.jvm, "scala.jdk.javaapi.CollectionConverters")
+
+    def cls(self, name: str):
+        return getattr(self.jvm, name)
+
+    def seq(self, items):
+        java = self.jvm.java.util.ArrayList()
+        for item in items:
+            java.add(item)
+        return self.scala.asScala(java).toList()
+
+    def none(self):
+        return self.cls("scala.Option").apply(None)
+
+    def delta_log(self, path: str):
+        return self.cls("org.apache.spark.sql.delta.DeltaLog").forTable(self.spark._jsparkSession, path)
+
+
+def _data_files(spark, snapshot_files) -> list[DataFile]:
+    """The live files of a snapshot, from their add actions (metadata only; no data is read)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    adds = DataFrame(snapshot_files.toDF(), spark)
+    stats = F.from_json("stats", "numRecords BIGINT, minValues STRUCT<offset: BIGINT>, maxValues STRUCT<offset: BIGINT>")
+    rows = (
+        adds.select("path", "size", F.col("partitionValues")["_segment"].alias("segment"), stats.alias("s"),
+                    F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).alias("hidden"))
+        .collect()
+    )
+    return [_data_file(r) for r in rows]
+
+
+def _data_file(row) -> DataFile:
+    stats = row["s"]
+    known = (stats is not None and stats["numRecords"] is not None and stats["minValues"] is not None
+             and stats["minValues"]["offset"] is not None and stats["maxValues"]["offset"] is not None)
+    if not known:
+        return DataFile(row["path"], int(row["segment"]), int(row["size"]), -1, -1, -1, packable=False)
+    return DataFile(path=row["path"], segment=int(row["segment"]), size_bytes=int(row["size"]),
+                    min_offset=int(stats["minValues"]["offset"]), max_offset=int(stats["maxValues"]["offset"]),
+                    records=int(stats["numRecords"]) - int(row["hidden"]))
+
+
+def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
+    """What bin-packing would rewrite now; writes nothing."""
+    snap = snapshot or log.snapshot()
+    if _jvm(log.spark) is None:
+        return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
+                        unavailable="bin-packing needs a classic Spark session (Spark Connect has no "
+                                    "Delta transaction API)")
+    delta = _Delta(log.spark)
+    table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
+    files = _data_files(log.spark, table.allFiles())
+    target = log.spec.config.segment_bytes
+    return PackPlan(snapshot=snap, target_bytes=target, files=tuple(files),
+                    groups=tuple(pack_groups(files, target)))
+
+
+def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResult:
+    """Rewrite each group into one offset-ordered file; one OPTIMIZE commit, no data change."""
+    from pyspark.sql import DataFrame
+
+    snap = packing.snapshot
+    if not packing.due:
+        return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
+    spark = log.spark
+    delta = _Delta(spark)
+    txn = delta.delta_log(log.path).startTransaction()
+    table = txn.snapshot()
+    wanted = {f.path for g in packing.groups for f in g}
+    adds = {a.path(): a for a in _java_list(table.allFiles().filter(_path_in(spark, wanted)).collectAsList())}
+    if set(adds) != wanted:  # a file is gone since the plan: another maintenance run got there first
+        return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
+    action = delta.cls("org.apache.spark.sql.delta.actions.Action")
+    removed_at = int(time.time() * 1000)
+    actions, added_bytes, added_files = [], 0, 0
+    for group in packing.groups:
+        bin_files = delta.seq(adds[f.path] for f in group)
+        frame = DataFrame(table.deltaLog().createDataFrame(table, bin_files, False,
+                                                          delta.cls("scala.Option").apply("Optimize")), spark)
+        # one file per group, in offset order, so file statistics keep skipping by offset
+        ordered = frame.repartition(1).sortWithinPartitions("offset")
+        written = _java_list(delta.scala.asJava(txn.writeFiles(ordered._jdf, delta.none(), True, delta.seq([]))))
+        records = 0
+        for add in written:
+            body = json.loads(add.json())
+            body["add"]["dataChange"] = False  # rearranged, not changed: streaming readers skip it
+            records += json.loads(body["add"]["stats"])["numRecords"]
+            added_bytes += body["add"]["size"]
+            added_files += 1
+            actions.append(action.fromJson(json.dumps(body)))
+        expected = sum(f.records for f in group)
+        if records != expected:  # never commit a rewrite that lost or grew a record
+            raise RuntimeError(f"{log.name}: bin-packing wrote {records} record(s) for {expected}; nothing committed")
+        actions.extend(adds[f.path].removeWithTimestamp(removed_at, False) for f in group)
+    operation = delta.cls("org.apache.spark.sql.delta.DeltaOperations$Optimize")(
+        delta.seq([]), delta.seq([]), False, delta.none(), False)
+    kept_bytes = packing.bytes_before - packing.packed_bytes
+    files_after = packing.files_before - packing.packed_files + added_files
+    metadata = to_metadata(snap.state, "optimize", snap.version, run_id=run_id,
+                           files_before=packing.files_before, files_after=files_after,
+                           file_bytes_before=packing.bytes_before, file_bytes_after=kept_bytes + added_bytes)
+    faults.reached("optimize.before_commit", log=log, read_version=snap.version)
+    with commit_metadata(spark, metadata):
+        version = int(txn.commit(delta.seq(actions), operation))
+    faults.reached("optimize.after_commit", log=log, version=version)
+    return PackResult(packing, snap.version, version, files_after, kept_bytes + added_bytes)
+
+
+def _jvm(spark):
+    try:
+        return spark._jvm
+    except Exception:  # noqa: BLE001 - a Spark Connect session has no JVM to reach
+        return None
+
+
+def _java_list(java_list) -> list:
+    return [java_list.get(i) for i in range(java_list.size())]
+
+
+def _path_in(spark, paths: set[str]):
+    from pyspark.sql import functions as F
+
+    return F.col("path").isin(sorted(paths))._jc

@@ -1,0 +1,192 @@
+"""Retention: time, size and consumed retention (KIP-68), and deleteRecords (KIP-107).
+
+All of them only ever remove a prefix of the log and move the log start forward, in one
+DELETE commit that also carries the new log start. Each rule yields a boundary B (the
+offset of the first record it keeps, or the log end offset); rules apply in the
+contract's order, each to what the previous one left; a rule with no record below its
+boundary changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from framework.cleaner import rules as cleaner
+from framework.cleaner.rules import RetentionRules
+from framework.errors import OffsetOutOfRangeError, PolicyViolationError
+from framework.log.partition_log import PartitionLog, Snapshot
+from framework.log.log_state import CleanSection, LogState
+
+
+def _ms(column: str):
+    from pyspark.sql import functions as F
+
+    return F.unix_millis(F.col(column))
+
+
+def _first_offset(records, condition, log_end_offset: int) -> int:
+    from pyspark.sql import functions as F
+
+    row = records.where(condition).agg(F.min("offset").alias("b")).collect()[0]
+    return log_end_offset if row["b"] is None else row["b"]
+
+
+def _has_record_below(records, start: int, boundary: int) -> bool:
+    from pyspark.sql import functions as F
+
+    return bool(records.where((F.col("offset") >= start) & (F.col("offset") < boundary)).limit(1).count())
+
+
+@dataclass(frozen=True)
+class RetentionPlan:
+    partition: int
+    snapshot: Snapshot
+    rules: RetentionRules
+    now_ms: int
+    #: per rule that moved the boundary: "time" | "size" | "consumed" -> its boundary
+    boundaries: dict
+    new_log_start: int
+
+    @property
+    def due(self) -> bool:
+        return self.new_log_start > self.snapshot.state.log_start_offset
+
+
+def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
+         snapshot: Snapshot | None = None, cap: int | None = None) -> RetentionPlan:
+    """Where retention would cut at ``now_ms``; writes nothing.
+
+    ``committed``: the listed groups' committed offsets for this partition, or None when
+    they could not be read. ``cap`` bounds the boundary (after a segment roll).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import Window
+
+    snap = snapshot or log.snapshot()
+    state = snap.state
+    config = log.spec.config
+    rules = cleaner.retention_rules(config, now_ms, committed)
+    end = state.log_end_offset if cap is None else min(cap, state.log_end_offset)
+    records = log.read(snap.version).select("offset", "timestamp", "_size")
+    start = state.log_start_offset
+    boundaries: dict[str, int] = {}
+    if not config.delete:
+        return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
+
+    if rules.keep_since_ms is not None:
+        young = (F.col("timestamp") >= F.timestamp_millis(F.lit(max(0, rules.keep_since_ms)))) if rules.keep_since_ms > 0 else F.lit(True)
+        boundary = min(end, _first_offset(records, young & (_ms("timestamp") >= rules.keep_since_ms), state.log_end_offset))
+        if _has_record_below(records, start, boundary):
+            start = boundaries["time"] = boundary
+
+    if rules.max_bytes is not None:
+        rest = records.where(F.col("offset") >= start)
+        total = rest.agg(F.sum("_size").alias("b")).collect()[0]["b"] or 0
+        if total > rules.max_bytes:
+            # bytes from each record to the end; the first record whose suffix fits is kept
+            suffix = F.sum("_size").over(Window.orderBy(F.col("offset").desc()).rowsBetween(Window.unboundedPreceding, 0))
+            fits = rest.withColumn("_suffix", suffix).where(F.col("_suffix") <= rules.max_bytes)
+            boundary = min(end, _first_offset(fits, F.lit(True), state.log_end_offset))
+            if _has_record_below(records, start, boundary):
+                start = boundaries["size"] = boundary
+
+    if rules.smallest_committed_offset is not None:
+        keep = (F.col("offset") >= rules.smallest_committed_offset) | (_ms("timestamp") >= rules.consumed_keep_since_ms)
+        boundary = min(end, _first_offset(records.where(F.col("offset") >= start), keep, state.log_end_offset))
+        if _has_record_below(records, start, boundary):
+            start = boundaries["consumed"] = boundary
+    return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    plan: RetentionPlan | None
+    operation: str
+    version_before: int
+    version_after: int | None
+    state_before: LogState
+    state_after: LogState
+    removed_records: int = 0
+    removed_bytes: int = 0
+
+    @property
+    def committed(self) -> bool:
+        return self.version_after is not None
+
+
+def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_id: str,
+         move_start_without_records: bool = False) -> tuple[int | None, LogState, int, int]:
+    """Remove every record below ``new_start`` and move the log start there, in one commit."""
+    from pyspark.sql import functions as F
+
+    state = snap.state
+    records = log.read(snap.version)
+    checkpoint = max(state.checkpoint, state.log_start_offset)
+    below = records.where(F.col("offset") < new_start)
+    row = below.agg(
+        F.count("*").alias("n"),
+        F.sum("_size").alias("b"),
+        F.count(F.when(F.col("offset") < checkpoint, 1)).alias("clean_n"),
+        F.sum(F.when(F.col("offset") < checkpoint, F.col("_size"))).alias("clean_b"),
+        F.count(F.when((F.col("offset") < checkpoint) & F.col("_delete_horizon").isNotNull(), 1)).alias("clean_t"),
+    ).collect()[0]
+    if row["n"] == 0 and not move_start_without_records:
+        return None, state, 0, 0
+    new_checkpoint = max(checkpoint, new_start)
+    if new_start >= checkpoint:
+        clean = CleanSection(epoch=state.clean.epoch + 1)
+    else:
+        remaining = records.where((F.col("offset") >= new_start) & (F.col("offset") < checkpoint)
+                                  & F.col("_delete_horizon").isNotNull())
+        horizon = remaining.agg(F.min(F.unix_millis("_delete_horizon")).alias("m")).collect()[0]["m"]
+        clean = CleanSection(
+            epoch=state.clean.epoch + 1,
+            records=state.clean.records - row["clean_n"],
+            bytes=state.clean.bytes - (row["clean_b"] or 0),
+            tombstones=state.clean.tombstones - row["clean_t"],
+            min_delete_horizon_ms=horizon,
+        )
+    after = replace(state, log_start_offset=new_start, checkpoint=new_checkpoint, clean=clean)
+    extra = dict(run_id=run_id, removed=row["n"], new_log_start=new_start)
+    if row["n"]:
+        def delete():
+            log.delta_table().delete(f"_segment < {int(new_start)} AND offset < {int(new_start)}")
+        version = log.commit_maintenance(after, operation, delete, snap.version, **extra)
+    else:
+        version = log.commit_maintenance(after, operation, None, snap.version, **extra)
+    return version, after, row["n"], row["b"] or 0
+
+
+def execute(log: PartitionLog, retention: RetentionPlan, run_id: str = "") -> RetentionResult:
+    """Apply a retention plan: one DELETE commit, or nothing when nothing is below the boundary."""
+    snap = retention.snapshot
+    if not retention.due:
+        return RetentionResult(retention, "retain", snap.version, None, snap.state, snap.state)
+    version, after, removed, removed_bytes = _cut(log, snap, retention.new_log_start, "retain", run_id)
+    return RetentionResult(retention, "retain", snap.version, version, snap.state, after, removed, removed_bytes)
+
+
+def check_delete_records_allowed(spec) -> None:
+    """Kafka refuses deleteRecords on a compact-only topic (POLICY_VIOLATION); so do we."""
+    if not spec.config.delete:
+        raise PolicyViolationError(
+            f"{spec.source}: delete-records: topic {spec.topic} has cleanup.policy=compact; "
+            "Kafka refuses deleteRecords on a compact-only topic (POLICY_VIOLATION)"
+        )
+
+
+def delete_records(log: PartitionLog, before_offset: int, run_id: str = "", snapshot: Snapshot | None = None) -> RetentionResult:
+    """Kafka's deleteRecords (KIP-107): move the log start to ``before_offset``."""
+    check_delete_records_allowed(log.spec)
+    snap = snapshot or log.snapshot()
+    state = snap.state
+    if before_offset < 0 or before_offset > state.log_end_offset:
+        raise OffsetOutOfRangeError(
+            f"--before-offset: {before_offset} is outside {log.name}'s log "
+            f"[{state.log_start_offset}, {state.log_end_offset}] (OFFSET_OUT_OF_RANGE)"
+        )
+    if before_offset <= state.log_start_offset:
+        return RetentionResult(None, "delete_records", snap.version, None, state, state)
+    version, after, removed, removed_bytes = _cut(log, snap, before_offset, "delete_records", run_id,
+                                                  move_start_without_records=True)
+    return RetentionResult(None, "delete_records", snap.version, version, state, after, removed, removed_bytes)

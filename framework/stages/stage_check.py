@@ -1,0 +1,56 @@
+"""What a maintenance stage hands to the guarantee checks, and what they answer.
+
+Maintenance runs the stages and calls a validator after each commit; the checks judge a
+``StageCheck``. Both import these types from here, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from framework.log.partition_log import PartitionLog
+    from framework.log.log_state import LogState
+
+__all__ = ["StageCheck", "ValidationOutcome", "Validator"]
+
+
+@dataclass(frozen=True)
+class StageCheck:
+    """What the guarantees need to judge one committed stage of one partition."""
+
+    log: PartitionLog
+    stage: str
+    now_ms: int
+    version_before: int
+    version_after: int
+    #: the table at ``version_before``, pinned while that was the latest version
+    before: object
+    state_before: LogState
+    state_after: LogState
+    first_uncleanable_offset: int | None = None
+    cleaned_up_to: int | None = None
+    smallest_committed_offset: int | None = None
+    new_log_start: int | None = None
+    #: vacuum: the oldest version committed inside the time-travel window (G9 reads it)
+    oldest_window_version: int | None = None
+    #: vacuum: the window it kept (the spec's, or an explicitly forced shorter one)
+    window_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ValidationOutcome:
+    """A check's verdict: the failed guarantees by name, and what explains them."""
+
+    passed: bool
+    failed_guarantees: tuple[str, ...] = ()
+    details: tuple[str, ...] = ()
+
+    def merged(self, other: ValidationOutcome) -> ValidationOutcome:
+        """Both verdicts in one: passed only if both passed."""
+        return ValidationOutcome(self.passed and other.passed, self.failed_guarantees + other.failed_guarantees,
+                                 self.details + other.details)
+
+
+Validator = Callable[[StageCheck], ValidationOutcome]

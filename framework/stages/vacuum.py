@@ -1,0 +1,187 @@
+"""Time travel and vacuum: removed records leave the disk, but never too early.
+
+Every table version committed within ``time.travel.retention.ms`` stays readable. Since
+Delta 4.1, VACUUM takes its window from ``delta.deletedFileRetentionDuration`` (a
+``RETAIN n HOURS`` other than 0 is ignored), so the window is set through the table
+properties, from the spec, before every vacuum. With deletion vectors, a DELETE or MERGE
+only marks rows deleted; ``REORG TABLE ... APPLY (PURGE)`` rewrites those files without
+the rows (once the marks are half a window old), and the VACUUM that runs once the window
+has passed removes the old files. So a key deleted by a tombstone is gone from every file
+of the table within 1.5 time-travel windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from framework import faults
+from framework.log.commit_log import Commit, read_commits
+from framework.errors import ArgumentError
+from framework.log.delta_commits import commit_metadata, session_confs
+from framework.log.partition_log import PartitionLog
+from framework.log.log_state import to_metadata
+from framework.log.warehouse import delta_table_sql
+
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+#: The flag a user must pass to vacuum with a window shorter than the spec's.
+UNSAFE_FLAG = "--unsafe-shorter-time-travel"
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    partition: int
+    window_ms: int
+    properties_changed: tuple[str, ...]
+    purged: bool
+    version_before: int
+    version_after: int
+    files_deleted: int
+    oldest_readable_version: int | None
+    vacuumed_because: str | None = None
+
+
+def check_window(spec_window_ms: int, requested_ms: int | None, unsafe: bool) -> int:
+    """The window a vacuum will keep; refuse a shorter one unless the user insisted.
+
+    Delta 4.1 can only vacuum with the table's window, or with none at all (0), so a
+    request for anything else is refused with the reason.
+    """
+    if requested_ms is None or requested_ms == spec_window_ms:
+        return spec_window_ms
+    if requested_ms > spec_window_ms:
+        raise ArgumentError(
+            f"--retention-ms: {requested_ms} is longer than time.travel.retention.ms ({spec_window_ms}); "
+            "Delta 4.1 vacuums with the table's window only, so raise time.travel.retention.ms in the spec"
+        )
+    if not unsafe:
+        raise ArgumentError(
+            f"--retention-ms: {requested_ms} is shorter than time.travel.retention.ms ({spec_window_ms}): "
+            f"table versions inside the spec's window would stop being readable; pass {UNSAFE_FLAG} "
+            "if that is really what you want"
+        )
+    if requested_ms != 0:
+        raise ArgumentError(
+            f"--retention-ms: Delta 4.1 ignores a vacuum window other than the table's unless it is 0; "
+            f"use 0 with {UNSAFE_FLAG}, or lower time.travel.retention.ms in the spec"
+        )
+    return 0
+
+
+#: Operations that never remove a file: appends, table creation, property changes, vacuum itself.
+_KEEPS_FILES = ("WRITE", "STREAMING UPDATE", "CREATE TABLE", "CREATE OR REPLACE TABLE", "SET TBLPROPERTIES",
+                "VACUUM START", "VACUUM END", "CHANGE COLUMN", "ADD COLUMNS")
+_DV_METRICS = ("numDeletionVectorsAdded", "numTargetDeletionVectorsAdded", "numDeletionVectorsUpdated",
+               "numTargetDeletionVectorsUpdated")
+
+
+def _removes_files(commit: Commit) -> bool:
+    if commit.operation == "WRITE":
+        return (commit.metrics or {}).get("numRemovedFiles", "0") not in ("0", None)
+    return commit.operation not in _KEEPS_FILES
+
+
+def purge_due(commits: list[Commit], window_ms: int, wall_now_ms: int) -> bool:
+    """Is a deletion vector left since the last purge (REORG) half a window old?
+
+    A purge rewrites every file that carries one, which after a compaction of random keys
+    is nearly the whole table; doing it at every run would make each run cost a rewrite.
+    Waiting half the time-travel window bounds that to two rewrites per window, and a
+    deleted value still leaves the disk within 1.5 windows of its deletion (the purge,
+    then the vacuum one window later). An OPTIMIZE (bin-packing) is no purge: it rewrites
+    only the small files it packs, and a deletion vector on any other file stays.
+    """
+    due_before = wall_now_ms - window_ms // 2
+    for commit in sorted(commits, key=lambda c: c.version, reverse=True):
+        if commit.operation.startswith("REORG"):
+            return False
+        if commit.timestamp_ms <= due_before and any(
+                int((commit.metrics or {}).get(name, 0) or 0) > 0 for name in _DV_METRICS):
+            return True
+    return False
+
+
+def vacuum_due(commits: list[Commit], window_ms: int, wall_now_ms: int, complete: bool) -> str | None:
+    """Why a VACUUM now could delete something, or None when it could not.
+
+    A file removed at time r becomes deletable at r + window; the last VACUUM, at T,
+    deleted everything removed before T - window. So a vacuum is useful when some commit
+    removed files in (T - window, now - window], or, to sweep files no commit tracks
+    (a crashed write), when the last vacuum (or the table's creation) is a window old.
+    ``complete`` says whether ``commits`` reach back to the table's creation.
+    """
+    deletable_before = wall_now_ms - window_ms
+    ordered = sorted(commits, key=lambda c: c.version, reverse=True)
+    last_vacuum = next((c for c in ordered if c.operation == "VACUUM END"), None)
+    if last_vacuum is None and not complete:
+        return "no vacuum in the recent history"
+    since = last_vacuum.timestamp_ms - window_ms if last_vacuum else None
+    oldest = last_vacuum if last_vacuum else ordered[-1]
+    if oldest.timestamp_ms <= deletable_before:
+        return "the last sweep is older than the time-travel window"
+    for commit in ordered:
+        if since is not None and commit.timestamp_ms <= since:
+            break
+        if _removes_files(commit) and commit.timestamp_ms <= deletable_before:
+            return f"version {commit.version} ({commit.operation}) removed files now outside the window"
+    return None
+
+
+def _commit_summaries(log: PartitionLog, limit: int | None) -> list[Commit]:
+    return read_commits(log.spark, log.path, limit)
+
+
+def oldest_readable_version(log: PartitionLog, window_ms: int, now_wall_ms: int) -> int | None:
+    """The oldest version committed inside the window (Delta's commit times are wall-clock)."""
+    inside = [c.version for c in _commit_summaries(log, None) if c.timestamp_ms >= now_wall_ms - window_ms]
+    return min(inside) if inside else None
+
+
+HISTORY_PAGE = 500
+
+
+def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = False,
+           wall_now_ms: int | None = None) -> VacuumResult:
+    """Sync the window, purge deletion vectors, and vacuum files outside the window.
+
+    Each of the two runs only when it can change something (see purge_due, vacuum_due);
+    an explicit short window always vacuums.
+    """
+    import time
+
+    window = check_window(log.spec.config.time_travel_retention_ms, requested_ms, unsafe)
+    wall_now = wall_now_ms if wall_now_ms is not None else int(time.time() * 1000)
+    changed = tuple(sorted(log.sync_properties()))
+    commits = _commit_summaries(log, HISTORY_PAGE)
+    version_before = commits[0].version
+    purge = purge_due(commits, window, wall_now)
+    sweep = vacuum_due(commits, window, wall_now, complete=len(commits) < HISTORY_PAGE)
+    shorter = window != log.spec.config.time_travel_retention_ms
+    deleted = 0
+    if purge or sweep or shorter:
+        snap = log.snapshot()
+        with commit_metadata(log.spark, to_metadata(snap.state, "vacuum", snap.version)):
+            if purge:
+                faults.reached("vacuum.before_purge", log=log)
+                log.spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
+                faults.reached("vacuum.after_purge", log=log)
+            if shorter or sweep or purge_leaves_old_files(window):
+                faults.reached("vacuum.before_sweep", log=log)
+                if shorter:
+                    with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
+                        log.spark.sql(f"VACUUM {delta_table_sql(log.path)} RETAIN 0 HOURS").collect()
+                else:
+                    log.spark.sql(f"VACUUM {delta_table_sql(log.path)}").collect()
+                faults.reached("vacuum.after_sweep", log=log)
+        for summary in _commit_summaries(log, 3):
+            if summary.operation == "VACUUM END":
+                deleted = int(summary.metrics.get("numDeletedFiles", 0) or 0)
+                break
+    version_after = _commit_summaries(log, 1)[0].version
+    oldest = oldest_readable_version(log, window, wall_now)
+    return VacuumResult(log.partition, window, changed, purge, version_before, version_after, deleted, oldest,
+                        sweep)
+
+
+def purge_leaves_old_files(window_ms: int) -> bool:
+    """With no window, the files a purge just replaced can go at once."""
+    return window_ms == 0
