@@ -491,7 +491,7 @@ def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_record
 
     warehouse = base.copy(base.produced, tmp_path / "warehouse")
     spec = base.spec("orders")
-    stale = dataclasses.replace(spec, config=dataclasses.replace(spec.config, min_compaction_lag_ms=6000))
+    stale = spec.model_copy(update={"config": spec.config.model_copy(update={"min_compaction_lag_ms": 6000})})
     buggy = Topic(spark, warehouse, stale).partition(0)
     planned = compaction.plan(buggy, NOW, force=True)
     before = buggy.read(planned.snapshot.version)

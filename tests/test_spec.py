@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -12,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.spec import configs as spec_configs
-from framework.spec import expectations as spec_expectations
-from framework.spec import model as spec_model
+from framework.spec import names as spec_names
+from framework.spec import values as spec_values
 from framework.errors import ArgumentError, ExitCode, Problem, SpecError
 from framework.spec import (
     EXPECTATION_FIELDS,
@@ -84,7 +85,7 @@ def the_problem(config=None, **fields) -> Problem:
 
 def meaning(spec: TopicSpec) -> TopicSpec:
     """The spec with source and lines that equality ignores made explicit, for clear diffs."""
-    return dataclasses.replace(spec, source="-", ignored_configs=())
+    return spec.model_copy(update={"source": "-", "ignored_configs": ()})
 
 
 # ---------------------------------------------------------------- user-facing names (pinned)
@@ -94,7 +95,7 @@ def test_the_yaml_names_users_write_are_pinned():
     # A rename here breaks users' checked-in spec files: change only on purpose.
     assert SPEC_FIELDS == ("topic", "partitions", "key", "value", "config", "expectations", "source")
     assert EXPECTATION_FIELDS == ("type", "kwargs", "meta")
-    assert spec_model.KAFKA_SOURCE_FIELDS == ("bootstrap.servers", "topic", "options")
+    assert spec_names.KAFKA_SOURCE_FIELDS == ("bootstrap.servers", "topic", "options")
     assert KNOWN_CONFIGS == {
         "cleanup.policy", "min.compaction.lag.ms", "max.compaction.lag.ms",
         "min.cleanable.dirty.ratio", "delete.retention.ms", "retention.ms", "retention.bytes",
@@ -118,7 +119,7 @@ def test_the_yaml_names_users_write_are_pinned():
 
 
 def test_every_known_config_is_read_and_written():
-    assert set(spec_configs._SETTINGS) == KNOWN_CONFIGS == set(KAFKA_DEFAULTS)
+    assert set(spec_values.SETTINGS) == KNOWN_CONFIGS == set(KAFKA_DEFAULTS)
     config = spec_of({"compaction.strategy": "header", "compaction.strategy.header": "v"}).config
     assert set(config.to_kafka()) == KNOWN_CONFIGS
 
@@ -128,7 +129,7 @@ def test_every_known_config_is_read_and_written():
 
 def test_defaults_are_kafkas():
     config = spec_of().config
-    assert config == TopicConfig(
+    assert config.model_dump() == dict(
         cleanup_policy=frozenset({"delete"}),
         min_compaction_lag_ms=0,
         max_compaction_lag_ms=LONG_MAX,
@@ -142,6 +143,7 @@ def test_defaults_are_kafkas():
         consumed_retention_ms=-1,
         consumed_retention_groups=(),
         time_travel_retention_ms=604_800_000,
+        segment_bytes=1 << 30,
     )
     kafka = config.to_kafka()
     assert {k: kafka.get(k) for k in KAFKA_DEFAULTS} == {
@@ -189,9 +191,9 @@ def test_policy_properties_and_kafka_order():
 
 def test_specs_are_immutable():
     spec = load_spec(TABLE_SPECS / "customers-cdc.yaml")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(ValidationError, match="frozen"):
         spec.partitions = 4
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(ValidationError, match="frozen"):
         spec.config.retention_ms = 1
     with pytest.raises(TypeError):
         spec.expectations[0].kwargs["column"] = "value"
@@ -199,7 +201,7 @@ def test_specs_are_immutable():
 
 
 def test_expectation_kwargs_are_read_only_all_the_way_down():
-    expectation = ExpectationSpec("expect_column_values_to_be_in_set", {"column": "key", "value_set": ["a"]}, {})
+    expectation = ExpectationSpec(type="expect_column_values_to_be_in_set", kwargs={"column": "key", "value_set": ["a"]})
     assert expectation.kwargs["value_set"] == ("a",)
     with pytest.raises(TypeError):
         expectation.kwargs["value_set"] += ("b",)
@@ -778,18 +780,29 @@ def test_an_unknown_expectation_names_the_closest_one(tmp_path):
     assert "did you mean 'expect_column_values_to_not_be_null'?" in problem.rule
 
 
-def test_expectation_names_come_from_the_installed_package_layout():
-    names = known_expectation_types()
-    core = Path(importlib.util.find_spec("great_expectations").submodule_search_locations[0]) / "expectations" / "core"
-    modules = {p.stem for p in core.glob("*.py")}
-    assert {"expect_column_values_to_not_be_null", "expect_column_values_to_match_regex",
-            "unexpected_rows_expectation"} <= names
-    assert names <= modules  # every name is a module of great_expectations/expectations/core/
+def test_expectation_names_come_from_great_expectations_registry_once_per_version(tmp_path, monkeypatch):
+    from great_expectations.expectations.registry import list_registered_expectation_implementations
+
+    monkeypatch.setenv("TOPICLAKE_CACHE", str(tmp_path))
+    known_expectation_types.cache_clear()
+    try:
+        names = known_expectation_types()
+        assert {"expect_column_values_to_not_be_null", "expect_column_values_to_match_regex",
+                "unexpected_rows_expectation"} <= names
+        assert names <= set(list_registered_expectation_implementations())  # the public registry's names
+        cached = list(tmp_path.glob("gx-expectation-types-*.json"))
+        assert len(cached) == 1 and set(json.loads(cached[0].read_text())) == names
+        # the next process reads the cache, not the registry (importing GE takes seconds)
+        known_expectation_types.cache_clear()
+        monkeypatch.setattr(spec_values, "_registered_expectation_types", lambda: pytest.fail("registry read again"))
+        assert known_expectation_types() == names
+    finally:
+        known_expectation_types.cache_clear()
 
 
 def test_without_great_expectations_the_name_check_is_skipped(monkeypatch):
     known_expectation_types.cache_clear()
-    monkeypatch.setattr(spec_expectations.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(spec_values, "_installed_gx_version", lambda: None)
     try:
         assert known_expectation_types() is None
         spec = spec_of(expectations=[{"type": "expect_something_new"}])
@@ -1030,7 +1043,7 @@ def test_a_spec_built_in_python_gets_the_topic_name_rule():
     good = parse_spec({"topic": "orders", "partitions": 1}, source="test")
     for name in ("../x", "a/b", "", ".", "x" * 250):
         with pytest.raises(SpecError) as refused:
-            dataclasses.replace(good, topic=name)
+            TopicSpec(**{**dict(good), "topic": name})
         assert refused.value.problems[0].field == "topic"
 
 

@@ -31,6 +31,22 @@ def lint(ctx) -> int:
     return ExitCode.OK if report.ok() else ExitCode.BAD_INPUT
 
 
+def schema(ctx) -> int:
+    from framework.spec.schema import schema_text
+
+    text = schema_text()
+    if ctx.args.output is None:
+        sys.stdout.write(text)
+        return ExitCode.OK
+    try:
+        with open(ctx.args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        raise ArgumentError(f"--output: cannot write {ctx.args.output}: {error.strerror}") from None
+    ctx.progress(f"schema: {ctx.args.output}")
+    return ExitCode.OK
+
+
 def import_kafka_config(ctx) -> int:
     import os
 
@@ -388,7 +404,7 @@ def simulate(ctx) -> int:
 
 
 VERBS = {
-    "lint": lint, "import-kafka-config": import_kafka_config, "create": create, "produce": produce, "ingest": ingest,
+    "lint": lint, "schema": schema, "import-kafka-config": import_kafka_config, "create": create, "produce": produce, "ingest": ingest,
     "commit-offset": commit_offset, "read": read,
     "delete-records": delete_records, "plan": plan, "maintain": maintain, "compact": compact, "retain": retain,
     "optimize": optimize, "vacuum": vacuum, "validate": validate, "status": status, "report": report, "simulate": simulate,

@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = verb("lint", "validate specs without starting Spark")
     sub.add_argument("paths", nargs="*", metavar="SPEC", help="spec files or folders (default: --specs)")
 
+    sub = verb("schema", "print the spec's JSON Schema (for editors: yaml-language-server)")
+    sub.add_argument("--output", default=None, help="write it to this file instead")
+
     sub = verb("import-kafka-config", "write a spec from a Kafka topic's configs (a properties file, or what "
                                       "`kafka-configs --describe --entity-type topics` prints); no Spark")
     sub.add_argument("file", metavar="FILE", help="the properties file or the describe output")

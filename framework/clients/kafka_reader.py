@@ -15,7 +15,8 @@ from typing import Mapping
 
 from framework.errors import ArgumentError, TopiclakeError
 from framework.log.table_layout import HEADERS_TYPE
-from framework.spec.model import ENV_REFERENCE, TopicSpec
+from framework.spec.model import TopicSpec
+from framework.spec.names import ENV_REFERENCE
 
 #: How long a metadata call may wait for the brokers before ingest gives up with an error.
 METADATA_TIMEOUT_MS = 15_000

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from framework.errors import Problem, ProblemsError, SpecError
-from framework.spec.model import CLEANUP_POLICIES, TopicSpec, colliding_name
+from framework.spec.model import TopicSpec, colliding_name
+from framework.spec.names import CLEANUP_POLICIES
 from framework.spec.parse import parse_spec
 from framework.spec.yaml_source import Marks, load_yaml_file
 

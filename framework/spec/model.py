@@ -1,120 +1,133 @@
-"""The spec model: Kafka's config names and defaults, and the typed, immutable spec
-(``TopicSpec``, ``TopicConfig``, ``ExpectationSpec``, ``KafkaSource``) every other module reads.
+"""The spec model: pydantic v2 models, frozen, that refuse unknown names.
+
+``TopicConfig`` holds Kafka's topic configs under their Python names with Kafka's dotted
+names as aliases; ``SpecDocument`` is the YAML file's shape (the JSON Schema of
+``topiclake schema`` is generated from it); ``TopicSpec`` is what the engine reads. Each
+field's rule is a value parser of ``values.py``; rules between fields are each section's
+:meth:`~framework.spec.problems.Section.together`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic.json_schema import SkipJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 from framework.errors import ArgumentError, Problem, SpecError
-from framework.spec.problems import shown
+from framework.spec import values
+from framework.spec.names import (
+    CLEANUP_POLICIES, COMPACTION_STRATEGIES, EXPECTATION_FIELDS, IGNORED_CONFIGS, KAFKA_DEFAULTS, KAFKA_OPTIONS_SET_BY_INGEST,
+    KAFKA_READER_OPTIONS, KAFKA_SOURCE_FIELDS, KNOWN_CONFIGS, LONG_MAX, MIB, RECORD_TYPES, SPEC_FIELDS, TIMESTAMP_TYPES, TOPIC_MAX_LENGTH, WEEK_MS,
+)
+from framework.spec.problems import Checker, Section, broken, checked, detail, rule, shown, suggestion
 from framework.spec.yaml_source import Marks
 
-
-LONG_MIN = -(2**63)
-LONG_MAX = 2**63 - 1
-HOUR_MS = 3_600_000
-DAY_MS = 24 * HOUR_MS
-WEEK_MS = 7 * DAY_MS
-MIB = 1 << 20
-GIB = 1 << 30
-
-#: The contract's defaults, which are Kafka's, by Kafka config name.
-KAFKA_DEFAULTS: Mapping[str, Any] = MappingProxyType({
-    "cleanup.policy": "delete",
-    "min.compaction.lag.ms": 0,
-    "max.compaction.lag.ms": LONG_MAX,
-    "min.cleanable.dirty.ratio": 0.5,
-    "delete.retention.ms": DAY_MS,
-    "retention.ms": WEEK_MS,
-    "retention.bytes": -1,
-    "message.timestamp.type": "CreateTime",
-    "compaction.strategy": "offset",
-    "compaction.strategy.header": None,  # no default: required when the strategy is header
-    "consumed.retention.ms": -1,
-    "consumed.retention.groups": (),
-    "time.travel.retention.ms": WEEK_MS,  # raised to min.compaction.lag.ms when that is longer
-    "segment.bytes": GIB,  # Kafka's default; here the target data-file size of bin-packing
-})
-
-#: Every config name topiclake acts on.
-KNOWN_CONFIGS: frozenset[str] = frozenset(KAFKA_DEFAULTS)
-
-#: Kafka topic configs about segments, replicas, compression or the broker's disks: they
-#: mean nothing for a Delta table, but are accepted so a topic's real config can be pasted.
-IGNORED_CONFIGS: frozenset[str] = frozenset({
-    "segment.ms", "segment.index.bytes", "segment.jitter.ms",
-    "min.insync.replicas", "compression.type", "compression.gzip.level",
-    "compression.lz4.level", "compression.zstd.level", "max.message.bytes",
-    "flush.messages", "flush.ms", "index.interval.bytes", "file.delete.delay.ms",
-    "preallocate", "unclean.leader.election.enable", "message.format.version",
-    "message.downconversion.enable", "message.timestamp.difference.max.ms",
-    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
-    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
-    "local.retention.bytes", "local.retention.ms", "remote.storage.enable",
-    "remote.log.copy.disable", "remote.log.delete.on.disable",
-})
-
-#: The fields a spec file may have at the top level, and in each expectation.
-SPEC_FIELDS: tuple[str, ...] = ("topic", "partitions", "key", "value", "config", "expectations", "source")
-
-EXPECTATION_FIELDS: tuple[str, ...] = ("type", "kwargs", "meta")
-KAFKA_SOURCE_FIELDS: tuple[str, ...] = ("bootstrap.servers", "topic", "options")
-
-#: Options of Spark's Kafka source that topiclake sets itself for an exactly-once batch read.
-KAFKA_OPTIONS_SET_BY_INGEST = frozenset({
-    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets",
-    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingTimestamp", "endingTimestamp",
-    "startingOffsetsByTimestampStrategy", "includeHeaders", "failOnDataLoss", "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger", "maxTriggerDelay", "kafka.bootstrap.servers", "kafka.key.deserializer",
-    "kafka.value.deserializer", "kafka.enable.auto.commit", "kafka.auto.offset.reset",
-    "kafka.interceptor.classes",
-})
-
-#: Spark Kafka source options, besides the ``kafka.*`` client settings, that a batch read honours.
-KAFKA_READER_OPTIONS = frozenset({
-    "minPartitions", "maxRecordsPerPartition", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs", "groupIdPrefix",
-})
-
-#: ``${NAME}``: an environment variable, read when ingest runs (never stored in the spec).
-ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-CLEANUP_POLICIES = ("compact", "delete")  # also the order `to_kafka` writes them in
-RECORD_TYPES = ("string", "binary")
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-COMPACTION_STRATEGIES = ("offset", "timestamp", "header")  # KIP-280
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")  # Kafka's Topic.LEGAL_CHARS
-_TOPIC_MAX_LENGTH = 249
+__all__ = ["ExpectationSpec", "KafkaSource", "SpecDocument", "TopicConfig", "TopicSpec", "colliding_name"]
 
 
-@dataclass(frozen=True)
-class TopicConfig:
-    """A topic's Kafka configs, validated and with every default filled in."""
+def _long(minimum: int, meaning: str = "", **schema: Any) -> Any:
+    """Kafka's LONG from ``minimum`` up: a YAML integer, or digits as in a properties file."""
+    return Annotated[int, Field(ge=minimum, le=LONG_MAX, **schema), BeforeValidator(checked(
+        values.long_at_least(minimum, meaning)))]
 
-    cleanup_policy: frozenset[str]
-    min_compaction_lag_ms: int
-    max_compaction_lag_ms: int
-    min_cleanable_dirty_ratio: float
-    delete_retention_ms: int
-    retention_ms: int
-    retention_bytes: int
-    message_timestamp_type: str
-    compaction_strategy: str
-    compaction_strategy_header: str | None
-    consumed_retention_ms: int
-    consumed_retention_groups: tuple[str, ...]
-    time_travel_retention_ms: int
-    segment_bytes: int = GIB
 
-    def __post_init__(self) -> None:
-        # Keep the instance hashable and immutable whatever collections it was given.
-        object.__setattr__(self, "cleanup_policy", frozenset(self.cleanup_policy))
-        object.__setattr__(self, "consumed_retention_groups", tuple(self.consumed_retention_groups))
+def _config(name: str, description: str) -> Any:
+    return Field(default=KAFKA_DEFAULTS[name], alias=name, description=description)
+
+
+_POLICY_SCHEMA = {"anyOf": [
+    {"type": "string", "enum": ["compact", "delete", "compact,delete", "delete,compact"]},
+    {"type": "array", "items": {"enum": list(CLEANUP_POLICIES)}, "minItems": 1, "uniqueItems": True}]}
+#: Where the schema is stricter than lint (a schema-valid spec always lints clean): group
+#: lists as YAML lists, names and servers with something besides spaces, ${NAME} references.
+_NOT_BLANK = r"\S"
+_GROUPS_SCHEMA = {"type": "array", "items": {"type": "string", "pattern": _NOT_BLANK}, "uniqueItems": True}
+_ENV_SAFE = r"(?:[^$]|\$\{[A-Za-z_][A-Za-z0-9_]*\})*"
+_SERVERS_SCHEMA = {"type": "string", "pattern": "^\\s*(?:[^\\s$]|\\$\\{[A-Za-z_][A-Za-z0-9_]*\\})" + _ENV_SAFE + "$",
+                   "examples": ["broker1:9092,broker2:9092", "${KAFKA_BOOTSTRAP_SERVERS}"]}
+_TOPIC_NAME_SCHEMA = {"type": "string", "minLength": 1, "maxLength": TOPIC_MAX_LENGTH, "pattern": "^[A-Za-z0-9._-]+$",
+                      # "\n": a regex's $ also matches before a final newline in some engines (Python's)
+                      "not": {"anyOf": [{"enum": [".", ".."]}, {"pattern": "\n"}]}}
+
+
+class TopicConfig(Section):
+    """A topic's Kafka configs (``config:``), validated, with every default filled in."""
+
+    cleanup_policy: Annotated[frozenset[str], BeforeValidator(checked(values.cleanup_policy)),
+                              WithJsonSchema(_POLICY_SCHEMA)] = Field(
+        frozenset({"delete"}), alias="cleanup.policy", description="compact, delete or both (Kafka's cleanup.policy)")
+    min_compaction_lag_ms: _long(0) = _config("min.compaction.lag.ms", "KIP-58: records younger stay dirty")
+    max_compaction_lag_ms: _long(1) = _config("max.compaction.lag.ms", "KIP-354: compaction is due this late")
+    min_cleanable_dirty_ratio: Annotated[float, Field(ge=0, le=1), BeforeValidator(checked(values.ratio))] = _config("min.cleanable.dirty.ratio", "compaction is due when this fraction of the bytes is dirty")
+    delete_retention_ms: _long(0) = _config("delete.retention.ms", "how long a tombstone stays readable")
+    retention_ms: _long(-1, "-1 means unlimited") = _config("retention.ms", "time retention; -1: unlimited")
+    retention_bytes: _long(-1, "-1 means unlimited") = _config("retention.bytes", "size retention; -1: unlimited")
+    message_timestamp_type: Annotated[Literal[TIMESTAMP_TYPES], BeforeValidator(checked(values.one_of(
+        *TIMESTAMP_TYPES)))] = _config("message.timestamp.type", "CreateTime or LogAppendTime")
+    compaction_strategy: Annotated[Literal[COMPACTION_STRATEGIES], BeforeValidator(checked(values.one_of(
+        *COMPACTION_STRATEGIES)))] = _config("compaction.strategy", "KIP-280: who wins: offset, timestamp or header")
+    compaction_strategy_header: Annotated[str | None, Field(pattern=_NOT_BLANK), BeforeValidator(checked(
+        values.header_name))] = _config("compaction.strategy.header", "KIP-280: the header holding the version")
+    consumed_retention_ms: _long(-1, "-1 means off") = _config("consumed.retention.ms", "KIP-68: remove what every group consumed this long ago; -1: off")
+    consumed_retention_groups: Annotated[tuple[str, ...], BeforeValidator(checked(values.group_list)),
+                                         WithJsonSchema(_GROUPS_SCHEMA)] = _config("consumed.retention.groups", "KIP-68: the consumer groups that must have consumed a record")
+    time_travel_retention_ms: _long(0) = Field(
+        WEEK_MS, alias="time.travel.retention.ms",
+        description="Delta time travel kept (default: a week, or min.compaction.lag.ms when longer)")
+    # Kafka 4 refuses segments under 1 MiB; a data file that small would not pay either
+    segment_bytes: _long(MIB, "Kafka's minimum, 1 MiB") = _config("segment.bytes", "the target data-file size of bin-packing")
+
+    @classmethod
+    def not_a_mapping(cls, value: Any) -> str:
+        return f"must be a mapping of Kafka topic configs, got {shown(value)}"
+
+    @classmethod
+    def not_a_string(cls, name: Any) -> str:
+        return f"config names are Kafka's (strings), got {shown(name)}"
+
+    @classmethod
+    def unknown_field(cls, name: str) -> str | None:
+        if name in IGNORED_CONFIGS:
+            return None  # a real topic's config pasted in: accepted, and listed by lint
+        if name in SPEC_FIELDS:
+            return f"{name} is a top-level field of the spec, not a config"
+        return "unknown config; " + suggestion(name, KNOWN_CONFIGS | IGNORED_CONFIGS, "known config")
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        names = {"time.travel.retention.ms", "time_travel_retention_ms"}
+        if names.isdisjoint(data):  # the window protects what min.compaction.lag.ms keeps dirty
+            raw = data.get("min.compaction.lag.ms", data.get("min_compaction_lag_ms", 0))
+            try:
+                min_lag = values.long_at_least(0)(raw)
+            except values.Refused:
+                min_lag = 0
+            data = {**data, "time.travel.retention.ms": max(WEEK_MS, min_lag)}
+        return data
+
+    def together(self, refused: frozenset[str]) -> list[tuple[str, Any]]:
+        def valid(*names: str) -> bool:
+            return refused.isdisjoint(names)
+
+        broken_rules = []
+        min_lag, max_lag = self.min_compaction_lag_ms, self.max_compaction_lag_ms
+        if valid("min.compaction.lag.ms", "max.compaction.lag.ms") and max_lag < min_lag:
+            # As Kafka refuses at topic creation (KIP-354).
+            broken_rules.append(("max.compaction.lag.ms", rule(
+                f"must be >= min.compaction.lag.ms ({min_lag}), got {max_lag}")))
+        if valid("min.compaction.lag.ms", "time.travel.retention.ms") and self.time_travel_retention_ms < min_lag:
+            broken_rules.append(("time.travel.retention.ms", rule(
+                f"must be >= min.compaction.lag.ms ({min_lag}), got {self.time_travel_retention_ms}:"
+                " older table versions would otherwise be vacuumed while min.compaction.lag.ms still protects them")))
+        if (valid("compaction.strategy", "compaction.strategy.header") and self.compaction_strategy == "header"
+                and self.compaction_strategy_header is None):
+            broken_rules.append(("compaction.strategy.header", rule(
+                "is required when compaction.strategy is header: name the record header that holds"
+                " the version, e.g. compaction.strategy.header: version (KIP-280)", place="compaction.strategy")))
+        return broken_rules
 
     @property
     def compact(self) -> bool:
@@ -128,49 +141,115 @@ class TopicConfig:
 
     def to_kafka(self) -> dict[str, Any]:
         """Every setting under its Kafka name, as plain YAML-able values."""
-        settings: dict[str, Any] = {
-            "cleanup.policy": ",".join(p for p in CLEANUP_POLICIES if p in self.cleanup_policy),
-            "min.compaction.lag.ms": self.min_compaction_lag_ms,
-            "max.compaction.lag.ms": self.max_compaction_lag_ms,
-            "min.cleanable.dirty.ratio": self.min_cleanable_dirty_ratio,
-            "delete.retention.ms": self.delete_retention_ms,
-            "retention.ms": self.retention_ms,
-            "retention.bytes": self.retention_bytes,
-            "message.timestamp.type": self.message_timestamp_type,
-            "compaction.strategy": self.compaction_strategy,
-            "consumed.retention.ms": self.consumed_retention_ms,
-            "consumed.retention.groups": list(self.consumed_retention_groups),
-            "time.travel.retention.ms": self.time_travel_retention_ms,
-            "segment.bytes": self.segment_bytes,
-        }
-        if self.compaction_strategy_header is not None:
-            settings["compaction.strategy.header"] = self.compaction_strategy_header
+        settings = self.model_dump(by_alias=True, exclude={"compaction_strategy_header"} if
+                                   self.compaction_strategy_header is None else set())
+        settings["cleanup.policy"] = ",".join(p for p in CLEANUP_POLICIES if p in self.cleanup_policy)
+        settings["consumed.retention.groups"] = list(self.consumed_retention_groups)
         return settings
 
     @classmethod
     def from_kafka(cls, settings: Mapping[str, Any] | None = None, source: str = "<config>") -> TopicConfig:
         """Validate Kafka-named settings (the `config:` of a spec); raise SpecError."""
-        from framework.spec.configs import parse_config  # the parser builds this model
-        from framework.spec.problems import Checker
-
         checker = Checker(source, Marks())
-        config, _, _ = parse_config(checker, settings)
+        try:
+            return cls.model_validate(settings)
+        except ValidationError as error:
+            checker.add_errors(error, ("config",))
         checker.raise_if_any()
-        return config
+        raise AssertionError("unreachable")
+
+    def warnings(self) -> list[str]:
+        """Settings that are valid but do nothing, which is most likely not what was meant."""
+        notes = []
+        if self.compaction_strategy_header is not None and self.compaction_strategy != "header":
+            notes.append(f"compaction.strategy.header ({self.compaction_strategy_header}) does nothing:"
+                         f" compaction.strategy is {self.compaction_strategy}, not header")
+        if self.compaction_strategy == "timestamp" and self.message_timestamp_type == "LogAppendTime":
+            notes.append("compaction.strategy timestamp with message.timestamp.type LogAppendTime keeps the"
+                         " same records as offset: append times only grow")
+        if self.consumed_retention_ms >= 0 and not self.consumed_retention_groups:
+            notes.append(f"consumed.retention.ms is {self.consumed_retention_ms} but consumed.retention.groups"
+                         " is empty, which means no consumed retention (as -1)")
+        if self.consumed_retention_ms < 0 and self.consumed_retention_groups:
+            notes.append("consumed.retention.groups does nothing while consumed.retention.ms is -1 (off)")
+        kafka = self.to_kafka()
+        for names, needs, has in ((_DELETE_ONLY, "delete", self.delete), (_COMPACT_ONLY, "compact", self.compact)):
+            unused = [name for name in names if kafka[name] != KAFKA_DEFAULTS[name]]
+            if unused and not has:  # CONTRACT section 4: settings of a policy the topic does not have
+                notes.append(f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} nothing:"
+                             f" cleanup.policy does not include {needs}")
+        return notes
 
 
-@dataclass(frozen=True)
-class ExpectationSpec:
+_DELETE_ONLY = ("retention.ms", "retention.bytes", "consumed.retention.ms")
+_COMPACT_ONLY = ("min.compaction.lag.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio",
+                 "delete.retention.ms", "compaction.strategy")
+
+
+def _freeze(value: Any) -> Any:
+    """Read-only copies all the way down: mappings become MappingProxyType, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _string_keyed(value: Any) -> Mapping[str, Any]:
+    """kwargs and meta: a mapping with string names, frozen; each name problem reported."""
+    mapping = checked(values.string_keyed)(value)
+    names = [detail((name,), rule(f"names must be strings, got {shown(name)}", at_key=True), name)
+             for name in mapping if not isinstance(name, str)]
+    if names:
+        raise broken("mapping", names)
+    return _freeze(mapping)
+
+
+_EXPECTATION_TYPE_SCHEMA = {"type": "string", "pattern": "^(expect_[a-z0-9_]+|unexpected_rows_expectation)$",
+                            "examples": ["expect_column_values_to_not_be_null"]}
+_MAPPING_SCHEMA = {"type": "object"}
+
+
+class ExpectationSpec(Section):
     """One extra Great Expectations check on the partition tables, as written in the spec."""
 
-    type: str
-    kwargs: Mapping[str, Any]
-    meta: Mapping[str, Any]
-    line: int | None = field(default=None, compare=False)
+    REQUIRED: ClassVar[Mapping[str, str]] = MappingProxyType({"type": "type: expect_column_values_to_not_be_null"})
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kwargs", _freeze(self.kwargs))
-        object.__setattr__(self, "meta", _freeze(self.meta))
+    type: Annotated[str, BeforeValidator(checked(values.expectation_type)), WithJsonSchema(_EXPECTATION_TYPE_SCHEMA)]
+    kwargs: Annotated[Mapping[str, Any], BeforeValidator(_string_keyed), AfterValidator(_freeze),
+                      WithJsonSchema(_MAPPING_SCHEMA)] = Field(
+        default_factory=lambda: MappingProxyType({}))
+    meta: Annotated[Mapping[str, Any], BeforeValidator(_string_keyed), AfterValidator(_freeze),
+                      WithJsonSchema(_MAPPING_SCHEMA)] = Field(
+        default_factory=lambda: MappingProxyType({}))
+    #: where it was written (not part of what it means)
+    line: SkipJsonSchema[int | None] = Field(default=None, exclude=True)
+
+    @classmethod
+    def not_a_mapping(cls, value: Any) -> str:
+        return f"must be a mapping with type, kwargs and meta, got {shown(value)}"
+
+    @classmethod
+    def unknown_field(cls, name: str) -> str | None:
+        said = f"unknown field; an expectation has only type, kwargs and meta; {suggestion(name, EXPECTATION_FIELDS, 'field')}"
+        if name == "expectation_type":
+            said += " (Great Expectations 0.x's expectation_type is type in 1.x)"
+        return said
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ExpectationSpec):
+            return NotImplemented
+        return (self.type, _thaw(self.kwargs), _thaw(self.meta)) == (other.type, _thaw(other.kwargs), _thaw(other.meta))
+
+    __hash__ = None  # type: ignore[assignment]  # kwargs and meta are mappings
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dicts and lists, as Great Expectations' ExpectationConfiguration takes them."""
@@ -180,21 +259,69 @@ class ExpectationSpec:
         return written
 
 
-@dataclass(frozen=True)
-class KafkaSource:
+def _options(value: Any) -> Mapping[str, str]:
+    """``source.kafka.options``: each name and value checked, every problem reported."""
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise rule(f"must be a mapping of Spark Kafka source options (kafka.* settings), got {shown(value)}")
+    options, problems = {}, []
+    for name, option in value.items():
+        problem = values.option_name_problem(name)
+        if problem is not None:
+            problems.append(detail((name,), rule(problem, at_key=True), name))
+            continue
+        try:
+            options[name] = values.option_value(name, option)
+        except values.Refused as refusal:
+            problems.append(detail((name,), rule(str(refusal)), option))
+    if problems:
+        raise broken("options", problems)
+    return MappingProxyType(options)
+
+
+def _options_schema() -> dict[str, Any]:
+    """Spark Kafka source options: kafka.* client settings or the reader's own, never one
+    ingest sets; a secret only as a ${NAME} reference."""
+    secret = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in values.SECRET_SETTING.pattern)
+    plain = {"type": "string", "pattern": f"^{_ENV_SAFE}$"}
+    return {
+        "type": "object",
+        "propertyNames": {"anyOf": [{"pattern": "^kafka[.]"}, {"enum": sorted(KAFKA_READER_OPTIONS)}],
+                          "not": {"enum": sorted(KAFKA_OPTIONS_SET_BY_INGEST)}},
+        "patternProperties": {secret: {**plain, "pattern": f"^{_ENV_SAFE}\\$\\{{[A-Za-z_][A-Za-z0-9_]*\\}}{_ENV_SAFE}$"}},
+        "additionalProperties": {"anyOf": [plain, {"type": ["number", "boolean"]}]},
+    }
+
+
+class KafkaSource(Section):
     """``source.kafka``: the Kafka topic whose records ``ingest`` appends, with Kafka's offsets.
 
     Values may hold ``${ENV}`` references, read when ingest runs: secrets never live in a spec.
     """
 
-    bootstrap_servers: str
-    #: the Kafka topic; None means the spec's own topic name
-    topic: str | None = None
-    #: passed to Spark's Kafka source (``kafka.*`` are the Kafka client's settings)
-    options: Mapping[str, str] = field(default_factory=dict)
+    REQUIRED: ClassVar[Mapping[str, str]] = MappingProxyType({"bootstrap.servers": "bootstrap.servers: broker1:9092,broker2:9092"
+                                                      " (or ${KAFKA_BOOTSTRAP_SERVERS})"})
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+    bootstrap_servers: Annotated[str, BeforeValidator(checked(values.bootstrap_servers)),
+                                 WithJsonSchema(_SERVERS_SCHEMA)] = Field(
+        alias="bootstrap.servers", description="host:port[,host:port...] or ${ENV_VAR}")
+    #: the Kafka topic; None means the spec's own topic name
+    topic: Annotated[str | None, BeforeValidator(lambda v: None if v is None else checked(values.topic_name)(v)),
+                     WithJsonSchema({"anyOf": [_TOPIC_NAME_SCHEMA, {"type": "null"}]})] = None
+    #: passed to Spark's Kafka source (``kafka.*`` are the Kafka client's settings)
+    options: Annotated[Mapping[str, str], BeforeValidator(_options), AfterValidator(MappingProxyType),
+                       WithJsonSchema(_options_schema())] = Field(
+        default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def not_a_mapping(cls, value: Any) -> str:
+        return f"must be a mapping with bootstrap.servers, topic and options, got {shown(value)}"
+
+    @classmethod
+    def unknown_field(cls, name: str) -> str | None:
+        return (f"unknown field; {suggestion(name, KAFKA_SOURCE_FIELDS, 'field')}"
+                f" (source.kafka has {', '.join(KAFKA_SOURCE_FIELDS)})")
 
     def __hash__(self) -> int:
         return hash((self.bootstrap_servers, self.topic, tuple(sorted(self.options.items()))))
@@ -208,32 +335,110 @@ class KafkaSource:
         return written
 
 
-@dataclass(frozen=True)
-class TopicSpec:
-    """One topic: its partitions, record types, configs and expectations.
+class SourceDocument(Section):
+    """``source:``: where the records come from when not from ``produce``."""
 
-    Equality compares what the spec means: not `source`, and not `ignored_configs`,
-    which name settings that mean nothing for a table.
+    kafka: KafkaSource | None = None
+
+    @classmethod
+    def not_a_mapping(cls, value: Any) -> str:
+        return f"must be a mapping with kafka: {{bootstrap.servers, topic, options}}, got {shown(value)}"
+
+    @classmethod
+    def unknown_field(cls, name: str) -> str | None:
+        return (f"unknown source; {suggestion(name, ('kafka',), 'source')} (the only "
+                "source is kafka; without a source, records come from produce)")
+
+
+class RecordFormat(Section):
+    """``key:`` or ``value:``: the record part's type."""
+
+    PART: ClassVar[str] = "key"
+    type: Annotated[Literal[RECORD_TYPES], BeforeValidator(checked(values.record_type))] = "string"
+
+    @classmethod
+    def not_a_mapping(cls, value: Any) -> str:
+        return f"must be a mapping like {{type: string}} (string or binary), got {shown(value)}"
+
+    @classmethod
+    def unknown_field(cls, name: str) -> str | None:
+        return f"unknown field; {cls.PART} has only type (string or binary)"
+
+
+class ValueFormat(RecordFormat):
+    PART: ClassVar[str] = "value"
+
+
+def _expectations(value: Any) -> Any:
+    if value is None:
+        return ()
+    if not values.is_list(value):
+        raise rule(f"must be a list of {{type, kwargs, meta}} mappings, got {shown(value)}")
+    return value
+
+
+class SpecDocument(Section):
+    """A spec file: one topic, its partitions, record types, configs, checks and source."""
+
+    model_config = ConfigDict(title="topiclake topic spec")
+    REQUIRED: ClassVar[Mapping[str, str]] = MappingProxyType({"topic": "topic: orders", "partitions": "partitions: 3"})
+
+    topic: Annotated[str, BeforeValidator(checked(values.topic_name)),
+                     WithJsonSchema({**_TOPIC_NAME_SCHEMA, "description": "Kafka's topic name"})]
+    partitions: Annotated[int, Field(ge=1, description="partition p is its own Delta table <topic>-p"),
+                          BeforeValidator(checked(values.partition_count))]
+    key: RecordFormat = RecordFormat()
+    value: ValueFormat = ValueFormat()
+    config: TopicConfig = TopicConfig()
+    expectations: Annotated[tuple[ExpectationSpec, ...], BeforeValidator(_expectations)] = ()
+    source: SourceDocument | None = None
+
+    @classmethod
+    def unknown_field(cls, name: str) -> str | None:
+        if name in KNOWN_CONFIGS or name in IGNORED_CONFIGS:
+            return "is a Kafka topic config: put it under config:"
+        return f"unknown field; {suggestion(name, SPEC_FIELDS, 'field')} (a spec has {', '.join(SPEC_FIELDS)})"
+
+
+class TopicSpec(BaseModel):
+    """One topic as the engine reads it: partitions, record types, configs, expectations.
+
+    Equality compares what the spec means: not `source` (the file it came from), and not
+    `ignored_configs`, which name settings that mean nothing for a table.
     """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     topic: str
     partitions: int
-    key_type: str
-    value_type: str
-    config: TopicConfig
+    key_type: Literal[RECORD_TYPES] = "string"
+    value_type: Literal[RECORD_TYPES] = "string"
+    config: TopicConfig = TopicConfig()
     expectations: tuple[ExpectationSpec, ...] = ()
-    ignored_configs: tuple[str, ...] = field(default=(), compare=False)
+    ignored_configs: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
-    source: str = field(default="<spec>", compare=False)
+    source: str = "<spec>"
     #: where the records come from when not from ``produce`` (CONTRACT section 3)
     kafka_source: KafkaSource | None = None
 
-    def __post_init__(self) -> None:
-        problem = topic_name_problem(self.topic)
+    @model_validator(mode="before")
+    @classmethod
+    def _legal_topic(cls, data: Any) -> Any:
+        problem = values.topic_name_problem(data.get("topic")) if isinstance(data, Mapping) else None
         if problem is not None:  # a spec built in Python gets the rule the YAML reader applies
-            raise SpecError([Problem(self.source, None, None, "topic", problem)])
-        for name in ("expectations", "ignored_configs", "warnings"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            raise SpecError([Problem(data.get("source", "<spec>"), None, None, "topic", problem)])
+        return data
+
+    def _meaning(self) -> tuple:
+        return (self.topic, self.partitions, self.key_type, self.value_type, self.config, self.expectations,
+                self.warnings, self.kafka_source)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TopicSpec):
+            return NotImplemented
+        return self._meaning() == other._meaning()
+
+    __hash__ = None  # type: ignore[assignment]  # expectations hold mappings
 
     def table_name(self, partition: int) -> str:
         """The table of one partition, named as Kafka names its log directory."""
@@ -264,40 +469,6 @@ class TopicSpec:
         if self.kafka_source is not None:
             written["source"] = {"kafka": self.kafka_source.to_dict()}
         return written
-
-
-def _freeze(value: Any) -> Any:
-    """Read-only copies all the way down: mappings become MappingProxyType, lists tuples."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
-    return value
-
-
-def topic_name_problem(topic: Any) -> str | None:
-    """Why ``topic`` is not a legal topic name (Kafka's ``Topic.validate``), or None.
-
-    The one rule: the YAML reader, :class:`TopicSpec` and the warehouse's paths all ask it,
-    so no table path is ever built from a name that could leave the warehouse.
-    """
-    if not isinstance(topic, str):
-        return f"must be a string (quote it if it looks like a number), got {shown(topic)}"
-    if topic in (".", ".."):
-        return f"cannot be {topic!r} (Kafka refuses it)"
-    if not 1 <= len(topic) <= _TOPIC_MAX_LENGTH:
-        return f"must be 1 to {_TOPIC_MAX_LENGTH} characters long, got {len(topic)}"
-    if not _TOPIC_NAME.fullmatch(topic):
-        return f"may use only A-Z, a-z, 0-9, '.', '_' and '-' (Kafka's legal topic names), got {topic!r}"
-    return None
 
 
 def colliding_name(topic: str) -> str:
