@@ -46,7 +46,7 @@ lint: setup
 MUTATION_JOBS ?= 1
 
 $(VENV)/.installed-dev: $(VENV)/.installed setup.cfg constraints.txt
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[spark,test,dev]'
 	touch $@
 
 mutation: $(VENV)/.installed-dev

@@ -23,6 +23,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 # constraints.txt pins every transitive version that was tested together.
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[spark,test]'
 .venv/bin/python -m ipykernel install --prefix .venv --name python3 --display-name "topiclake (.venv)" >/dev/null
 echo "setup: .venv ready ($(.venv/bin/python --version), $(java -version 2>&1 | head -1))"
