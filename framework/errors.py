@@ -118,5 +118,9 @@ class ConcurrentWriteError(TopiclakeError):
     """Other writers kept winning the Delta commit race; the run gave up for now."""
 
 
+class EngineNotInstalledError(TopiclakeError):
+    """A verb needs Spark (or Great Expectations) and only topiclake's core is installed."""
+
+
 class DeltaNotConfiguredError(TopiclakeError):
     """The Spark session has no Delta Lake support."""

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from typing import Iterator, Mapping
 
+from framework.errors import EngineNotInstalledError
+
 #: Settings for the embedded session, sized for a small (2-core) machine.
 LOCAL_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -118,6 +120,7 @@ def running_under_spark_submit() -> bool:
 def get_session(app_name: str = "topiclake", kafka: bool = False):
     """The session a job should use: the active one, spark-submit's, or the embedded one
     (with Spark's Kafka source when ``kafka``; on a cluster, its job settings provide it)."""
+    require_engine()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -127,3 +130,14 @@ def get_session(app_name: str = "topiclake", kafka: bool = False):
         # spark-submit (or a Databricks Python task) configured the JVM; use it unchanged.
         return SparkSession.builder.appName(app_name).getOrCreate()
     return local_session(app_name, kafka=kafka)
+
+
+def require_engine() -> None:
+    """Say which extra to install when only topiclake's core is (a git hook's install)."""
+    import importlib.util
+
+    missing = [name for name in ("pyspark", "delta", "great_expectations") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise EngineNotInstalledError(
+            f"this command needs {', '.join(missing)}, which topiclake's core install leaves out: "
+            "pip install 'topiclake[spark]' (or 'topiclake[engine]' where the cluster brings Spark and Delta)")

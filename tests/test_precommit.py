@@ -78,3 +78,10 @@ def test_the_hook_blocks_a_bad_spec_and_passes_a_good_one(user_repo):
     # the hook's environment holds topiclake's core only: no Spark came with it
     envs = list((Path(env["PRE_COMMIT_HOME"])).glob("repo*/py_env-*"))
     assert envs and not list(envs[0].glob("lib/python*/site-packages/pyspark"))
+    # and a verb that needs Spark says which extra to install, in one line
+    status = subprocess.run([str(envs[0] / "bin" / "topiclake"), "status", "--specs", str(folder / "table_specs")],
+                            cwd=folder, capture_output=True, text=True, timeout=120)
+    assert status.returncode == 1
+    assert status.stderr.strip().splitlines() == [
+        "topiclake: this command needs pyspark, delta, great_expectations, which topiclake's core install leaves out: "
+        "pip install 'topiclake[spark]' (or 'topiclake[engine]' where the cluster brings Spark and Delta)"]
