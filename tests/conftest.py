@@ -4,6 +4,8 @@ run, and paths."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,14 @@ def acceptance_files() -> list[Path]:
     if not files:
         raise RuntimeError(f"no acceptance scenarios under {ACCEPTANCE} (set TOPICLAKE_SHARED)")
     return files
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory) -> Path:
+    """topiclake's wheel as ``python -m build --wheel`` makes it (as Databricks' bundle does)."""
+    out = tmp_path_factory.mktemp("wheel")
+    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [wheel] = out.glob("topiclake-*-py3-none-any.whl")
+    return wheel

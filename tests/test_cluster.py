@@ -70,15 +70,6 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                    str(REPO)], check=True, cwd=REPO, timeout=300)
-    [built] = out.glob("topiclake-*-py3-none-any.whl")
-    return built
-
-
-@pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """``spark://127.0.0.1:PORT`` of a standalone master with one 1-core worker."""
     folder = tmp_path_factory.mktemp("cluster")
@@ -113,7 +104,7 @@ def _records(spark, path: str) -> list:
     return [tuple(row) for row in spark.read.format("delta").load(path).orderBy("offset").collect()]
 
 
-def test_maintain_on_a_standalone_cluster_equals_a_local_run(spark, cluster, wheel, tmp_path):
+def test_maintain_on_a_standalone_cluster_equals_a_local_run(spark, cluster, built_wheel, tmp_path):
     import importlib.util
 
     job = ["--specs", str(REPO / "table_specs"), "--with-sample-data", "--sample-records", SAMPLE_RECORDS,
@@ -122,7 +113,7 @@ def test_maintain_on_a_standalone_cluster_equals_a_local_run(spark, cluster, whe
     confs = {**LOCAL_CONF, "spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "1",
              "spark.driver.memory": "1g"}
     submit = [str(_spark_home() / "bin" / "spark-submit"), "--master", cluster["url"], "--deploy-mode", "client",
-              "--packages", DELTA_PACKAGE, "--py-files", str(wheel)]
+              "--packages", DELTA_PACKAGE, "--py-files", str(built_wheel)]
     for key, value in confs.items():
         submit += ["--conf", f"{key}={value}"]
     submit += [str(REPO / "jobs" / "maintain.py"), "--warehouse", str(remote), *job]

@@ -4,7 +4,8 @@ editors (yaml-language-server) and other tools; ``topiclake schema`` prints it.
 It is stricter than lint where JSON Schema is simpler than Kafka: numbers are numbers
 (lint also takes the digit strings a properties file has). Two rules compare two
 settings, which JSON Schema cannot: max.compaction.lag.ms and time.travel.retention.ms
-must be >= min.compaction.lag.ms; only lint checks them.
+must be >= min.compaction.lag.ms; only lint checks them. Expectation types are the names
+the installed great_expectations registers (a pattern where it is not installed).
 """
 
 from __future__ import annotations
