@@ -80,7 +80,8 @@ def _jvm_output_to_log() -> Iterator[None]:
         os.close(saved)
 
 
-def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None, kafka: bool = False):
+def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None, kafka: bool = False,
+                  metastore: str | None = None):
     """Start (or return) the embedded ``local[*]`` Spark session with Delta Lake (and, with
     ``kafka``, Spark's Kafka source).
 
@@ -100,6 +101,8 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     scratch = os.path.join(tempfile.gettempdir(), "topiclake-spark")
     settings.setdefault("spark.sql.warehouse.dir", os.path.join(scratch, "spark-warehouse"))
     settings.setdefault("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch}")
+    if metastore is not None:
+        settings.update(hive_metastore_conf(metastore))
     settings.update(conf or {})
     builder = SparkSession.builder.master(os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]"))
     builder = builder.appName(app_name)
@@ -117,7 +120,7 @@ def running_under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def get_session(app_name: str = "topiclake", kafka: bool = False):
+def get_session(app_name: str = "topiclake", kafka: bool = False, metastore: str | None = None):
     """The session a job should use: the active one, spark-submit's, or the embedded one
     (with Spark's Kafka source when ``kafka``; on a cluster, its job settings provide it)."""
     require_engine()
@@ -129,7 +132,18 @@ def get_session(app_name: str = "topiclake", kafka: bool = False):
     if running_under_spark_submit():
         # spark-submit (or a Databricks Python task) configured the JVM; use it unchanged.
         return SparkSession.builder.appName(app_name).getOrCreate()
-    return local_session(app_name, kafka=kafka)
+    return local_session(app_name, kafka=kafka, metastore=metastore)
+
+
+def hive_metastore_conf(folder: str) -> dict[str, str]:
+    """Spark's own Hive metastore in ``folder`` (embedded Derby), for catalog tables when no
+    cluster provides a metastore. One process at a time may open it (Derby's rule)."""
+    folder = os.path.abspath(folder)
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={folder}/metastore_db;create=true",
+        "spark.sql.warehouse.dir": os.path.join(folder, "managed"),
+    }
 
 
 def require_engine() -> None:

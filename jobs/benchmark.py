@@ -110,11 +110,11 @@ def _same_winners(spark, left: str, right: str) -> bool:
 
 
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
-    from framework.stages import compaction
     from framework.checks.guarantees import Guarantees
-    from framework.stages.stage_check import StageCheck
     from framework.clients.produce import produce_frame
     from framework.log.topic import Topic
+    from framework.stages import compaction
+    from framework.stages.stage_check import StageCheck
 
     tag = f"{clean // 1000}k" if clean < 1_000_000 else f"{clean / 1e6:g}M"
     topic = Topic(spark, warehouse, _spec(f"bench-{tag}"))
@@ -149,10 +149,10 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
-    from framework.stages.maintenance import Maintenance
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
+    from framework.stages.maintenance import Maintenance
 
     topic = Topic(spark, warehouse, _spec("wide", partitions))
     lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(5000)]
@@ -188,13 +188,12 @@ def _full_scan(spark, path: str) -> float:
 
 
 def bench_files(spark, warehouse, calls: int, now: int, results: dict) -> dict:
-    from framework.stages.maintenance import STAGES, Maintenance
-    from framework.stages.optimize import plan
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
-
     from framework.spec import parse_spec
+    from framework.stages.maintenance import STAGES, Maintenance
+    from framework.stages.optimize import plan
 
     # Kafka's default dirty ratio (0.5): between due runs, the dirty section's files pile up
     packed, unpacked = (Topic(spark, warehouse, parse_spec({"topic": name, "partitions": 1, "config": {
@@ -239,12 +238,12 @@ def _log_size(path: str) -> dict:
 
 
 def bench_metadata(spark, warehouse, runs: int, now: int, results: dict) -> dict:
-    from framework.log.history import MaintenanceHistory
-    from framework.stages.maintenance import Maintenance
-    from framework.stages.optimize import plan
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
+    from framework.log.history import MaintenanceHistory
     from framework.log.topic import Topic
+    from framework.stages.maintenance import Maintenance
+    from framework.stages.optimize import plan
 
     topic = Topic(spark, warehouse, _spec("long-run"))
     maintenance = Maintenance(spark, warehouse, [topic.spec])
@@ -268,8 +267,7 @@ def _judged_by_spark(spark, warehouse):
     the side-by-side ``checks`` section; returns the undo."""
     from pyspark.sql import types as T
 
-    from framework.checks import gx_project
-    from framework.checks import gx_suites
+    from framework.checks import gx_project, gx_suites
 
     spark_source = "topiclake-metrics-on-spark"
     sources = gx_project.context(warehouse).data_sources
@@ -296,12 +294,12 @@ def _judged_by_spark(spark, warehouse):
 
 
 def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
-    from framework.stages import compaction
     from framework.checks.guarantees import Guarantees
-    from framework.stages.stage_check import StageCheck
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
+    from framework.stages import compaction
+    from framework.stages.stage_check import StageCheck
 
     topic = Topic(spark, warehouse, _spec("checks"))
     lines = [(i, {"key": f"k{i % 50}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(500)]
@@ -391,8 +389,8 @@ def run(argv) -> int:
     args = parser.parse_args(argv)
     sections = set(args.only.split(","))
 
-    from framework.session import get_session
     from framework.log.warehouse import Warehouse
+    from framework.session import get_session
 
     folder = args.warehouse or tempfile.mkdtemp(prefix="topiclake-benchmark-")
     warehouse = Warehouse.resolve(folder)

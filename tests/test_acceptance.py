@@ -1,6 +1,5 @@
 """Every acceptance scenario in ../shared/acceptance, through `topiclake simulate`."""
 
-from pathlib import Path
 
 import pytest
 

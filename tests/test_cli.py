@@ -1,7 +1,6 @@
 """The command line, in-process (the CLI reuses the session fixture's active session)."""
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -177,9 +176,9 @@ def test_plan_writes_nothing(spark, specs, tmp_path, capsys):
     source = write_jsonl(tmp_path / "in.jsonl", records)
     assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users", "--partition", "0",
                "--input", source)[0] == 0
-    from framework.spec import load_spec
     from framework.log.topic import Topic
     from framework.log.warehouse import Warehouse
+    from framework.spec import load_spec
 
     log = Topic(spark, Warehouse.resolve(wh), load_spec(specs / "users.yaml")).partition(0)
     before = log.snapshot().version

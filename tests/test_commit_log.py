@@ -13,12 +13,12 @@ import os
 
 import pytest
 
-from framework.log.commit_log import _from_delta_history, local_folder, read_commits
-from framework.stages.maintenance import Maintenance
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.spec import parse_spec
+from framework.log.commit_log import _from_delta_history, local_folder, read_commits
 from framework.log.topic import Topic
+from framework.spec import parse_spec
+from framework.stages.maintenance import Maintenance
 
 SPEC = {"topic": "commits", "partitions": 1,
         "config": {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "retention.ms": 10_000,

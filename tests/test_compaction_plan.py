@@ -12,12 +12,12 @@ from dataclasses import replace
 
 import pytest
 
-from framework.stages import compaction
-from framework.stages.maintenance import Maintenance
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.spec import parse_spec
 from framework.log.topic import Topic
+from framework.spec import parse_spec
+from framework.stages import compaction
+from framework.stages.maintenance import Maintenance
 
 SPEC = {"topic": "settled", "partitions": 1,
         "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": 1000}}

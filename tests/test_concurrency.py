@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from framework.stages import compaction
 from framework import faults
-from framework.log.delta_commits import is_concurrent_append
-from framework.stages.maintenance import Maintenance
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.spec import load_spec
+from framework.log.delta_commits import is_concurrent_append
 from framework.log.topic import Topic
+from framework.spec import load_spec
+from framework.stages import compaction
+from framework.stages.maintenance import Maintenance
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = """\

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pytest
 
 from framework.clients.consume import stream_partition, stream_topic
-from framework.stages.maintenance import Maintenance
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.stages.retention import delete_records
-from framework.spec import parse_spec
 from framework.log.topic import Topic
+from framework.spec import parse_spec
+from framework.stages.maintenance import Maintenance
+from framework.stages.retention import delete_records
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -120,9 +119,9 @@ def _partition_tables(warehouse: Path) -> list[Path]:
 
 def _consistent(spark, warehouse: Path) -> None:
     """Every partition table readable, its offsets unique and inside [log start, log end)."""
-    from framework.spec import load_specs
     from framework.log.topic import Topic
     from framework.log.warehouse import Warehouse
+    from framework.spec import load_specs
 
     for spec in load_specs([warehouse.parent / "specs"]):
         for log in Topic(spark, Warehouse.resolve(str(warehouse)), spec).partitions():
@@ -148,9 +147,9 @@ def _same(spark, chain: Chain, step: str) -> None:
 
 
 def _log_end(spark, chain: Chain, topic: str, partition: int) -> int:
-    from framework.spec import load_specs
     from framework.log.topic import Topic
     from framework.log.warehouse import Warehouse
+    from framework.spec import load_specs
 
     spec = next(s for s in load_specs([chain.specs]) if s.topic == topic)
     log = Topic(spark, Warehouse.resolve(str(chain.crashed)), spec).partition(partition)

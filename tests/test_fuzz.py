@@ -17,9 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from framework.errors import BadInput
-from framework.clients.records import parse_records, read_json_lines
 from framework.cli.simulate import load_scenario
+from framework.clients.records import parse_records, read_json_lines
+from framework.errors import BadInput
 from framework.spec import KNOWN_CONFIGS, load_spec, parse_spec
 from framework.spec.yaml_source import load_yaml
 

@@ -180,8 +180,8 @@ def test_a_vacuum_must_leave_the_oldest_version_of_the_window_and_the_one_before
 def test_the_suites_follow_the_spec_and_rerunning_changes_nothing(tmp_path):
     """Suites are fetched or added by name, and rewritten only when the spec changed."""
     from framework.checks.gx_suites import Project, spec_expectations
-    from framework.spec import parse_spec
     from framework.log.warehouse import Warehouse
+    from framework.spec import parse_spec
 
     def spec(regex: str):
         return parse_spec({"topic": "t", "partitions": 1, "expectations": [
@@ -237,10 +237,10 @@ def _produce(spark, warehouse, spec, rows, now):
 @pytest.fixture(scope="module")
 def base(spark, tmp_path_factory) -> Base:
     from framework.log.consumer_offsets import ConsumerOffsets
-    from framework.stages.maintenance import Maintenance
-    from framework.spec import load_specs
     from framework.log.topic import Topic
     from framework.log.warehouse import Warehouse
+    from framework.spec import load_specs
+    from framework.stages.maintenance import Maintenance
 
     root = tmp_path_factory.mktemp("guarantees")
     specs_dir = root / "specs"
@@ -486,8 +486,8 @@ def test_a_second_record_for_a_key_below_the_checkpoint_is_caught_and_shown(spar
 def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_records_behind(spark, base, tmp_path):
     """G6: the engine ran with a stale min.compaction.lag.ms (U = 5 instead of 6), so record 5,
     older than max lag, stayed above the checkpoint; the check recomputes U from the data."""
-    from framework.stages import compaction
     from framework.log.topic import Topic
+    from framework.stages import compaction
 
     warehouse = base.copy(base.produced, tmp_path / "warehouse")
     spec = base.spec("orders")

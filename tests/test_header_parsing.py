@@ -188,8 +188,8 @@ def test_the_engine_compacts_by_the_last_header_with_the_name_case_sensitively(s
     because a last header that does not parse is missing (not the last one that parses)."""
     import datetime
 
-    from framework.stages.compaction import DELETE, compaction_actions
     from framework.log.table_layout import table_schema
+    from framework.stages.compaction import DELETE, compaction_actions
 
     spec = _header_spec()
     epoch = datetime.datetime(1970, 1, 1)

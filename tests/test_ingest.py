@@ -20,8 +20,8 @@ import yaml
 
 from framework.cli.main import main
 from framework.log.partition_log import PartitionLog
-from framework.spec import load_spec
 from framework.log.warehouse import Warehouse
+from framework.spec import load_spec
 from tests.reference_model import ModelTopic
 
 pytestmark = pytest.mark.slow

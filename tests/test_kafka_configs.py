@@ -10,8 +10,8 @@ import yaml
 
 from framework.cli.main import main
 from framework.errors import ArgumentError, SpecError
-from framework.spec.kafka_configs import import_spec, read_settings
 from framework.spec import load_spec
+from framework.spec.kafka_configs import import_spec, read_settings
 from tests.support.kafka_broker import KAFKA_LIB
 
 DESCRIBED = """\

@@ -28,16 +28,15 @@ import random
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
 
 from framework.cli.main import main
 from framework.log.partition_log import PartitionLog
-from framework.stages.maintenance import Maintenance
-from framework.spec import load_spec
 from framework.log.warehouse import Warehouse
+from framework.spec import load_spec
+from framework.stages.maintenance import Maintenance
 
 pytestmark = pytest.mark.slow
 

@@ -16,12 +16,12 @@ import time
 
 import pytest
 
-from framework.log.history import HistoryRow, MaintenanceHistory
-from framework.stages.maintenance import Maintenance
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.spec import parse_spec
+from framework.log.history import HistoryRow, MaintenanceHistory
 from framework.log.topic import Topic
+from framework.spec import parse_spec
+from framework.stages.maintenance import Maintenance
 
 pytestmark = pytest.mark.slow
 

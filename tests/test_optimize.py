@@ -17,13 +17,13 @@ import os
 import pytest
 
 from framework import faults
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
+from framework.log.topic import Topic
+from framework.spec import MIB, parse_spec
 from framework.stages import optimize
 from framework.stages.maintenance import Maintenance
 from framework.stages.optimize import DataFile, pack_groups
-from framework.clients.produce import produce
-from framework.clients.records import parse_records
-from framework.spec import MIB, parse_spec
-from framework.log.topic import Topic
 
 
 def files(*sizes: int, segment: int = 0, start: int = 0) -> list[DataFile]:
@@ -237,8 +237,8 @@ def test_a_spark_connect_session_skips_the_stage_and_says_why():
     """Spark Connect exposes no JVM, so no Delta transaction API: the stage is skipped, not a failure."""
     from types import SimpleNamespace
 
-    from framework.log.partition_log import Snapshot
     from framework.log.log_state import LogState
+    from framework.log.partition_log import Snapshot
 
     class ConnectSession:  # like pyspark.sql.connect's session: no _jvm attribute
         pass

@@ -228,15 +228,15 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
     the first disagreement. Returns the number of comparisons made; ``seen`` counts what
     the steps did (by the model's account), to show and assert what the cases covered.
     With ``guarantees`` every committed stage is also checked by the guarantee suite."""
-    from framework.log.consumer_offsets import ConsumerOffsets
-    from framework.errors import TopiclakeError
-    from framework.stages.maintenance import Maintenance
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
-    from framework.stages.retention import delete_records
-    from framework.spec import parse_spec
+    from framework.errors import TopiclakeError
+    from framework.log.consumer_offsets import ConsumerOffsets
     from framework.log.topic import Topic
     from framework.log.warehouse import Warehouse
+    from framework.spec import parse_spec
+    from framework.stages.maintenance import Maintenance
+    from framework.stages.retention import delete_records
 
     spec_dict = scenario["spec"]
     warehouse = Warehouse.resolve(os.path.join(folder, "warehouse"))

@@ -17,11 +17,11 @@ import deltalake
 import duckdb
 import pytest
 
-from framework.stages.maintenance import Maintenance
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.spec import parse_spec
 from framework.log.topic import Topic
+from framework.spec import parse_spec
+from framework.stages.maintenance import Maintenance
 
 pytestmark = pytest.mark.slow
 

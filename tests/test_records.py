@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from framework.errors import RecordError
 from framework.clients.records import assign_partitions, parse_records, parse_timestamp, read_json_lines
+from framework.errors import RecordError
 from framework.spec import parse_spec
 
 

@@ -14,8 +14,8 @@ import pytest
 from framework.checks import gx_project
 from framework.errors import ArgumentError
 from framework.log.history import HistoryRow, MaintenanceHistory
-from framework.report.site import write_report
 from framework.log.warehouse import Warehouse
+from framework.report.site import write_report
 
 DAY_MS = 86_400_000
 START_MS = 1_700_000_000_000

@@ -1,21 +1,20 @@
 """Retention (time, size, consumed), deleteRecords, time travel and vacuum, on real Delta tables."""
 
 import glob
-import os
 import json
+import os
 
 import pytest
-from pyspark.sql import functions as F
 
 from framework.cli.main import main
-from framework.log.consumer_offsets import ConsumerOffsets
-from framework.errors import PolicyViolationError, TimeTravelError
-from framework.stages.maintenance import Maintenance
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.stages.retention import delete_records
-from framework.spec import load_specs, parse_spec
+from framework.errors import PolicyViolationError, TimeTravelError
+from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.topic import Topic
+from framework.spec import load_specs, parse_spec
+from framework.stages.maintenance import Maintenance
+from framework.stages.retention import delete_records
 
 
 def make_topic(spark, warehouse, **config):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,12 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pydantic import ValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from framework.spec import names as spec_names
-from framework.spec import values as spec_values
 from framework.errors import ArgumentError, ExitCode, Problem, SpecError
 from framework.spec import (
     EXPECTATION_FIELDS,
@@ -35,6 +31,8 @@ from framework.spec import (
     load_specs,
     parse_spec,
 )
+from framework.spec import names as spec_names
+from framework.spec import values as spec_values
 from framework.spec.yaml_source import load_yaml, load_yaml_file
 from tests.conftest import acceptance_files
 
@@ -93,7 +91,7 @@ def meaning(spec: TopicSpec) -> TopicSpec:
 
 def test_the_yaml_names_users_write_are_pinned():
     # A rename here breaks users' checked-in spec files: change only on purpose.
-    assert SPEC_FIELDS == ("topic", "partitions", "key", "value", "config", "expectations", "source")
+    assert SPEC_FIELDS == ("topic", "partitions", "key", "value", "config", "expectations", "source", "table")
     assert EXPECTATION_FIELDS == ("type", "kwargs", "meta")
     assert spec_names.KAFKA_SOURCE_FIELDS == ("bootstrap.servers", "topic", "options")
     assert KNOWN_CONFIGS == {
@@ -1067,3 +1065,19 @@ def test_topics_that_would_share_a_folder_or_a_metric_are_refused(tmp_path, firs
     [problem] = refused.value.problems
     assert problem.source == str(tmp_path / "2.yaml") and problem.line == 1 and problem.field == "topic"
     assert f"collides with topic {first!r}" in problem.rule
+
+
+def test_table_names_the_partition_tables_in_a_catalog_schema():
+    spec = parse_spec({"topic": "orders.v1", "partitions": 2, "table": {"catalog": "main", "schema": "kafka"}}, "t.yaml")
+    assert spec.catalog_table(1) == "`main`.`kafka`.`orders.v1_1`"  # Kafka's names, quoted
+    assert parse_spec(spec.to_dict(), "again.yaml") == spec
+    no_catalog = parse_spec({"topic": "o", "partitions": 1, "table": {"schema": "we`ird"}}, "t.yaml")
+    assert no_catalog.catalog_table(0) == "`we``ird`.`o_0`"
+    assert parse_spec({"topic": "o", "partitions": 1}, "t.yaml").catalog_table(0) is None
+    for table, said in (({"catalog": "main"}, "table.schema: is required, e.g. schema: kafka"),
+                        ({"schema": " "}, "table.schema: must be a non-empty name, got ' '"),
+                        ({"schema": "k", "database": "x"}, "table.database: unknown field;"),
+                        ("kafka", "table: must be a mapping with schema (and catalog), got 'kafka'")):
+        with pytest.raises(SpecError) as refused:
+            parse_spec({"topic": "o", "partitions": 1, "table": table}, "t.yaml")
+        assert said in refused.value.lines()[0]

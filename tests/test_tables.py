@@ -5,12 +5,12 @@ import threading
 import pytest
 from pyspark.sql import functions as F
 
-from framework.errors import RecordError, TableMismatchError
-from framework.log.table_layout import desired_properties, table_schema
 from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
-from framework.spec import parse_spec
+from framework.errors import RecordError, TableMismatchError
+from framework.log.table_layout import desired_properties, table_schema
 from framework.log.topic import Topic
+from framework.spec import parse_spec
 
 
 def spec(partitions=1, key_type="string", **config):

@@ -29,8 +29,8 @@ from framework.errors import ArgumentError, TimeTravelError
 from framework.log.log_state import LogState
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
 from framework.log.table_layout import RECORD_COLUMNS
-from framework.stages.stage_check import StageCheck, ValidationOutcome
 from framework.log.warehouse import Warehouse
+from framework.stages.stage_check import StageCheck, ValidationOutcome
 
 __all__ = ["Guarantees"]
 

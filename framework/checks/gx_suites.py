@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 from framework.checks import gx_project
 from framework.checks.catalogue import GUARANTEES
 from framework.checks.rules import SAMPLE_ROWS
-from framework.spec import TopicSpec
 from framework.log.warehouse import Warehouse
+from framework.spec import TopicSpec
 
 __all__ = ["DATASOURCE", "METRICS_DATASOURCE", "Project", "guarantee_expectations", "metrics_frame", "observed",
            "spec_expectations"]

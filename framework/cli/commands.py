@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+import time
 
+from framework.cli.context import DEFAULT_SPECS
 from framework.cli.render import ms_text, plan_text, record_json
-from framework.errors import ArgumentError, ExitCode, RecordError, Problem
-
-DEFAULT_SPECS = "table_specs"
+from framework.errors import ArgumentError, ExitCode, Problem, RecordError
 
 
 # ------------------------------------------------------------------- the verbs
@@ -115,7 +114,7 @@ def produce(ctx) -> int:
             raise RecordError([Problem(args.input, r.line, None, "partition",
                                        f"{r.partition} contradicts --partition {args.partition}") for r in clashes[:20]])
         records = [replace(r, partition=args.partition) for r in records]
-    now = _now(ctx)
+    now = ctx.now_ms()
     results = produce_records(Topic(ctx.spark, ctx.warehouse, spec), records, now, source=args.input)
     for r in results:
         last = r.base_offset + r.count - 1
@@ -130,27 +129,18 @@ def ingest(ctx) -> int:
     from framework.clients.ingest import ingest_specs
 
     specs = ingest_specs(ctx.selected(), explicit=getattr(ctx.args, "topic", None) is not None)
-    results = ingest_topics(ctx.spark, ctx.warehouse, specs, progress=lambda r: ctx.progress(r.describe()))
+    total, done = sum(spec.partitions for spec in specs), []
+
+    def progress(result) -> None:
+        done.append(result)
+        ctx.progress(result.describe())
+        ctx.step(len(done), total, f"{result.topic}-{result.partition}")
+
+    results = ingest_topics(ctx.spark, ctx.warehouse, specs, progress=progress)
     appended = [r for r in results if r.version is not None]
     ctx.out(f"ingest: {sum(r.records for r in appended)} record(s) into {len(appended)} of {len(results)} "
             "partition(s)", [r.__dict__ for r in results])
     return ExitCode.OK
-
-
-def _now(ctx) -> int:
-    from framework.cli.main import parse_now
-
-    return parse_now(getattr(ctx.args, "now", None))
-
-
-def _existing_log(ctx, topic: str, partition: int):
-    from framework.log.topic import Topic
-
-    spec = ctx.spec(topic)
-    log = Topic(ctx.spark, ctx.warehouse, spec).partition(partition)
-    if not log.exists():
-        raise ArgumentError(f"{log.name}: no table at {log.path}; run `topiclake create` or produce first")
-    return log
 
 
 def commit_offset(ctx) -> int:
@@ -175,7 +165,7 @@ def read(ctx) -> int:
     for name in ("from_offset", "version"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             raise ArgumentError(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(args, name)}")
-    log = _existing_log(ctx, args.topic, args.partition)
+    log = ctx.existing_log(args.topic, args.partition)
     as_of = None
     if args.as_of is not None:
         as_of = _as_of_text(ctx, args.as_of)
@@ -212,7 +202,7 @@ def delete_records(ctx) -> int:
     spec = ctx.spec(args.topic)
     spec.table_name(args.partition)
     check_delete_records_allowed(spec)  # before Spark starts
-    log = _existing_log(ctx, args.topic, args.partition)
+    log = ctx.existing_log(args.topic, args.partition)
     result = delete(log, args.before_offset)
     ctx.out(f"{log.name}: log start {result.state_before.log_start_offset} -> {result.state_after.log_start_offset}, "
             f"removed {result.removed_records} record(s)",
@@ -226,12 +216,12 @@ def plan(ctx) -> int:
     from framework.log.topic import Topic
     from framework.stages.planning import plan_partition
 
-    now = _now(ctx)
+    now = ctx.now_ms()
     offsets = ConsumerOffsets(ctx.spark, ctx.warehouse)
     report = []
     for spec in ctx.selected():
         topic = Topic(ctx.spark, ctx.warehouse, spec)
-        for log in _partitions(ctx, topic):
+        for log in ctx.partitions(topic):
             if not log.exists():
                 report.append({"partition": log.name, "exists": False})
                 ctx.out(f"{log.name}: no table yet")
@@ -243,22 +233,15 @@ def plan(ctx) -> int:
     return ExitCode.OK
 
 
-def _partitions(ctx, topic):
-    partition = getattr(ctx.args, "partition", None)
-    if partition is not None:
-        return [topic.partition(partition)]
-    return topic.partitions()
-
-
 def _maintenance(ctx, stages) -> int:
     from framework.checks.guarantees import Guarantees
     from framework.stages.maintenance import Maintenance
 
     specs = ctx.selected()
     runner = Maintenance(ctx.spark, ctx.warehouse, specs, validator=Guarantees(ctx.spark, ctx.warehouse).check_stage,
-                         progress=ctx.progress)
+                         progress=ctx.progress, step=ctx.step)
     run = runner.run(
-        _now(ctx), topic=getattr(ctx.args, "topic", None), partition=getattr(ctx.args, "partition", None),
+        ctx.now_ms(), topic=getattr(ctx.args, "topic", None), partition=getattr(ctx.args, "partition", None),
         stages=stages, force=getattr(ctx.args, "force", False),
         vacuum_retention_ms=getattr(ctx.args, "retention_ms", None),
         unsafe_vacuum=getattr(ctx.args, "unsafe_shorter_time_travel", False),
@@ -293,13 +276,12 @@ def maintain(ctx) -> int:
 
 def _produce_sample_data(ctx) -> None:
     """The quick start's demo records, the same for a given clock wherever Spark runs them."""
-    import time
 
     from framework.clients.produce import produce_frame
     from framework.clients.sample_data import sample_frame
     from framework.log.topic import Topic
 
-    now = _now(ctx)
+    now = ctx.now_ms()
     for spec in ctx.selected():
         started = time.monotonic()
         frame = sample_frame(ctx.spark, spec, ctx.args.sample_records, now)
@@ -333,10 +315,10 @@ def validate(ctx) -> int:
     failed = False
     results = []
     for spec in ctx.selected():
-        for log in _partitions(ctx, Topic(ctx.spark, ctx.warehouse, spec)):
+        for log in ctx.partitions(Topic(ctx.spark, ctx.warehouse, spec)):
             if not log.exists():
                 continue
-            outcome = guarantees.validate(log, _now(ctx), args.from_version, args.to_version)
+            outcome = guarantees.validate(log, ctx.now_ms(), args.from_version, args.to_version)
             failed |= not outcome.passed
             results.append({"partition": log.name, "passed": outcome.passed,
                             "failed_guarantees": list(outcome.failed_guarantees), "details": list(outcome.details)})
@@ -348,11 +330,11 @@ def validate(ctx) -> int:
 
 
 def status(ctx) -> int:
-    from framework.stages import compaction, optimize
     from framework.log.history import MaintenanceHistory
     from framework.log.topic import Topic
+    from framework.stages import compaction, optimize
 
-    now = _now(ctx)
+    now = ctx.now_ms()
     history = MaintenanceHistory(ctx.spark, ctx.warehouse)
     rows = []
     for spec in ctx.selected():

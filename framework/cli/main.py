@@ -8,15 +8,12 @@ nothing written.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
+from framework.cli.context import Context
 from framework.errors import ArgumentError, ExitCode, TopiclakeError
-
-DEFAULT_SPECS = "table_specs"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,18 +22,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse's API
         verb = self.prog.partition(" ")[2]  # "topiclake produce" -> "produce"; every line says "topiclake:" already
         raise ArgumentError(f"{verb}: {message}" if verb else message)
-
-
-def parse_now(text: str | None) -> int:
-    """``--now``: epoch milliseconds or ISO-8601; the clock when absent."""
-    from framework.clients.records import parse_timestamp
-
-    if text is None:
-        return int(time.time() * 1000)
-    try:
-        return parse_timestamp(text)
-    except ValueError as error:
-        raise ArgumentError(f"--now: {error}") from None
 
 
 def _add_common(parser: argparse.ArgumentParser, nested: bool) -> None:
@@ -160,57 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = verb("simulate", "run scenario files through the real engine in temporary warehouses")
     sub.add_argument("scenarios", nargs="+", metavar="SCENARIO.yaml")
     return parser
-
-
-class Context:
-    """What every command needs: parsed args, the warehouse, the specs, and a lazy Spark."""
-
-    def __init__(self, args: argparse.Namespace):
-        from framework.log.warehouse import Warehouse
-
-        self.args = args
-        self.warehouse = Warehouse.resolve(args.warehouse)
-        self._spark = None
-        self._specs = None
-
-    @property
-    def spark(self):
-        if self._spark is None:
-            from framework.session import get_session
-
-            self._spark = get_session(kafka=self.args.verb == "ingest")
-        return self._spark
-
-    @property
-    def specs(self):
-        if self._specs is None:
-            from framework.spec import load_specs
-
-            self._specs = load_specs(self.args.specs or [DEFAULT_SPECS])
-        return self._specs
-
-    def spec(self, topic: str):
-        for spec in self.specs:
-            if spec.topic == topic:
-                return spec
-        known = ", ".join(s.topic for s in self.specs) or "none"
-        raise ArgumentError(f"--topic: no spec for topic {topic!r} in {', '.join(self.args.specs or [DEFAULT_SPECS])} "
-                            f"(known: {known})")
-
-    def selected(self):
-        topic = getattr(self.args, "topic", None)
-        return [self.spec(topic)] if topic else list(self.specs)
-
-    def out(self, human: str | None = None, data: Any = None) -> None:
-        if self.args.json:
-            if data is not None:
-                print(json.dumps(data, sort_keys=True, default=str))
-        elif human is not None:
-            print(human)
-
-    def progress(self, message: str) -> None:
-        if not self.args.json:
-            print(message, file=sys.stderr, flush=True)
 
 
 def guarded(action: Callable[[], int]) -> int:

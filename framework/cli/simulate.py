@@ -203,9 +203,9 @@ class ScenarioRunner:
 
     def _run(self, scenario: Scenario, location: str) -> None:
         from framework.errors import SpecError
-        from framework.spec import parse_spec
         from framework.log.topic import Topic
         from framework.log.warehouse import Warehouse
+        from framework.spec import parse_spec
 
         warehouse = Warehouse.resolve(location)
         try:
@@ -228,9 +228,9 @@ class ScenarioRunner:
 
     # ------------------------------------------------------------------ steps
     def _produce(self, scenario, step, topic, warehouse, clock) -> None:
-        from framework.errors import RecordError
         from framework.clients.produce import produce
         from framework.clients.records import parse_records
+        from framework.errors import RecordError
 
         body = step.body
         now = clock.set(body.get("now"))

@@ -16,11 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from framework.clients.kafka_reader import (
+    KafkaDataLossError,
+    PartitionOffsets,
+    client_settings,
+    partition_offsets,
+    read_partition,
+)
 from framework.errors import ArgumentError, Problem, RecordError
-from framework.clients.kafka_reader import KafkaDataLossError, PartitionOffsets, client_settings, partition_offsets, read_partition
-from framework.spec import TopicSpec
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
+from framework.spec import TopicSpec
 
 #: Partitions ingested side by side (each is its own Delta table and commit).
 INGEST_THREADS = 4

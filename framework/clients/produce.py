@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from framework.clients.partitioner import murmur2
+from framework.clients.records import ProducerRecord, assign_partitions
 from framework.errors import ArgumentError, PolicyViolationError, Problem, RecordError
 from framework.log.partition_log import AppendResult
 from framework.log.table_layout import HEADERS_TYPE
-from framework.clients.partitioner import murmur2
-from framework.clients.records import ProducerRecord, assign_partitions
 from framework.log.topic import Topic
-
 
 
 def _input_schema(topic: Topic):

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
-from framework.errors import Problem, RecordError
 from framework.clients.partitioner import default_partition
+from framework.errors import Problem, RecordError
 from framework.spec import TopicSpec
 
 RECORD_FIELDS = ("key", "value", "timestamp", "headers", "partition")

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError
-from framework.spec import TopicSpec
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
 from framework.log.warehouse import Warehouse, create_own_table
+from framework.spec import TopicSpec
 
 SCHEMA = "group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, commit_timestamp TIMESTAMP NOT NULL"
 

@@ -46,12 +46,13 @@ class StaleSnapshotError(Exception):
 
 def is_retryable_conflict(error: BaseException) -> bool:
     """A Delta commit conflict: nothing was written, and trying again is safe."""
-    from delta.exceptions.base import DeltaConcurrentModificationException, ConcurrentWriteException
     from delta.exceptions.base import (
         ConcurrentAppendException,
         ConcurrentDeleteDeleteException,
         ConcurrentDeleteReadException,
         ConcurrentTransactionException,
+        ConcurrentWriteException,
+        DeltaConcurrentModificationException,
         MetadataChangedException,
         ProtocolChangedException,
     )

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from framework import faults
+from framework.errors import ArgumentError, ConcurrentWriteError, TimeTravelError
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import (
     MAX_COMMIT_ATTEMPTS,
@@ -44,11 +45,10 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
     session_confs,
 )
-from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
-from framework.errors import ArgumentError, ConcurrentWriteError, TimeTravelError
 from framework.log.log_state import CommitEntry, LogState, fold, metadata_field, to_metadata
-from framework.spec import TopicSpec
+from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
 from framework.log.warehouse import Warehouse, delta_table_sql
+from framework.spec import TopicSpec
 
 #: The most records one data file of an append holds (a 1M-record produce still writes in parallel).
 RECORDS_PER_APPEND_FILE = 500_000

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from framework.errors import TableMismatchError
 from framework.log.partition_log import PartitionLog
-from framework.spec import TopicSpec
 from framework.log.warehouse import Warehouse
-
+from framework.spec import TopicSpec
 
 #: Threads creating a new topic's partition tables.
 CREATE_THREADS = 4
@@ -40,6 +39,10 @@ class Topic:
         """
         from delta.tables import DeltaTable
 
+        if self.spec.table is not None:
+            from framework.log.catalog import check_names
+
+            check_names(self.spark, self.warehouse, self.spec)
         beyond_path = self.warehouse.partition_path(self.spec.topic, self.spec.partitions)
         if DeltaTable.isDeltaTable(self.spark, beyond_path):
             raise TableMismatchError(
@@ -81,12 +84,14 @@ class Topic:
                 outcome[log.partition] = "updated"
             else:
                 outcome[log.partition] = "exists"
+        self.register()
         return outcome
 
     def ensure(self) -> None:
         """Make sure every partition table exists (produce creates a topic on first use)."""
         existing = {log.partition for log in self.check_fits()}
         self._create_all([log for log in self.partitions() if log.partition not in existing])
+        self.register()
 
     def ensure_partitions(self) -> list[PartitionLog]:
         """Check the spec against every readable table and create the missing ones, leaving
@@ -94,7 +99,16 @@ class Topic:
         self.check_fits(skip_unreadable=True)
         logs = self.partitions()
         self._create_all([log for log in logs if not log.exists()])
+        self.register()
         return logs
+
+    def register(self) -> list[str]:
+        """With ``table:`` in the spec, name the tables in the catalog too (idempotent)."""
+        if self.spec.table is None:
+            return []
+        from framework.log.catalog import register
+
+        return register(self.spark, self.warehouse, self.spec)
 
     def _create_all(self, missing: list[PartitionLog]) -> None:
         """Create tables side by side (a first produce into 100 partitions makes 100 tables).

@@ -27,9 +27,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from framework import faults
 from framework.checks import gx_project
 from framework.errors import ArgumentError
+from framework.log.warehouse import Warehouse
 from framework.report.charts import partition_charts
 from framework.report.data import FILTERS, PartitionHistory, RunSummary, dirty_ratio_threshold, read_history, shape
-from framework.log.warehouse import Warehouse
 
 __all__ = ["index_page", "partition_page", "write_report"]
 

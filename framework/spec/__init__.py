@@ -8,9 +8,11 @@ Spark, so `lint` answers in a fraction of a second (for git hooks and CI).
 """
 
 from framework.spec.lint import LintReport, lint, load_spec, load_specs
-from framework.spec.model import ExpectationSpec, KafkaSource, TopicConfig, TopicSpec
+from framework.spec.model import ExpectationSpec, TopicSpec
 from framework.spec.names import EXPECTATION_FIELDS, IGNORED_CONFIGS, KAFKA_DEFAULTS, KNOWN_CONFIGS, MIB, SPEC_FIELDS
 from framework.spec.parse import parse_spec
+from framework.spec.sources import KafkaSource
+from framework.spec.topic_config import TopicConfig
 from framework.spec.values import known_expectation_types, topic_name_problem
 
 __all__ = [

@@ -53,7 +53,7 @@ IGNORED_CONFIGS: frozenset[str] = frozenset({
 })
 
 #: The fields a spec file may have at the top level, and in each expectation.
-SPEC_FIELDS: tuple[str, ...] = ("topic", "partitions", "key", "value", "config", "expectations", "source")
+SPEC_FIELDS: tuple[str, ...] = ("topic", "partitions", "key", "value", "config", "expectations", "source", "table")
 
 EXPECTATION_FIELDS: tuple[str, ...] = ("type", "kwargs", "meta")
 KAFKA_SOURCE_FIELDS: tuple[str, ...] = ("bootstrap.servers", "topic", "options")

@@ -40,5 +40,5 @@ def parse_spec(data: Any, source: str, marks: Marks | None = None) -> TopicSpec:
         topic=document.topic, partitions=document.partitions, key_type=document.key.type,
         value_type=document.value.type, config=document.config, expectations=expectations,
         ignored_configs=ignored, warnings=tuple(document.config.warnings()), source=source,
-        kafka_source=None if document.source is None else document.source.kafka,
+        kafka_source=None if document.source is None else document.source.kafka, table=document.table,
     )

@@ -19,8 +19,18 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from framework.spec.names import (
-    CLEANUP_POLICIES, COMPACTION_STRATEGIES, ENV_REFERENCE, KAFKA_OPTIONS_SET_BY_INGEST, KAFKA_READER_OPTIONS, LONG_MAX,
-    LONG_MIN, MIB, RECORD_TYPES, TIMESTAMP_TYPES, TOPIC_MAX_LENGTH, TOPIC_NAME,
+    CLEANUP_POLICIES,
+    COMPACTION_STRATEGIES,
+    ENV_REFERENCE,
+    KAFKA_OPTIONS_SET_BY_INGEST,
+    KAFKA_READER_OPTIONS,
+    LONG_MAX,
+    LONG_MIN,
+    MIB,
+    RECORD_TYPES,
+    TIMESTAMP_TYPES,
+    TOPIC_MAX_LENGTH,
+    TOPIC_NAME,
 )
 from framework.spec.problems import Refused, shown, suggestion
 
@@ -168,6 +178,13 @@ def topic_name(value: Any) -> str:
     problem = topic_name_problem(value)
     if problem is not None:
         raise Refused(problem)
+    return value
+
+
+def catalog_name(value: Any) -> str:
+    """A catalog or schema name: any text (it is always quoted), but not blank."""
+    if not isinstance(value, str) or not value.strip():
+        raise Refused(f"must be a non-empty name, got {shown(value)}")
     return value
 
 

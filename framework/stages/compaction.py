@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from framework import faults
 from framework.cleaner import rules as cleaner
 from framework.cleaner import spark_sql
-from framework import faults
 from framework.cleaner.rules import CompactionDecision, PartitionMeasure
-from framework.log.partition_log import PartitionLog, Snapshot
 from framework.log.log_state import CleanSection, LogState
+from framework.log.partition_log import PartitionLog, Snapshot
 from framework.spec import TopicConfig
 
 DELETE = "delete"

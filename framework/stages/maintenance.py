@@ -25,11 +25,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from framework.stages import compaction, optimize, retention
 from framework import faults
-from framework.log.consumer_offsets import ConsumerOffsets
 from framework.errors import ArgumentError, ConcurrentWriteError, TopiclakeError
-from framework.log.history import HistoryRow, MaintenanceHistory
+from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.delta_commits import (
     MAX_COMMIT_ATTEMPTS,
     StaleSnapshotError,
@@ -37,13 +35,14 @@ from framework.log.delta_commits import (
     is_concurrent_append,
     is_retryable_conflict,
 )
+from framework.log.history import HistoryRow, MaintenanceHistory
 from framework.log.partition_log import PartitionLog
-from framework.log.log_state import LogState
-from framework.spec import TopicSpec
-from framework.stages.stage_check import StageCheck, ValidationOutcome, Validator
 from framework.log.topic import Topic
-from framework.stages.vacuum import VacuumResult, check_window, vacuum
 from framework.log.warehouse import Warehouse
+from framework.spec import TopicSpec
+from framework.stages import compaction, optimize, retention
+from framework.stages.stage_check import StageCheck, Validator
+from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
 
@@ -83,12 +82,14 @@ class Maintenance:
 
     def __init__(self, spark, warehouse: Warehouse, specs: Sequence[TopicSpec],
                  validator: Validator | None = None, progress: Callable[[str], None] | None = None,
-                 record_history: bool = True):
+                 record_history: bool = True, step: Callable[[int, int, str], None] | None = None):
         self.spark = spark
         self.warehouse = warehouse
         self.specs = list(specs)
         self.validator = validator
         self.progress = progress or (lambda message: None)
+        #: (partitions done, partitions in the run, the one under way): for a progress bar
+        self.step = step or (lambda done, total, label: None)
         self.history = MaintenanceHistory(spark, warehouse) if record_history else None
         self.offsets = ConsumerOffsets(spark, warehouse)
 
@@ -119,6 +120,7 @@ class Maintenance:
         pending: list[HistoryRow] = []
         try:
             for index, log in enumerate(logs, start=1):
+                self.step(index - 1, len(logs), log.name)
                 self.progress(f"[{index}/{len(logs)}] {log.name}")
                 part = PartitionRun(log.spec.topic, log.partition)
                 run.partitions.append(part)
@@ -139,8 +141,11 @@ class Maintenance:
                 faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
                 if part.failed:
                     self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
+            self.step(len(logs), len(logs), "done")
         finally:
             self._record(pending)
+        for spec in self.select(topic):  # the history table may be new: name it beside the tables
+            Topic(self.spark, self.warehouse, spec).register()
         return run
 
     def _record(self, rows: list[HistoryRow]) -> None:

@@ -36,8 +36,8 @@ from typing import Sequence
 
 from framework import faults
 from framework.log.delta_commits import commit_metadata
-from framework.log.partition_log import PartitionLog, Snapshot
 from framework.log.log_state import to_metadata
+from framework.log.partition_log import PartitionLog, Snapshot
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from framework.cleaner import rules as cleaner
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
-from framework.log.partition_log import PartitionLog, Snapshot
 from framework.log.log_state import CleanSection, LogState
+from framework.log.partition_log import PartitionLog, Snapshot
 
 
 def _ms(column: str):
@@ -59,8 +59,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     ``committed``: the listed groups' committed offsets for this partition, or None when
     they could not be read. ``cap`` bounds the boundary (after a segment roll).
     """
-    from pyspark.sql import functions as F
     from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
     snap = snapshot or log.snapshot()
     state = snap.state

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from framework.log.partition_log import PartitionLog
     from framework.log.log_state import LogState
+    from framework.log.partition_log import PartitionLog
 
 __all__ = ["StageCheck", "ValidationOutcome", "Validator"]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from framework import faults
-from framework.log.commit_log import Commit, read_commits
 from framework.errors import ArgumentError
+from framework.log.commit_log import Commit, read_commits
 from framework.log.delta_commits import commit_metadata, session_confs
-from framework.log.partition_log import PartitionLog
 from framework.log.log_state import to_metadata
+from framework.log.partition_log import PartitionLog
 from framework.log.warehouse import delta_table_sql
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"

@@ -17,10 +17,10 @@ sys.path.insert(0, sys.argv[1])
 
 from framework.clients.produce import produce  # noqa: E402
 from framework.clients.records import parse_records  # noqa: E402
-from framework.session import local_session  # noqa: E402
-from framework.spec import load_spec  # noqa: E402
 from framework.log.topic import Topic  # noqa: E402
 from framework.log.warehouse import Warehouse  # noqa: E402
+from framework.session import local_session  # noqa: E402
+from framework.spec import load_spec  # noqa: E402
 
 
 def main() -> None:
