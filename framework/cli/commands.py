@@ -11,7 +11,7 @@ import sys
 import time
 
 from framework.cli.context import DEFAULT_SPECS
-from framework.cli.render import ms_text, plan_text, record_json
+from framework.cli.render import plan_text, record_json, status_text
 from framework.errors import ArgumentError, ExitCode, Problem, RecordError
 
 
@@ -332,7 +332,7 @@ def validate(ctx) -> int:
 def status(ctx) -> int:
     from framework.log.history import MaintenanceHistory
     from framework.log.topic import Topic
-    from framework.stages import compaction, optimize
+    from framework.stages.planning import partition_status
 
     now = ctx.now_ms()
     history = MaintenanceHistory(ctx.spark, ctx.warehouse)
@@ -343,30 +343,9 @@ def status(ctx) -> int:
                 rows.append({"partition": log.name, "exists": False})
                 ctx.out(f"{log.name}: no table yet")
                 continue
-            c = compaction.plan(log, now)
-            m, d, state = c.measure, c.decision, c.snapshot.state
-            packing = optimize.plan(log, c.snapshot)
-            last = history.last_run(spec.topic, log.partition)
-            entry = {
-                "partition": log.name, "exists": True, "version": c.snapshot.version,
-                "log_start_offset": state.log_start_offset, "log_end_offset": state.log_end_offset,
-                "checkpoint": state.checkpoint, "records": m.records, "bytes": m.bytes,
-                "dirty_ratio": round(d.dirty_ratio, 6), "oldest_dirty_age_ms": d.oldest_dirty_age_ms,
-                "pending_tombstones": state.clean.tombstones, "next_tombstone_horizon_ms": state.clean.min_delete_horizon_ms,
-                "compaction_due": d.due, "active_segment": state.active_segment,
-                "data_files": packing.files_before, "data_file_bytes": packing.bytes_before,
-                "bin_packing_due": packing.due,
-                "last_run": None if last is None else {"run_id": last["run_id"], "stage": last["stage"],
-                                                        "now_ms": last["now_ms"], "version_after": last["version_after"],
-                                                        "validation": last["validation"]},
-            }
+            entry = partition_status(log, now, history)
             rows.append(entry)
-            last_text = "never" if last is None else f"{last['stage']} at version {last['version_after']} ({last['validation']})"
-            ctx.out(f"{log.name}: log start {state.log_start_offset}, end offset {state.log_end_offset}, "
-                    f"checkpoint {state.checkpoint}, {m.records} record(s)/{m.bytes} B in "
-                    f"{packing.files_before} data file(s), dirty ratio {d.dirty_ratio:.3f}, "
-                    f"oldest dirty age {ms_text(d.oldest_dirty_age_ms)}, pending tombstones {state.clean.tombstones}, "
-                    f"compaction {'due' if d.due else 'not due'}, last run: {last_text}")
+            ctx.out(status_text(entry))
     ctx.out(None, rows)
     return ExitCode.OK
 

@@ -1,5 +1,5 @@
 """How the command line shows things: records as ``read`` prints them, durations, and
-the text of a ``plan``."""
+the text of a ``plan`` and of a ``status``."""
 
 from __future__ import annotations
 
@@ -83,3 +83,15 @@ def plan_text(log, entry) -> str:
     lines.append(f"  time travel: window {ms_text(t['time_travel_retention_ms'])}, oldest readable version "
                  f"{t['oldest_readable_version']}")
     return "\n".join(lines)
+
+
+def status_text(entry: dict) -> str:
+    """One partition's ``status`` line."""
+    last = entry["last_run"]
+    last_text = "never" if last is None else f"{last['stage']} at version {last['version_after']} ({last['validation']})"
+    return (f"{entry['partition']}: log start {entry['log_start_offset']}, end offset {entry['log_end_offset']}, "
+            f"checkpoint {entry['checkpoint']}, {entry['records']} record(s)/{entry['bytes']} B in "
+            f"{entry['data_files']} data file(s), dirty ratio {entry['dirty_ratio']:.3f}, "
+            f"oldest dirty age {ms_text(entry['oldest_dirty_age_ms'])}, pending tombstones "
+            f"{entry['pending_tombstones']}, compaction {'due' if entry['compaction_due'] else 'not due'}, "
+            f"last run: {last_text}")

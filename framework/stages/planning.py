@@ -1,4 +1,5 @@
-"""``plan``: what a maintenance run would do to one partition now, without doing it.
+"""``plan`` and ``status``: what a maintenance run would do to one partition now, and where
+the partition stands, without writing anything.
 
 The same plans the stages execute (compaction, retention, bin-packing) and the same
 KIP-68 rule (``ConsumerOffsets.for_retention``), plus what each would remove, as one
@@ -16,7 +17,7 @@ from framework.log.partition_log import PartitionLog
 from framework.stages import compaction, optimize, retention
 from framework.stages.vacuum import oldest_readable_version
 
-__all__ = ["PartitionPlan", "plan_partition"]
+__all__ = ["PartitionPlan", "partition_status", "plan_partition"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,23 @@ def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPl
                                             planned.measure.checkpoint)
     rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()
     return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
+
+
+def partition_status(log: PartitionLog, now_ms: int, history) -> dict[str, Any]:
+    """Where ``log`` (which must exist) stands: offsets, size, dirtiness, files and its last
+    run (``history``: a ``MaintenanceHistory``), as ``status --json`` prints it."""
+    planned = compaction.plan(log, now_ms)
+    m, d, state = planned.measure, planned.decision, planned.snapshot.state
+    packing = optimize.plan(log, planned.snapshot)
+    last = history.last_run(log.spec.topic, log.partition)
+    return {
+        "partition": log.name, "exists": True, "version": planned.snapshot.version,
+        "log_start_offset": state.log_start_offset, "log_end_offset": state.log_end_offset,
+        "checkpoint": state.checkpoint, "records": m.records, "bytes": m.bytes,
+        "dirty_ratio": round(d.dirty_ratio, 6), "oldest_dirty_age_ms": d.oldest_dirty_age_ms,
+        "pending_tombstones": state.clean.tombstones, "next_tombstone_horizon_ms": state.clean.min_delete_horizon_ms,
+        "compaction_due": d.due, "active_segment": state.active_segment,
+        "data_files": packing.files_before, "data_file_bytes": packing.bytes_before, "bin_packing_due": packing.due,
+        "last_run": None if last is None else {"run_id": last["run_id"], "stage": last["stage"], "now_ms": last["now_ms"],
+                                                "version_after": last["version_after"], "validation": last["validation"]},
+    }
