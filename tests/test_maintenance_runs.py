@@ -244,3 +244,44 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
         (5000, False, 1, 1), (20000, True, 2, 1), (105000, False, 1, 1)]
     assert packing[20000]["version_before"] == 4 and packing[20000]["version_after"] == 5
     assert delta_offsets(spark, table) == [2, 4]
+
+
+@pytest.mark.slow
+def test_the_history_says_a_killed_run_did_not_finish(spark, tmp_path, capsys):
+    """A maintain SIGKILLed right after its compaction commit leaves no history row for it; the
+    next run finds the commit newer than anything the history records and says, under the
+    killed run's id, that it did not finish, and what it committed."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "t.yaml").write_text("topic: t\npartitions: 1\nconfig:\n  cleanup.policy: compact\n")
+    warehouse = str(tmp_path / "warehouse")
+    source = write_jsonl(tmp_path / "in.jsonl", [{"key": "a", "value": str(i), "timestamp": i} for i in range(4)])
+    assert cli(capsys, "--warehouse", warehouse, "--specs", str(specs), "produce", "--topic", "t",
+               "--input", source, "--now", "100")[0] == 0
+
+    killed = subprocess.run(
+        [sys.executable, "-m", "framework.cli", "--warehouse", warehouse, "--specs", str(specs), "maintain", "--force",
+         "--now", "1000"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300,
+        env={**os.environ, faults.ENVIRONMENT: "compact.after_commit"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert delta_offsets(spark, f"{warehouse}/t-0") == [3]  # the compaction committed, whole
+
+    code, out, err = cli(capsys, "--warehouse", warehouse, "--specs", str(specs), "--json", "maintain", "--now", "2000")
+    assert code == 0, err
+    this_run = json.loads(out)["run_id"]
+    rows = spark.read.format("delta").load(f"{warehouse}/_topiclake/maintenance_history").collect()
+    [interrupted] = [r for r in rows if r["stage"] == "interrupted"]
+    assert interrupted["run_id"] != this_run and interrupted["committed"]
+    assert interrupted["version_after"] == 2  # create 0, append 1, the killed run's compaction 2
+    assert f"run {interrupted['run_id']} did not finish: it committed compact at version 2" in interrupted["message"]
+    # the killed run's id is the one its commit carries, and it is said once: a third run adds nothing
+    assert cli(capsys, "--warehouse", warehouse, "--specs", str(specs), "maintain", "--now", "3000")[0] == 0
+    rows = spark.read.format("delta").load(f"{warehouse}/_topiclake/maintenance_history").collect()
+    assert [r["stage"] for r in rows].count("interrupted") == 1
+    page = Path(warehouse) / "_topiclake" / "report" / "partitions" / "t-0.html"
+    assert "did not finish" in page.read_text()

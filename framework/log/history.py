@@ -133,6 +133,16 @@ class MaintenanceHistory:
             return self.spark.createDataFrame([], HISTORY_SCHEMA)
         return self.spark.read.format("delta").load(self.path)
 
+    def recorded_versions(self) -> dict[tuple[str, int], int]:
+        """Per partition, the highest table version a history row records (one Spark job)."""
+        from pyspark.sql import functions as F
+
+        if not self.exists():
+            return {}
+        rows = (self.read().groupBy("topic", "partition")
+                .agg(F.max(F.coalesce("version_after", "version_before")).alias("v")).collect())
+        return {(r["topic"], r["partition"]): r["v"] for r in rows if r["v"] is not None}
+
     def last_run(self, topic: str, partition: int):
         """The latest committed stage row of a partition's maintenance, or None."""
         from pyspark.sql import functions as F

@@ -36,7 +36,8 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
 )
 from framework.log.history import HistoryRow, MaintenanceHistory
-from framework.log.partition_log import PartitionLog
+from framework.log.log_state import metadata_field
+from framework.log.partition_log import HISTORY_PAGES, PartitionLog
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.spec import TopicSpec
@@ -45,6 +46,8 @@ from framework.stages.stage_check import StageCheck, Validator
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
+#: The commits a run records history rows for (vacuum changes no record).
+INTERRUPTIBLE = ("compact", "retain", "optimize")
 
 
 
@@ -117,7 +120,7 @@ class Maintenance:
         # commits, or the run's end: one history append per changed partition, not one per
         # partition (an idle partition's append was most of its cost). A crash loses at most
         # rows that record no change.
-        pending: list[HistoryRow] = []
+        pending: list[HistoryRow] = self._interrupted(logs, run) if self.history is not None else []
         try:
             for index, log in enumerate(logs, start=1):
                 self.step(index - 1, len(logs), log.name)
@@ -147,6 +150,40 @@ class Maintenance:
         for spec in self.select(topic):  # the history table may be new: name it beside the tables
             Topic(self.spark, self.warehouse, spec).register()
         return run
+
+    def _commit_run_id(self, run: MaintenanceRun) -> str:
+        """The run id a commit carries: only a run that records history leaves one, so that a
+        later run can tell a commit whose rows were lost (:meth:`_interrupted`)."""
+        return run.run_id if self.history is not None else ""
+
+    def _interrupted(self, logs: list[PartitionLog], run: MaintenanceRun) -> list[HistoryRow]:
+        """The history says honestly when a run did not finish: a maintenance commit newer
+        than anything the history records, made by a run that records history, was left by a
+        run killed before it wrote its rows. One row each, under that run's id, written with
+        this run's first history append (the commit itself is whole: Delta's atomicity)."""
+        recorded = self.history.recorded_versions()
+        rows = []
+        for log in logs:
+            known = recorded.get((log.spec.topic, log.partition), -1)
+            lost: dict[str, list[tuple[int, str]]] = {}
+            for commit in log.commits(HISTORY_PAGES[0]):
+                if commit.version <= known:
+                    break
+                run_id = metadata_field(commit.user_metadata, "run_id")
+                operation = metadata_field(commit.user_metadata, "operation")
+                if run_id and run_id != run.run_id and operation in INTERRUPTIBLE:
+                    lost.setdefault(run_id, []).append((commit.version, operation))
+            for run_id, commits in lost.items():
+                versions = sorted(v for v, _ in commits)
+                said = ", ".join(f"{op} at version {v}" for v, op in sorted(commits))
+                rows.append(HistoryRow(
+                    run_id=run_id, run_started_ms=_wall_ms(), now_ms=run.now_ms, topic=log.spec.topic,
+                    partition=log.partition, stage="interrupted", committed=True, version_after=versions[-1],
+                    validation="skipped",
+                    message=f"run {run_id} did not finish: it committed {said} and was stopped before recording "
+                            f"them (found by run {run.run_id}); each commit is whole, the table is consistent"))
+                self.progress(f"      history: run {run_id} did not finish on {log.name} ({said})")
+        return rows
 
     def _record(self, rows: list[HistoryRow]) -> None:
         """Append ``rows`` to the history (one Delta commit) and empty the list."""
@@ -229,7 +266,7 @@ class Maintenance:
                 return
             before = log.read(planned.snapshot.version)
             try:
-                result = compaction.execute(log, planned, cleanable_end=cap, run_id=run.run_id)
+                result = compaction.execute(log, planned, cleanable_end=cap, run_id=self._commit_run_id(run))
             except Exception as error:  # noqa: BLE001
                 cap = self._after_conflict(log, error, cap, attempt)
                 continue
@@ -304,7 +341,7 @@ class Maintenance:
                 return
             before = log.read(planned.snapshot.version)
             try:
-                result = retention.execute(log, planned, run_id=run.run_id)
+                result = retention.execute(log, planned, run_id=self._commit_run_id(run))
             except Exception as error:  # noqa: BLE001
                 cap = self._after_conflict(log, error, cap, attempt)
                 continue
@@ -337,7 +374,7 @@ class Maintenance:
                         files_before=packing.files_before, file_bytes_before=packing.bytes_before,
                         files_after=packing.files_before, file_bytes_after=packing.bytes_before)
         try:
-            result = optimize.execute(log, packing, run_id=run.run_id)
+            result = optimize.execute(log, packing, run_id=self._commit_run_id(run))
         except Exception as error:  # noqa: BLE001 - a lost race leaves the packing to the next run
             if not is_retryable_conflict(error):
                 raise
