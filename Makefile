@@ -17,7 +17,6 @@ setup: $(VENV)/.installed
 quickstart: setup
 	$(VENV)/bin/topiclake lint table_specs
 	$(PY) jobs/maintain.py --warehouse $(WAREHOUSE) --specs table_specs --with-sample-data
-	@echo "report: $(WAREHOUSE)/_topiclake/report/index.html"
 
 # Apache Kafka's broker jars (Maven Central) for the tests' real broker (tests/support/kafka_broker.py).
 .kafka/lib/.fetched: scripts/kafka/pom.xml scripts/fetch-kafka.sh
