@@ -95,7 +95,7 @@ def run_scenario(scenario: dict, after_step=None) -> ModelTopic:
     return topic
 
 
-#: Scenarios about data; the ones that expect a refused spec test framework/spec.py,
+#: Scenarios about data; the ones that expect a refused spec test framework/spec/,
 #: not the model (tests/test_spec.py and the acceptance run cover them).
 MODEL_SCENARIOS = [p for p in SCENARIO_FILES if not (yaml.safe_load(p.read_text()) or {}).get("expect_spec_error")]
 
