@@ -90,9 +90,7 @@ class ExpectationSpec(Section):
     #: where it was written (not part of what it means)
     line: SkipJsonSchema[int | None] = Field(default=None, exclude=True)
 
-    @classmethod
-    def not_a_mapping(cls, value: Any) -> str:
-        return f"must be a mapping with type, kwargs and meta, got {shown(value)}"
+    MAPPING: ClassVar[str] = " with type, kwargs and meta"
 
     @classmethod
     def unknown_field(cls, name: str) -> str | None:
@@ -124,9 +122,7 @@ class RecordFormat(Section):
     PART: ClassVar[str] = "key"
     type: Annotated[Literal[RECORD_TYPES], BeforeValidator(checked(values.record_type))] = "string"
 
-    @classmethod
-    def not_a_mapping(cls, value: Any) -> str:
-        return f"must be a mapping like {{type: string}} (string or binary), got {shown(value)}"
+    MAPPING: ClassVar[str] = " like {type: string} (string or binary)"
 
     @classmethod
     def unknown_field(cls, name: str) -> str | None:
@@ -156,16 +152,14 @@ class TableLocation(Section):
 
     REQUIRED: ClassVar[Mapping[str, str]] = MappingProxyType({"schema": "schema: kafka"})
 
-    catalog: Annotated[str | None, BeforeValidator(lambda v: None if v is None else checked(values.catalog_name)(v)),
+    catalog: Annotated[str | None, BeforeValidator(checked(values.catalog_name, optional=True)),
                        WithJsonSchema({"anyOf": [{"type": "string", "pattern": NOT_BLANK}, {"type": "null"}]})] = Field(
         None, description="the catalog (default: the session's current one)")
     schema_name: Annotated[str, BeforeValidator(checked(values.catalog_name)),
                            WithJsonSchema({"type": "string", "pattern": NOT_BLANK})] = Field(
         alias="schema", description="the schema (database) that holds the tables")
 
-    @classmethod
-    def not_a_mapping(cls, value: Any) -> str:
-        return f"must be a mapping with schema (and catalog), got {shown(value)}"
+    MAPPING: ClassVar[str] = " with schema (and catalog)"
 
     @classmethod
     def unknown_field(cls, name: str) -> str | None:

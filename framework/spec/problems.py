@@ -115,9 +115,12 @@ def rule(text: str, *, at_key: bool = False, place: str | None = None) -> Pydant
     return PydanticCustomError(RULE, "{rule}", ctx)
 
 
-def checked(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A value parser of ``values.py`` as a pydantic validator: its refusal becomes a rule."""
+def checked(parse: Callable[[Any], Any], optional: bool = False) -> Callable[[Any], Any]:
+    """A value parser of ``values.py`` as a pydantic validator: its refusal becomes a rule.
+    With ``optional``, None (written but empty) passes as None."""
     def validate(value: Any) -> Any:
+        if optional and value is None:
+            return None
         try:
             return parse(value)
         except Refused as refusal:
@@ -149,10 +152,12 @@ class Section(BaseModel):
 
     #: required field -> an example, for "is required, e.g. ..."
     REQUIRED: ClassVar[Mapping[str, str]] = {}
+    #: what the mapping holds, as "must be a mapping<MAPPING>, got ..." says it
+    MAPPING: ClassVar[str] = ""
 
     @classmethod
     def not_a_mapping(cls, value: Any) -> str:
-        return f"must be a mapping, got {shown(value)}"
+        return f"must be a mapping{cls.MAPPING}, got {shown(value)}"
 
     @classmethod
     def unknown_field(cls, name: str) -> str | None:

@@ -64,16 +64,14 @@ class KafkaSource(Section):
                                  WithJsonSchema(SERVERS_SCHEMA)] = Field(
         alias="bootstrap.servers", description="host:port[,host:port...] or ${ENV_VAR}")
     #: the Kafka topic; None means the spec's own topic name
-    topic: Annotated[str | None, BeforeValidator(lambda v: None if v is None else checked(values.topic_name)(v)),
+    topic: Annotated[str | None, BeforeValidator(checked(values.topic_name, optional=True)),
                      WithJsonSchema({"anyOf": [TOPIC_NAME_SCHEMA, {"type": "null"}]})] = None
     #: passed to Spark's Kafka source (``kafka.*`` are the Kafka client's settings)
     options: Annotated[Mapping[str, str], BeforeValidator(_options), AfterValidator(MappingProxyType),
                        WithJsonSchema(_options_schema())] = Field(
         default_factory=lambda: MappingProxyType({}))
 
-    @classmethod
-    def not_a_mapping(cls, value: Any) -> str:
-        return f"must be a mapping with bootstrap.servers, topic and options, got {shown(value)}"
+    MAPPING: ClassVar[str] = " with bootstrap.servers, topic and options"
 
     @classmethod
     def unknown_field(cls, name: str) -> str | None:
@@ -97,9 +95,7 @@ class SourceDocument(Section):
 
     kafka: KafkaSource | None = None
 
-    @classmethod
-    def not_a_mapping(cls, value: Any) -> str:
-        return f"must be a mapping with kafka: {{bootstrap.servers, topic, options}}, got {shown(value)}"
+    MAPPING: ClassVar[str] = " with kafka: {bootstrap.servers, topic, options}"
 
     @classmethod
     def unknown_field(cls, name: str) -> str | None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
 
@@ -71,9 +71,7 @@ class TopicConfig(Section):
     # Kafka 4 refuses segments under 1 MiB; a data file that small would not pay either
     segment_bytes: _long(MIB, "Kafka's minimum, 1 MiB") = _config("segment.bytes", "the target data-file size of bin-packing")
 
-    @classmethod
-    def not_a_mapping(cls, value: Any) -> str:
-        return f"must be a mapping of Kafka topic configs, got {shown(value)}"
+    MAPPING: ClassVar[str] = " of Kafka topic configs"
 
     @classmethod
     def not_a_string(cls, name: Any) -> str:
