@@ -4,8 +4,10 @@
    record per key (200-byte values), plus ``--updates`` fresh updates of existing keys.
    Its twin (a copy of the same table files) is compacted by the naive rewrite (a window
    dedupe of the whole table, then an overwrite). Timed: topiclake's compaction (plan +
-   MERGE), the same on a third copy whose owner turned deletion vectors on, the guarantee
-   checks (Great Expectations), the naive rewrite. All must keep the same key -> offset set.
+   MERGE), the same on a copy whose owner turned deletion vectors on and on one without the
+   change data feed, the guarantee checks (Great Expectations) as they run (only the change
+   paired) and with whole versions paired, the naive rewrite. All must keep the same
+   key -> offset set, and both checks must pass with the same verdict.
 2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
    the command line's code, the first maintain, then an idle maintain (nothing due).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
@@ -31,6 +33,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -109,6 +112,19 @@ def _same_winners(spark, left: str, right: str) -> bool:
     return a.exceptAll(b).limit(1).count() == 0 and b.exceptAll(a).limit(1).count() == 0
 
 
+@contextlib.contextmanager
+def _whole_versions_paired():
+    """The checks as they were before the change data feed: whole versions paired."""
+    from framework.checks import changes
+
+    kept = changes.MIN_SCOPED_RECORDS
+    changes.MIN_SCOPED_RECORDS = sys.maxsize
+    try:
+        yield
+    finally:
+        changes.MIN_SCOPED_RECORDS = kept
+
+
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
     from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce_frame
@@ -125,10 +141,12 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     _timed(f"[{tag}] produce {updates} updates", setup, lambda: produce_frame(topic, _updates(spark, updates, clean, now), now))
     twin = os.path.join(warehouse.root, f"naive-{tag}")
     shutil.copytree(log.path, twin)
-    # A third copy, as a partition of its own topic, whose owner turned deletion vectors on.
-    opted = Topic(spark, warehouse, _spec(f"bench-{tag}-dv"))
-    shutil.copytree(log.path, opted.partition(0).path)
-    spark.sql(f"ALTER TABLE delta.`{opted.partition(0).path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    # More copies, as partitions of topics of their own: one whose owner turned deletion
+    # vectors on, one without the change data feed (how tables were before it).
+    opted, unfed = (Topic(spark, warehouse, _spec(f"bench-{tag}-{kind}")) for kind in ("dv", "no-cdf"))
+    for copy, setting in ((opted, "'delta.enableDeletionVectors' = 'true'"), (unfed, "'delta.enableChangeDataFeed' = 'false'")):
+        shutil.copytree(log.path, copy.partition(0).path)
+        spark.sql(f"ALTER TABLE delta.`{copy.partition(0).path}` SET TBLPROPERTIES ({setting})")
 
     def compact(partition_log):
         planned = compaction.plan(partition_log, now)
@@ -137,15 +155,19 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
 
     planned, outcome = _timed(f"[{tag}] compaction (plan + MERGE)", results, lambda: compact(log))
     _timed(f"[{tag}] compaction, deletion vectors (opt-in)", results, lambda: compact(opted.partition(0)))
+    _timed(f"[{tag}] compaction, no change data feed", results, lambda: compact(unfed.partition(0)))
     check = StageCheck(log=log, stage="compact", now_ms=now, version_before=outcome.version_before,
                        version_after=outcome.version_after, before=None, state_before=planned.snapshot.state,
                        state_after=outcome.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
                        cleaned_up_to=outcome.cleaned_up_to)
-    verdict = _timed(f"[{tag}] guarantee checks", results, lambda: Guarantees(spark, warehouse).check_stage(check))
+    guarantees = Guarantees(spark, warehouse)
+    verdict = _timed(f"[{tag}] guarantee checks", results, lambda: guarantees.check_stage(check))
+    with _whole_versions_paired():
+        whole = _timed(f"[{tag}] guarantee checks, whole versions paired", results, lambda: guarantees.check_stage(check))
     _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
-    same = _same_winners(spark, log.path, twin) and _same_winners(spark, opted.partition(0).path, twin)
+    same = all(_same_winners(spark, copy, twin) for copy in (log.path, opted.partition(0).path, unfed.partition(0).path))
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
-            "checks_passed": verdict.passed, "same_winners_as_naive": same, "setup_seconds": setup}
+            "checks_passed": verdict.passed and whole.passed and verdict == whole, "same_winners_as_naive": same, "setup_seconds": setup}
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
@@ -350,6 +372,10 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
             naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
+        ratios[f"[{tag}] checks, whole versions paired / compaction"] = round(
+            results[f"[{tag}] guarantee checks, whole versions paired"] / run, 2)
+        ratios[f"[{tag}] compaction / compaction without the change data feed"] = round(
+            run / results[f"[{tag}] compaction, no change data feed"], 2)
     if len(cases) >= 2:
         small, large = cases[0], cases[-1]
         key = "compaction (plan + MERGE)"

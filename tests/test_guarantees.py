@@ -445,6 +445,72 @@ def violations_by_guarantee(outcome) -> tuple[dict[str, int], dict[str, set[int]
     return counts, named
 
 
+#: A second compaction of orders at 10900: a gets offset 9 and e offset 10, so the run
+#: removes 2, 6 and 8 (a's winner is 9) and leaves the clean records of b (5) and of c (4,
+#: a tombstone whose horizon 11000 has not passed) alone. A change-only check pairs the
+#: dirty section [6, 11) and a's records, and leaves 4 and 5 out unless a change names them.
+SECOND_ROUND_NOW = 10_900
+SECOND_ROUND = [("a", "5", 9800), ("e", "1", 9800)]
+#: Behind the second compaction's back, each on a record the change-only route leaves out
+#: unless the change data feed names it.
+SECOND_ROUND_CORRUPTIONS = {
+    "an untouched clean record changed in place": lambda log: raw_update(log, "offset = 5", {"value": "'7'"}),
+    "an untouched clean record duplicated": lambda log: _append_original(log, 5, version=2),
+    "an untouched tombstone removed before its horizon": lambda log: raw_delete(log, "offset = 4"),
+    "a removed record of a touched key restored": lambda log: _append_original(log, 2, version=1),
+}
+
+
+def _second_round(spark, base, tmp_path):
+    """orders after the fixture's run, one more produce, and a second real compaction:
+    the partition log and the StageCheck of that compaction."""
+    from framework.log.topic import Topic
+    from framework.stages import compaction
+
+    warehouse = base.copy(base.maintained, tmp_path / "warehouse")
+    spec = base.spec("orders")
+    _produce(spark, warehouse, spec, SECOND_ROUND, SECOND_ROUND_NOW)
+    log = Topic(spark, warehouse, spec).partition(0)
+    planned = compaction.plan(log, SECOND_ROUND_NOW)
+    assert planned.decision.due and planned.measure.checkpoint == 6, planned
+    done = compaction.execute(log, planned)
+    assert offsets(log) == [4, 5, 7, 9, 10]
+    return warehouse, log, StageCheck(
+        log=log, stage="compact", now_ms=SECOND_ROUND_NOW, version_before=done.version_before,
+        version_after=done.version_after, before=None, state_before=planned.snapshot.state,
+        state_after=done.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
+        cleaned_up_to=done.cleaned_up_to)
+
+
+@pytest.mark.parametrize("corrupted", [False, True], ids=["healthy", "corrupted"])
+def test_a_check_of_only_the_change_finds_what_pairing_whole_versions_finds(spark, base, tmp_path, monkeypatch,
+                                                                               corrupted):
+    """Route parity where the change-only route really leaves records out: the same
+    verdict, the same guarantees, the same counts and offending rows (every corruption
+    at once, in four raw commits)."""
+    from framework.checks import changes, guarantees
+
+    warehouse, log, check = _second_round(spark, base, tmp_path)
+    if corrupted:
+        version = [corrupt(log) for corrupt in SECOND_ROUND_CORRUPTIONS.values()][-1]
+        check = dataclasses.replace(check, version_after=version, state_after=log.states_at([version])[version])
+    whole = Guarantees(spark, warehouse).check_stage(check)
+    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    scopes = []
+
+    def recorded(*args, **kwargs):
+        scopes.append(changes.change_scope(*args, **kwargs))
+        return scopes[-1]
+
+    monkeypatch.setattr(guarantees, "change_scope", recorded)
+    only_the_change = Guarantees(spark, warehouse).check_stage(check)
+    assert scopes and scopes[0] is not None and scopes[0].dirty_from == 6
+    assert only_the_change == whole
+    assert whole.passed is not corrupted, whole.details
+    if corrupted:  # each corruption is named: G1 (changed, duplicated), G3/G4 (restored), G7 (tombstone)
+        assert failed_codes(whole) == {"G1", "G3", "G4", "G7"}, whole.details
+
+
 @pytest.mark.parametrize("topic", ["prices", "versions"])
 def test_each_corruption_is_caught_under_the_timestamp_and_header_strategies(spark, base, tmp_path, topic):
     """Every kind of corruption, each on its own key, in one corrupted version: the check

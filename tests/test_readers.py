@@ -87,5 +87,8 @@ def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletio
     if not deletion_vectors:
         for version, expected in checked_versions:  # time travel inside the window
             assert delta_rs_rows(log.path, version) == expected == engine_rows(log, version)
+        # Reader version 1, no reader features: any Delta reader. The writer features are
+        # Delta's two legacy ones and the change data feed the guarantee checks read.
         protocol = deltalake.DeltaTable(log.path).protocol()
-        assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+        assert (protocol.min_reader_version, protocol.reader_features) == (1, None)
+        assert set(protocol.writer_features or ()) <= {"invariants", "appendOnly", "changeDataFeed"}, protocol

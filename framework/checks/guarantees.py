@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from framework.checks import gx_suites, rules
+from framework.checks.changes import ChangeScope, change_scope, dirty_from, worth_scoping
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.readability import read_problem
 from framework.checks.scope import Scope, stage_scope, validate_scope, versions_to_read
@@ -66,8 +67,17 @@ class Guarantees:
         def scope_of(bounds: dict) -> Scope:
             return stage_scope(check, state_before, state_after, bounds)
 
-        return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
-                             run_spec_expectations=True)
+        changes = None
+        start = dirty_from(check.stage, state_before)
+        if worth_scoping(start, state_before):
+            changes = change_scope(log, before, check.version_before, check.version_after, start,
+                                   state_after.log_start_offset)
+        try:
+            return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
+                                 run_spec_expectations=True, changes=changes)
+        finally:
+            if changes is not None:
+                changes.release()
 
     def validate(self, log: PartitionLog, now_ms: int, from_version: int | None = None,
                  to_version: int | None = None) -> ValidationOutcome:
@@ -112,13 +122,21 @@ class Guarantees:
 
     # --------------------------------------------------------------- the work
     def _compare(self, log: PartitionLog, stage: str, before, after, state_after: LogState, scope_of,
-                 now_ms: int, run_spec_expectations: bool) -> ValidationOutcome:
+                 now_ms: int, run_spec_expectations: bool, changes: ChangeScope | None = None) -> ValidationOutcome:
+        """Pair the two versions (only what ``changes`` leaves in scope, when given) and judge."""
         config = log.spec.config
         checked = STAGE_GUARANTEES[stage]
-        pairs = rules.pairing(before, after, config).persist()
+        start = state_after.log_start_offset
+        if changes is None:
+            pairs = rules.pairing(before, after, config).persist()
+        else:
+            pairs = rules.pairing(changes.of(before), changes.of(after), config).persist()
         violations = None
         try:
-            bounds = rules.bounds(pairs, config, now_ms, state_after.log_start_offset)
+            if changes is None:
+                bounds = rules.bounds(pairs, config, now_ms, start)
+            else:
+                bounds = rules.scoped_bounds(pairs, before, after, config, now_ms, start)
             scope = scope_of(bounds)
             violations = rules.violations(pairs, scope, config, log.spec.key_type, checked).persist()
             context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,

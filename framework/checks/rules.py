@@ -24,7 +24,7 @@ from framework.checks.scope import Scope, first_stamp_ms
 from framework.cleaner.spark_sql import sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
-__all__ = ["SAMPLE_ROWS", "Rule", "bounds", "literal_violations", "pairing", "summary", "violations"]
+__all__ = ["SAMPLE_ROWS", "Rule", "bounds", "literal_violations", "pairing", "scoped_bounds", "summary", "violations"]
 
 #: How many offending rows each failed guarantee shows.
 SAMPLE_ROWS = 5
@@ -67,30 +67,71 @@ def pairing(before, after, config: TopicConfig):
     return both.groupBy("offset").agg(*[F.expr(a) for a in aggregates])
 
 
-def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dict:
-    """The few numbers the rules need, in one aggregate over the pairing."""
-    from pyspark.sql import functions as F
+def _first_young(present: str, ts: str, config: TopicConfig, now_ms: int) -> str:
+    """U recomputed from the data: the smallest offset newer than now - min lag."""
+    return f"min(CASE WHEN {present} AND {ts} > {now_ms - config.min_compaction_lag_ms} THEN `offset` END)"
 
-    young = now_ms - config.min_compaction_lag_ms
-    time_boundary = "CAST(NULL AS BIGINT)"
+
+def _time_boundary(present: str, ts: str, config: TopicConfig, now_ms: int) -> str:
+    """Time retention removes every record below the first one young enough to stay."""
     if config.delete and config.retention_ms >= 0:
-        time_boundary = f"min(CASE WHEN nb > 0 AND ts_b >= {now_ms - config.retention_ms} THEN `offset` END)"
-    aggregates = [
-        f"min(CASE WHEN nb > 0 AND ts_b > {young} THEN `offset` END) AS u_before",
-        f"min(CASE WHEN na > 0 AND ts_a > {young} THEN `offset` END) AS u_after",
-        f"{time_boundary} AS time_boundary",
-        "max(CASE WHEN nb > 0 AND na = 0 THEN named_struct('offset', `offset`, 'size', size_b) END) AS highest_removed",
-        f"coalesce(sum(CASE WHEN nb > 0 AND na > 0 AND `offset` >= {log_start_after} THEN size_b END), 0) AS kept_bytes",
-        "count(CASE WHEN nb > 0 THEN 1 END) AS records_before",
-        "count(CASE WHEN na > 0 THEN 1 END) AS records_after",
-        "count(CASE WHEN nb > 0 AND na = 0 THEN 1 END) AS removed",
-        "count(CASE WHEN na > 0 AND nb = 0 THEN 1 END) AS added",
-    ]
-    bounds = pairs.agg(*[F.expr(a) for a in aggregates]).collect()[0].asDict()
+        return f"min(CASE WHEN {present} AND {ts} >= {now_ms - config.retention_ms} THEN `offset` END)"
+    return "CAST(NULL AS BIGINT)"
+
+
+_CHANGE_AGGREGATES = (
+    "max(CASE WHEN nb > 0 AND na = 0 THEN named_struct('offset', `offset`, 'size', size_b) END) AS highest_removed",
+    "count(CASE WHEN nb > 0 AND na = 0 THEN 1 END) AS removed",
+    "count(CASE WHEN na > 0 AND nb = 0 THEN 1 END) AS added",
+)
+
+
+def _finish(bounds: dict) -> dict:
     highest = bounds.pop("highest_removed")
     bounds["highest_removed"] = None if highest is None else highest["offset"]
     bounds["highest_removed_size"] = 0 if highest is None else (highest["size"] or 0)
     return bounds
+
+
+def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dict:
+    """The few numbers the rules need, in one aggregate over the pairing of whole versions."""
+    from pyspark.sql import functions as F
+
+    aggregates = [
+        f"{_first_young('nb > 0', 'ts_b', config, now_ms)} AS u_before",
+        f"{_first_young('na > 0', 'ts_a', config, now_ms)} AS u_after",
+        f"{_time_boundary('nb > 0', 'ts_b', config, now_ms)} AS time_boundary",
+        f"coalesce(sum(CASE WHEN nb > 0 AND na > 0 AND `offset` >= {log_start_after} THEN size_b END), 0) AS kept_bytes",
+        "count(CASE WHEN nb > 0 THEN 1 END) AS records_before",
+        "count(CASE WHEN na > 0 THEN 1 END) AS records_after",
+        *_CHANGE_AGGREGATES,
+    ]
+    return _finish(pairs.agg(*[F.expr(a) for a in aggregates]).collect()[0].asDict())
+
+
+def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int) -> dict:
+    """The same numbers when ``pairs`` holds only the change (``framework.checks.changes``):
+    what needs every record (U, the time boundary, the counts, the bytes kept) from one
+    narrow aggregate per version; what was removed or added from the pairing."""
+    from pyspark.sql import functions as F
+
+    ts = "unix_millis(`timestamp`)"
+    of_before = before.agg(*[F.expr(a) for a in (
+        f"{_first_young('true', ts, config, now_ms)} AS u_before",
+        f"{_time_boundary('true', ts, config, now_ms)} AS time_boundary",
+        "count(1) AS records_before",
+        f"coalesce(sum(CASE WHEN `offset` >= {log_start_after} THEN _size END), 0) AS bytes_from_start",
+    )]).collect()[0].asDict()
+    of_after = after.agg(*[F.expr(a) for a in (
+        f"{_first_young('true', ts, config, now_ms)} AS u_after", "count(1) AS records_after",
+    )]).collect()[0].asDict()
+    changed = pairs.agg(*[F.expr(a) for a in (
+        *_CHANGE_AGGREGATES,
+        f"coalesce(sum(CASE WHEN nb > 0 AND na = 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
+        "AS removed_from_start",
+    )]).collect()[0].asDict()
+    kept_bytes = of_before.pop("bytes_from_start") - changed.pop("removed_from_start")
+    return _finish({**of_before, **of_after, **changed, "kept_bytes": kept_bytes})
 
 
 @dataclass(frozen=True)

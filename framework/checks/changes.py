@@ -1,0 +1,112 @@
+"""Which records a stage check must look at: what Delta's change data feed says the stage
+changed, the keys those records belong to, and the offset ranges the rules judge whole.
+
+A check pairs two versions of a partition record by record. Most of a large partition is
+the same file in both versions, and a Delta data file never changes, so pairing it proves
+nothing. What can break a guarantee is the commits between the two versions, and Delta
+records exactly what each of them removed, inserted or updated: its change data feed
+(``delta.enableChangeDataFeed``, on for every table topiclake creates). The check pairs:
+
+* every record at an offset the changes name (a duplicate, an insertion, a changed or
+  removed record; every record at that offset, in either version),
+* every record of a key the changes or the dirty section name (unique keys, winners,
+  final state and tombstones are rules over a key's records),
+* every record at or above the before version's clean end (the dirty section and the
+  head: what the run may compact, and what max lag judges) or below the after version's
+  log start (what retention removed, and anything it left behind).
+
+What is left out are records of untouched keys in untouched offsets below the clean end:
+the same records, with the same neighbours, as in the version the previous run's check
+passed. ``topiclake validate`` still pairs whole versions, for changes made behind
+topiclake's back between runs. The cost is the change and its keys (broadcast, so the
+table itself is never shuffled), plus one narrow aggregate per version for the bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from framework.checks.scope import clean_end
+from framework.log.log_state import LogState
+
+__all__ = ["ChangeScope", "change_scope", "dirty_from", "worth_scoping"]
+
+#: Below this many records a pairing of whole versions is a few small Spark jobs, fewer
+#: than reading the changes costs (tests lower it to check both routes).
+MIN_SCOPED_RECORDS = 100_000
+#: Scoping pays while the part paired whole is at most this share of the log.
+MAX_WHOLE_SHARE = 0.5
+#: Above this many dirty offsets the key set stops being small enough to broadcast, and
+#: the dirty section is most of what a pairing reads anyway: pair whole versions.
+MAX_SCOPED_DIRTY = 2_000_000
+#: Delta's error for a version range whose changes were not recorded (the feed was off).
+_NOT_RECORDED = "DELTA_MISSING_CHANGE_DATA"
+
+
+@dataclass(frozen=True)
+class ChangeScope:
+    """The records of a before/after pair the rules must see (see the module's text)."""
+
+    #: the before version's clean end: every record at or above it is in scope
+    dirty_from: int
+    #: the after version's log start: every record below it is in scope
+    log_start_after: int
+    #: (key, _touched_key) rows, broadcast
+    keys: object
+    #: (offset, _changed_offset) rows, broadcast
+    offsets: object
+
+    def of(self, frame):
+        """The records of one version that are in scope."""
+        from pyspark.sql import functions as F
+
+        marked = frame.join(F.broadcast(self.keys), "key", "left").join(F.broadcast(self.offsets), "offset", "left")
+        return marked.where(
+            (F.col("offset") >= self.dirty_from) | (F.col("offset") < self.log_start_after)
+            | F.coalesce(F.col("_changed_offset"), F.lit(False)) | F.coalesce(F.col("_touched_key"), F.lit(False))
+        ).drop("_changed_offset", "_touched_key")
+
+    def release(self) -> None:
+        for frame in (self.keys, self.offsets):
+            frame.unpersist()
+
+
+def dirty_from(stage: str, before: LogState) -> int:
+    """Where the records a stage check pairs whole begin: a compaction's dirty section and
+    head (the before version's clean end); for retention, only what lies past the log end
+    (retention removes a prefix, which is in scope anyway, and inserts nothing)."""
+    return clean_end(before) if stage == "compact" else before.log_end_offset
+
+
+def worth_scoping(dirty_from: int, before: LogState) -> bool:
+    """Pair only the change when the log is large, the part paired whole is a small share
+    of it (else scoping saves little) and its keys fit a broadcast."""
+    span = before.log_end_offset - before.log_start_offset
+    whole = max(0, before.log_end_offset - dirty_from)
+    return span >= MIN_SCOPED_RECORDS and whole <= MAX_SCOPED_DIRTY and whole <= MAX_WHOLE_SHARE * span
+
+
+def change_scope(log, before, version_before: int, version_after: int, dirty_from: int,
+                 log_start_after: int) -> ChangeScope | None:
+    """What the commits after ``version_before`` up to ``version_after`` changed, or None
+    when Delta did not record it (a table made before the feed was turned on)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.utils import AnalysisException
+
+    feed = (log.spark.read.format("delta").option("readChangeFeed", "true")
+            .option("startingVersion", version_before + 1).option("endingVersion", version_after).load(log.path))
+    # Below the new log start everything is in scope already.
+    changed = feed.where(F.col("offset") >= log_start_after).select("offset", "key").persist()
+    try:
+        changed.count()  # a range the feed did not record is refused here, before any rule runs
+    except AnalysisException as error:
+        changed.unpersist()
+        if _NOT_RECORDED in str(error):
+            return None
+        raise
+    keys = (changed.select("key").unionByName(before.where(F.col("offset") >= dirty_from).select("key"))
+            .where(F.col("key").isNotNull()).distinct().withColumn("_touched_key", F.lit(True)).persist())
+    offsets = changed.select("offset").distinct().withColumn("_changed_offset", F.lit(True)).persist()
+    keys.count(), offsets.count()  # cached before the changes they come from are let go
+    changed.unpersist()
+    return ChangeScope(dirty_from, log_start_after, keys, offsets)
