@@ -165,6 +165,26 @@ def test_consumed_retention_may_remove_past_a_commit_only_when_time_or_size_expl
     assert consumed_removals_explained(highest, smallest, time_boundary, max_bytes, suffix) is explained
 
 
+def test_a_stage_check_pairs_only_the_change_of_a_large_log_with_a_small_dirty_section():
+    from framework.checks.changes import MAX_SCOPED_DIRTY, MIN_SCOPED_RECORDS, dirty_from, worth_scoping
+    from framework.log.log_state import LogState
+
+    large = LogState(log_start_offset=100, log_end_offset=100 + 10 * MIN_SCOPED_RECORDS, checkpoint=6 * MIN_SCOPED_RECORDS)
+    # compaction pairs its dirty section and head whole; retention only what lies past the end
+    assert dirty_from("compact", large) == 6 * MIN_SCOPED_RECORDS
+    assert dirty_from("compact", LogState(log_start_offset=9, log_end_offset=20, checkpoint=3)) == 9
+    assert dirty_from("retain", large) == dirty_from("delete_records", large) == large.log_end_offset
+    assert worth_scoping(dirty_from("compact", large), large)  # 4 of 10 paired whole
+    half = LogState(log_end_offset=large.log_end_offset, checkpoint=4 * MIN_SCOPED_RECORDS)
+    assert not worth_scoping(dirty_from("compact", half), half)  # over half paired whole: scoping saves little
+    assert worth_scoping(large.log_end_offset, large)
+    assert not worth_scoping(large.log_start_offset, large)  # everything is dirty: pair whole versions
+    small = LogState(log_end_offset=MIN_SCOPED_RECORDS - 1)
+    assert not worth_scoping(small.log_end_offset, small)  # a few small jobs beat reading the feed
+    huge = LogState(log_end_offset=10 * MAX_SCOPED_DIRTY, checkpoint=8 * MAX_SCOPED_DIRTY)
+    assert not worth_scoping(huge.checkpoint, huge)  # too many dirty keys to broadcast
+
+
 def test_a_vacuum_must_leave_the_oldest_version_of_the_window_and_the_one_before_it_readable():
     check = StageCheck(log=None, stage="vacuum", now_ms=0, version_before=7, version_after=8, before=None,
                        state_before=None, state_after=None, oldest_window_version=3)

@@ -97,16 +97,17 @@ def change_scope(log, before, version_before: int, version_after: int, dirty_fro
             .option("startingVersion", version_before + 1).option("endingVersion", version_after).load(log.path))
     # Below the new log start everything is in scope already.
     changed = feed.where(F.col("offset") >= log_start_after).select("offset", "key").persist()
+    keys = (changed.select("key").unionByName(before.where(F.col("offset") >= dirty_from).select("key"))
+            .where(F.col("key").isNotNull()).distinct().withColumn("_touched_key", F.lit(True)).persist())
     try:
-        changed.count()  # a range the feed did not record is refused here, before any rule runs
+        keys.count()  # a range the feed did not record is refused here, before any rule runs
     except AnalysisException as error:
+        keys.unpersist()
         changed.unpersist()
         if _NOT_RECORDED in str(error):
             return None
         raise
-    keys = (changed.select("key").unionByName(before.where(F.col("offset") >= dirty_from).select("key"))
-            .where(F.col("key").isNotNull()).distinct().withColumn("_touched_key", F.lit(True)).persist())
     offsets = changed.select("offset").distinct().withColumn("_changed_offset", F.lit(True)).persist()
-    keys.count(), offsets.count()  # cached before the changes they come from are let go
+    offsets.count()  # cached before the changes it comes from are let go
     changed.unpersist()
     return ChangeScope(dirty_from, log_start_after, keys, offsets)

@@ -109,29 +109,44 @@ def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dic
     return _finish(pairs.agg(*[F.expr(a) for a in aggregates]).collect()[0].asDict())
 
 
-def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int) -> dict:
-    """The same numbers when ``pairs`` holds only the change (``framework.checks.changes``):
-    what needs every record (U, the time boundary, the counts, the bytes kept) from one
-    narrow aggregate per version; what was removed or added from the pairing."""
+def _first_offset_from(frame, ms: int):
+    """The smallest offset whose timestamp is newer than ``ms``. The literal filter lets
+    Delta skip the files whose newest timestamp is older (the recent ones are read)."""
     from pyspark.sql import functions as F
 
-    ts = "unix_millis(`timestamp`)"
-    of_before = before.agg(*[F.expr(a) for a in (
-        f"{_first_young('true', ts, config, now_ms)} AS u_before",
-        f"{_time_boundary('true', ts, config, now_ms)} AS time_boundary",
-        "count(1) AS records_before",
-        f"coalesce(sum(CASE WHEN `offset` >= {log_start_after} THEN _size END), 0) AS bytes_from_start",
-    )]).collect()[0].asDict()
-    of_after = after.agg(*[F.expr(a) for a in (
-        f"{_first_young('true', ts, config, now_ms)} AS u_after", "count(1) AS records_after",
-    )]).collect()[0].asDict()
+    floor = F.timestamp_millis(F.lit(max(0, min(ms, 253402300799999))))
+    young = frame.where(F.col("timestamp") >= floor).where(F.expr(f"unix_millis(`timestamp`) > {ms}"))
+    return young.agg(F.min("offset").alias("u")).collect()[0]["u"]
+
+
+def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int,
+                  kept_bytes: bool) -> dict:
+    """The same numbers when ``pairs`` holds only the change (``framework.checks.changes``).
+    What needs every record is read where Delta's file statistics point: U and the time
+    boundary from the files young enough, the counts from the statistics themselves; the
+    bytes kept (only retention is judged by them) from one narrow pass. What was removed
+    or added comes from the pairing."""
+    from pyspark.sql import functions as F
+
+    young_ms = now_ms - config.min_compaction_lag_ms
+    numbers = {
+        "u_before": _first_offset_from(before, young_ms), "u_after": _first_offset_from(after, young_ms),
+        # Time retention keeps every record from the first one at least now - retention.ms old.
+        "time_boundary": (_first_offset_from(before, now_ms - config.retention_ms - 1)
+                          if config.delete and config.retention_ms >= 0 else None),
+        "records_before": before.count(), "records_after": after.count(),
+    }
     changed = pairs.agg(*[F.expr(a) for a in (
         *_CHANGE_AGGREGATES,
         f"coalesce(sum(CASE WHEN nb > 0 AND na = 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
         "AS removed_from_start",
     )]).collect()[0].asDict()
-    kept_bytes = of_before.pop("bytes_from_start") - changed.pop("removed_from_start")
-    return _finish({**of_before, **of_after, **changed, "kept_bytes": kept_bytes})
+    removed_from_start = changed.pop("removed_from_start")
+    numbers["kept_bytes"] = 0
+    if kept_bytes:
+        from_start = before.where(F.col("offset") >= log_start_after).agg(F.sum("_size")).collect()[0][0] or 0
+        numbers["kept_bytes"] = from_start - removed_from_start
+    return _finish({**numbers, **changed})
 
 
 @dataclass(frozen=True)
