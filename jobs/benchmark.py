@@ -145,7 +145,8 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     # More copies, as partitions of topics of their own: one whose owner turned deletion
     # vectors on, one without the change data feed (how tables were before it).
     opted, unfed = (Topic(spark, warehouse, _spec(f"bench-{tag}-{kind}")) for kind in ("dv", "no-cdf"))
-    for copy, setting in ((opted, "'delta.enableDeletionVectors' = 'true'"), (unfed, "'delta.enableChangeDataFeed' = 'false'")):
+    settings = ((opted, "'delta.enableDeletionVectors' = 'true'"), (unfed, "'delta.enableChangeDataFeed' = 'false'"))
+    for copy, setting in settings:
         shutil.copytree(log.path, copy.partition(0).path)
         spark.sql(f"ALTER TABLE delta.`{copy.partition(0).path}` SET TBLPROPERTIES ({setting})")
 

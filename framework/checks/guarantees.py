@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from framework.checks import gx_suites, rules
-from framework.checks.changes import ChangeScope, change_scope, dirty_from, worth_scoping
 from framework.checks.catalogue import STAGE_GUARANTEES
+from framework.checks.changes import ChangeScope, change_scope, dirty_from, worth_scoping
 from framework.checks.readability import read_problem
 from framework.checks.scope import Scope, stage_scope, validate_scope, versions_to_read
 from framework.errors import ArgumentError, TimeTravelError

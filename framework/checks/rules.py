@@ -7,10 +7,14 @@ brings no records to the driver:
 1. **Pairing.** Each version is projected to a narrow row per record (offset, key, a
    content fingerprint, the winner rank, timestamp, delete horizon, size) and the two are
    grouped by offset: a full outer join that counts duplicate offsets instead of
-   multiplying them. The caller persists it; it is the only pass over the records.
+   multiplying them. The caller persists it; it is the only pass over the records. On a
+   large partition the caller hands in only the records the change touches
+   (``framework.checks.changes``); the rules are the same.
 2. **Bounds.** One aggregate over the pairing gives the numbers ``framework.checks.scope``
    turns into a :class:`Scope`: the first uncleanable offset recomputed from the data, the
-   time-retention boundary, the highest removed offset...
+   time-retention boundary, the highest removed offset... (``scoped_bounds`` when the
+   pairing holds only the change: what needs every record is read where Delta's file
+   statistics point.)
 3. **Violations.** The per-offset rules in one pass over the pairing, the per-key rules
    (unique keys, winners, final state, tombstones) in one window over the key.
 """
@@ -101,7 +105,8 @@ def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dic
         f"{_first_young('nb > 0', 'ts_b', config, now_ms)} AS u_before",
         f"{_first_young('na > 0', 'ts_a', config, now_ms)} AS u_after",
         f"{_time_boundary('nb > 0', 'ts_b', config, now_ms)} AS time_boundary",
-        f"coalesce(sum(CASE WHEN nb > 0 AND na > 0 AND `offset` >= {log_start_after} THEN size_b END), 0) AS kept_bytes",
+        f"coalesce(sum(CASE WHEN nb > 0 AND na > 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
+        "AS kept_bytes",
         "count(CASE WHEN nb > 0 THEN 1 END) AS records_before",
         "count(CASE WHEN na > 0 THEN 1 END) AS records_after",
         *_CHANGE_AGGREGATES,
