@@ -148,6 +148,24 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     assert not again.partitions[0].rows[0].committed  # one file: nothing left worth packing
 
 
+def test_a_session_without_file_statistics_packs_nothing_and_says_why(spark, warehouse):
+    """The rewrite is checked record for record against the written files' statistics, so
+    a session that does not collect them (a setting some tests and platforms use) skips."""
+    spec = parse_spec(SPEC, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    many_small_appends(topic, spec, 3)
+    session = spark.newSession()
+    session.conf.set("spark.databricks.delta.stats.collect", "false")
+    log = Topic(session, warehouse, spec).partition(0)
+    version = log.snapshot().version
+    packing = optimize.plan(log)
+    assert not packing.due and "spark.databricks.delta.stats.collect is false" in packing.describe()
+    assert not optimize.execute(log, packing).committed
+    assert log.snapshot().version == version
+    assert optimize.plan(topic.partition(0)).due  # the suite's session would pack them
+
+
 @pytest.mark.slow
 def test_a_producer_appending_while_it_packs_never_conflicts(spark, warehouse):
     spec = parse_spec({**SPEC, "topic": "busy"}, "test")

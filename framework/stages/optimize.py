@@ -205,6 +205,11 @@ def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
         return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
                         unavailable="bin-packing needs a classic Spark session (Spark Connect has no "
                                     "Delta transaction API)")
+    if log.spark.conf.get("spark.databricks.delta.stats.collect", "true").lower() == "false":
+        # The rewrite is checked record for record against the files' statistics.
+        return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
+                        unavailable="bin-packing needs Delta's file statistics, and this session does not "
+                                    "collect them (spark.databricks.delta.stats.collect is false)")
     delta = _Delta(log.spark)
     table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
     files = _data_files(log.spark, table.allFiles())
