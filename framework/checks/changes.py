@@ -15,11 +15,16 @@ records exactly what each of them removed, inserted or updated: its change data 
   head: what the run may compact, and what max lag judges) or below the after version's
   log start (what retention removed, and anything it left behind).
 
+The before version's records in scope are not read at all: they are the after version's,
+minus what the feed says the commits inserted or updated to, plus what they deleted or
+updated from.
+
 What is left out are records of untouched keys in untouched offsets below the clean end:
 the same records, with the same neighbours, as in the version the previous run's check
 passed. ``topiclake validate`` still pairs whole versions, for changes made behind
-topiclake's back between runs. The cost is the change and its keys (broadcast, so the
-table itself is never shuffled), plus one narrow aggregate per version for the bounds.
+topiclake's back between runs. The cost is one read of the after version, the change and
+its keys (broadcast, so the table itself is never shuffled), and the bounds where Delta's
+file statistics point (``framework.checks.rules.scoped_bounds``).
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class ChangeScope:
     keys: object
     #: (offset, _changed_offset) rows, broadcast
     offsets: object
+    #: every row the feed reports for the range, with ``_change_type`` (persisted)
+    feed: object
 
     def of(self, frame):
         """The records of one version that are in scope."""
@@ -66,8 +73,17 @@ class ChangeScope:
             | F.coalesce(F.col("_changed_offset"), F.lit(False)) | F.coalesce(F.col("_touched_key"), F.lit(False))
         ).drop("_changed_offset", "_touched_key")
 
+    def before_from(self, after_in_scope):
+        """The before version's records in scope, without reading it: a Delta data file
+        never changes, so they are the after version's, minus what the commits inserted
+        or updated to, plus what they deleted or updated from (as multisets)."""
+        columns = after_in_scope.columns
+        made = self.feed.where("_change_type IN ('insert', 'update_postimage')").select(*columns)
+        undone = self.feed.where("_change_type IN ('delete', 'update_preimage')").select(*columns)
+        return after_in_scope.exceptAll(made).unionByName(undone)
+
     def release(self) -> None:
-        for frame in (self.keys, self.offsets):
+        for frame in (self.keys, self.offsets, self.feed):
             frame.unpersist()
 
 
@@ -95,19 +111,18 @@ def change_scope(log, before, version_before: int, version_after: int, dirty_fro
 
     feed = (log.spark.read.format("delta").option("readChangeFeed", "true")
             .option("startingVersion", version_before + 1).option("endingVersion", version_after).load(log.path))
+    feed = feed.persist()
     # Below the new log start everything is in scope already.
-    changed = feed.where(F.col("offset") >= log_start_after).select("offset", "key").persist()
+    changed = feed.where(F.col("offset") >= log_start_after)
     keys = (changed.select("key").unionByName(before.where(F.col("offset") >= dirty_from).select("key"))
             .where(F.col("key").isNotNull()).distinct().withColumn("_touched_key", F.lit(True)).persist())
     try:
         keys.count()  # a range the feed did not record is refused here, before any rule runs
     except AnalysisException as error:
         keys.unpersist()
-        changed.unpersist()
+        feed.unpersist()
         if _NOT_RECORDED in str(error):
             return None
         raise
     offsets = changed.select("offset").distinct().withColumn("_changed_offset", F.lit(True)).persist()
-    offsets.count()  # cached before the changes it comes from are let go
-    changed.unpersist()
-    return ChangeScope(dirty_from, log_start_after, keys, offsets)
+    return ChangeScope(dirty_from, log_start_after, keys, offsets, feed)

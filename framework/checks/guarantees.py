@@ -127,10 +127,12 @@ class Guarantees:
         config = log.spec.config
         checked = STAGE_GUARANTEES[stage]
         start = state_after.log_start_offset
+        after_in_scope = None
         if changes is None:
             pairs = rules.pairing(before, after, config).persist()
         else:
-            pairs = rules.pairing(changes.of(before), changes.of(after), config).persist()
+            after_in_scope = changes.of(after).persist()
+            pairs = rules.pairing(changes.before_from(after_in_scope), after_in_scope, config).persist()
         violations = None
         try:
             if changes is None:
@@ -146,7 +148,7 @@ class Guarantees:
                        "first_uncleanable_offset": bounds["u_before"]}
             outcome = self._judge(log, stage, scope, violations, context)
         finally:
-            for frame in (violations, pairs):
+            for frame in (violations, pairs, after_in_scope):
                 if frame is not None:
                     frame.unpersist()
         if run_spec_expectations and log.spec.expectations:
