@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from framework.checks.scope import Scope, first_stamp_ms
-from framework.cleaner.spark_sql import sql_string, winner_rank_sql
+from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
 __all__ = ["SAMPLE_ROWS", "Rule", "bounds", "literal_violations", "pairing", "scoped_bounds", "summary", "violations"]
@@ -115,31 +115,25 @@ def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dic
 
 
 def _first_offset_from(frame, ms: int):
-    """The smallest offset whose timestamp is newer than ``ms``. The literal filter lets
-    Delta skip the files whose newest timestamp is older (the recent ones are read)."""
+    """The smallest offset whose timestamp is newer than ``ms`` (Delta skips older files)."""
     from pyspark.sql import functions as F
 
-    floor = F.timestamp_millis(F.lit(max(0, min(ms, 253402300799999))))
-    young = frame.where(F.col("timestamp") >= floor).where(F.expr(f"unix_millis(`timestamp`) > {ms}"))
-    return young.agg(F.min("offset").alias("u")).collect()[0]["u"]
+    return frame.where(newer_than_sql(ms)).agg(F.min("offset").alias("u")).collect()[0]["u"]
 
 
 def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int,
-                  kept_bytes: bool) -> dict:
-    """The same numbers when ``pairs`` holds only the change (``framework.checks.changes``).
-    What needs every record is read where Delta's file statistics point: U and the time
-    boundary from the files young enough, the counts from the statistics themselves; the
-    bytes kept (only retention is judged by them) from one narrow pass. What was removed
-    or added comes from the pairing."""
+                  retention: bool) -> dict:
+    """The numbers a stage check needs when ``pairs`` holds only the change
+    (``framework.checks.changes``). What needs every record is read where Delta's file
+    statistics point: U from the files young enough, the counts from the statistics
+    themselves; what only retention is judged by (the time boundary, the bytes kept) only
+    for a retention stage. What was removed or added comes from the pairing."""
     from pyspark.sql import functions as F
 
-    young_ms = now_ms - config.min_compaction_lag_ms
     numbers = {
-        "u_before": _first_offset_from(before, young_ms), "u_after": _first_offset_from(after, young_ms),
-        # Time retention keeps every record from the first one at least now - retention.ms old.
-        "time_boundary": (_first_offset_from(before, now_ms - config.retention_ms - 1)
-                          if config.delete and config.retention_ms >= 0 else None),
+        "u_before": _first_offset_from(before, now_ms - config.min_compaction_lag_ms),
         "records_before": before.count(), "records_after": after.count(),
+        "time_boundary": None, "kept_bytes": 0,
     }
     changed = pairs.agg(*[F.expr(a) for a in (
         *_CHANGE_AGGREGATES,
@@ -147,8 +141,10 @@ def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_st
         "AS removed_from_start",
     )]).collect()[0].asDict()
     removed_from_start = changed.pop("removed_from_start")
-    numbers["kept_bytes"] = 0
-    if kept_bytes:
+    if retention:
+        if config.delete and config.retention_ms >= 0:
+            # Time retention keeps every record from the first one at most retention.ms old.
+            numbers["time_boundary"] = _first_offset_from(before, now_ms - config.retention_ms - 1)
         from_start = before.where(F.col("offset") >= log_start_after).agg(F.sum("_size")).collect()[0][0] or 0
         numbers["kept_bytes"] = from_start - removed_from_start
     return _finish({**numbers, **changed})

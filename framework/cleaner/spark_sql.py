@@ -13,13 +13,24 @@ from __future__ import annotations
 
 from framework.spec import TopicConfig
 
-__all__ = ["header_version", "header_version_sql", "last_header_sql", "sql_string", "winner_rank",
+__all__ = ["header_version", "header_version_sql", "last_header_sql", "newer_than_sql", "sql_string", "winner_rank",
            "winner_rank_sql"]
+
+#: Spark's largest TIMESTAMP, in epoch milliseconds (9999-12-31T23:59:59.999).
+_MAX_TIMESTAMP_MS = 253402300799999
 
 
 def sql_string(text: str) -> str:
     """A Spark SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def newer_than_sql(ms: int) -> str:
+    """Records whose timestamp is newer than ``ms`` (how U and time retention find the young
+    ones). The TIMESTAMP literal, clamped to Spark's range, lets Delta skip the files whose
+    newest timestamp is older; the millisecond comparison keeps the rule exact."""
+    floor = max(0, min(ms, _MAX_TIMESTAMP_MS))
+    return f"`timestamp` >= timestamp_millis({floor}) AND unix_millis(`timestamp`) > {ms}"
 
 
 def last_header_sql(name: str) -> str:

@@ -36,24 +36,13 @@ def _ms(column):
     return F.unix_millis(F.col(column))
 
 
-def _timestamp_literal(ms: int):
-    """A TIMESTAMP literal Delta can skip files with, clamped to Spark's range."""
-    from pyspark.sql import functions as F
-
-    return F.timestamp_millis(F.lit(max(0, min(ms, 253402300799999))))
-
-
 def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_offset: int) -> int:
     """U: the smallest offset whose timestamp is newer than ``now - min.compaction.lag.ms``."""
     from pyspark.sql import functions as F
 
     after = cleaner.uncleanable_after_ms(now_ms, config)
-    if after < 0:
-        young = records  # every timestamp is >= 0 > after
-    else:
-        # The literal filter lets Delta skip files whose newest timestamp is old enough;
-        # the exact millisecond comparison keeps the rule exact.
-        young = records.where(F.col("timestamp") >= _timestamp_literal(after)).where(_ms("timestamp") > after)
+    # Below 0 every timestamp is newer.
+    young = records if after < 0 else records.where(spark_sql.newer_than_sql(after))
     row = young.agg(F.min("offset").alias("u")).collect()[0]
     return log_end_offset if row["u"] is None else min(row["u"], log_end_offset)
 
