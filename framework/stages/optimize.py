@@ -201,15 +201,16 @@ def _data_file(row) -> DataFile:
 def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
     """What bin-packing would rewrite now; writes nothing."""
     snap = snapshot or log.snapshot()
+    unavailable = None
     if _jvm(log.spark) is None:
-        return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
-                        unavailable="bin-packing needs a classic Spark session (Spark Connect has no "
-                                    "Delta transaction API)")
-    if log.spark.conf.get("spark.databricks.delta.stats.collect", "true").lower() == "false":
+        unavailable = "bin-packing needs a classic Spark session (Spark Connect has no Delta transaction API)"
+    elif log.spark.conf.get("spark.databricks.delta.stats.collect", "true").lower() == "false":
         # The rewrite is checked record for record against the files' statistics.
+        unavailable = ("bin-packing needs Delta's file statistics, and this session does not collect them "
+                       "(spark.databricks.delta.stats.collect is false)")
+    if unavailable:
         return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
-                        unavailable="bin-packing needs Delta's file statistics, and this session does not "
-                                    "collect them (spark.databricks.delta.stats.collect is false)")
+                        unavailable=unavailable)
     delta = _Delta(log.spark)
     table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
     files = _data_files(log.spark, table.allFiles())
