@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 WAREHOUSE ?= warehouse
 
-.PHONY: quickstart setup test test-fast test-crashes lint clean mutation
+.PHONY: quickstart setup test test-fast test-crashes test-long lint clean mutation
 
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt scripts/setup.sh
 	PYTHON=$(PYTHON) scripts/setup.sh
@@ -33,6 +33,11 @@ test-fast: setup
 # 9 minutes; `make test` runs six steps of this matrix).
 test-crashes: setup
 	TOPICLAKE_CRASH_MATRIX=all $(PY) -m pytest -q -s tests/test_crashes.py
+
+# 200 maintenance runs on a simulated clock with the shipped bounds (about 15 minutes;
+# `make test` runs 24 of them with the bounds scaled down).
+test-long: setup
+	TOPICLAKE_LONG_RUNS=200 $(PY) -m pytest -q -s tests/test_long_run.py
 
 lint: setup
 	$(VENV)/bin/topiclake lint table_specs

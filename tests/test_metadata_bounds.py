@@ -87,3 +87,64 @@ def test_auto_compaction_bounds_the_history_tables_files(spark, warehouse):
     assert history.read().count() == 12
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{history.path}`").collect()]
     assert "OPTIMIZE" in operations
+
+
+def _history_rows(runs: list[tuple[str, int, int, bool]]) -> list[HistoryRow]:
+    """(run id, partition, started ms, committed) -> one compact row each."""
+    return [HistoryRow(run_id=run_id, run_started_ms=started, now_ms=started, topic="t", partition=partition,
+                       stage="compact", committed=committed, version_before=started, version_after=started)
+            for run_id, partition, started, committed in runs]
+
+
+def test_a_prune_keeps_each_partitions_newest_runs_and_its_latest_committed_one(spark, warehouse):
+    history = MaintenanceHistory(spark, warehouse)
+    # partition 0: one committed run (a1), then five idle ones; partition 1: three committed runs
+    history.append(_history_rows([("a1", 0, 1, True), ("a2", 0, 2, False), ("a3", 0, 3, False), ("a4", 0, 4, False),
+                                  ("a5", 0, 5, False), ("a6", 0, 6, False),
+                                  ("b1", 1, 1, True), ("b2", 1, 2, True), ("b3", 1, 3, True)]))
+    assert history.prune(runs_kept=2) == 4  # a2, a3, a4 and b1; a1 stays as partition 0's latest commit
+    kept = sorted((r["partition"], r["run_id"]) for r in history.read().collect())
+    assert kept == [(0, "a1"), (0, "a5"), (0, "a6"), (1, "b2"), (1, "b3")], kept
+    assert history.last_run("t", 0)["run_id"] == "a1"
+    assert history.recorded_versions() == {("t", 0): 6, ("t", 1): 3}
+
+
+def test_the_history_is_pruned_every_so_many_commits_and_stays_bounded(spark, warehouse):
+    history = MaintenanceHistory(spark, warehouse)
+    pruned_at = []
+    for run in range(1, 25):
+        history.append(_history_rows([(f"r{run}", 0, run, run % 5 == 0)]))
+        if history.prune_if_due(runs_kept=3, every=6) is not None:
+            pruned_at.append(run)
+        assert history.read().count() <= 3 + 1 + 6, run  # kept runs, the latest commit, appends since
+    # at versions 6, 12, 18 and 24; each prune that deletes rows is a commit too (7, 13, 19)
+    assert pruned_at == [6, 11, 16, 21], pruned_at
+    assert sorted(r["run_id"] for r in history.read().collect()) == [f"r{n}" for n in range(19, 25)]
+    latest = MaintenanceHistory(spark, warehouse)
+    assert latest.prune_if_due(runs_kept=100, every=1) is None  # it appended nothing yet
+    versions = len(commit_files(history.path))
+    assert history.prune(runs_kept=100) == 0
+    assert len(commit_files(history.path)) == versions, "a prune that deletes nothing commits nothing"
+
+
+def test_a_suite_keeps_its_newest_validation_results_and_data_docs_shows_only_those(spark, warehouse):
+    from framework.checks import gx_project, gx_suites
+
+    project = gx_suites.Project(warehouse)
+    store = os.path.join(gx_project.project_root(warehouse), "gx", "uncommitted", "validations", "topiclake", "bounded",
+                         "guarantees")
+    seen: set[str] = set()
+    for n in range(5):
+        project.run(definition="topiclake.bounded-0.compact.guarantees", suite_name="topiclake.bounded.guarantees",
+                    expectations=gx_suites.guarantee_expectations(), asset="bounded.guarantees",
+                    frame=gx_suites.metrics_frame({}, ("G1",), {"n": n}), result_format="BOOLEAN_ONLY",
+                    datasource=gx_suites.METRICS_DATASOURCE, keep=2)
+        seen.update(glob.glob(os.path.join(store, "*", "*")))
+        assert len(glob.glob(os.path.join(store, "*", "*", "*.json"))) == min(n + 1, 2)
+        if n == 1:
+            gx_project.build_data_docs(warehouse)  # pages of results that are pruned below
+    assert len(seen) == 5
+    assert sorted(glob.glob(os.path.join(store, "*", "*"))) == sorted(seen)[-2:]  # the newest two
+    index = gx_project.build_data_docs(warehouse)
+    pages = glob.glob(os.path.join(os.path.dirname(index), "validations", "**", "*.html"), recursive=True)
+    assert len(pages) == 2, pages  # the pruned results' pages went with them

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from framework.checks import gx_suites, rules
+from framework.checks import gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, worth_scoping
 from framework.checks.readability import read_problem
@@ -189,6 +189,7 @@ class Guarantees:
             frame=gx_suites.metrics_frame(counts, STAGE_GUARANTEES[stage], context),
             result_format="BOOLEAN_ONLY",
             datasource=gx_suites.METRICS_DATASOURCE,
+            keep=gx_project.RESULTS_KEPT_PER_PARTITION * log.spec.partitions,
         )
         failed: list[str] = []
         details: list[str] = []
@@ -216,6 +217,7 @@ class Guarantees:
             asset=f"{log.spec.topic}.records",
             frame=after.select(*RECORD_COLUMNS),
             result_format="SUMMARY",
+            keep=gx_project.RESULTS_KEPT_PER_PARTITION * log.spec.partitions,
         )
         failed: list[str] = []
         details: list[str] = []

@@ -1,7 +1,10 @@
 """The Great Expectations project of a warehouse: where suites and validation results live.
 
 A file-backed GE project under ``<warehouse>/_topiclake/gx`` keeps every validation
-result the guarantees produce, so ``report`` can render them as Data Docs later. For a
+result the guarantees produce, so ``report`` can render them as Data Docs later. The
+store stays bounded: after each validation, a suite keeps its newest results only
+(``RESULTS_KEPT_PER_PARTITION`` per partition of its topic), and Data Docs are rebuilt from
+what is kept. For a
 warehouse in object storage, the project lives in a local folder
 (``$TOPICLAKE_GX_ROOT``, default ``~/.topiclake/gx/<warehouse hash>``), since GE's file
 stores want a local path.
@@ -11,9 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import threading
 
 from framework.log.warehouse import Warehouse
+
+#: Validation results a topic's suite keeps per partition of the topic (about 25 runs' worth
+#: of a compacted and retained partition: two stage checks a run).
+RESULTS_KEPT_PER_PARTITION = 50
+#: GE's folder for one result: ``<suite path>/<run name>/<run time>/<batch>.json``.
+_RUN_TIME = re.compile(r"^\d{8}T\d{6}\.\d{6}Z$")
 
 _contexts: dict[str, object] = {}
 _lock = threading.Lock()
@@ -55,9 +66,35 @@ def data_docs_index(warehouse: Warehouse) -> str:
     return os.path.join(project_root(warehouse), "gx", "uncommitted", "data_docs", "local_site", "index.html")
 
 
+def _validations(warehouse: Warehouse) -> str:
+    return os.path.join(project_root(warehouse), "gx", "uncommitted", "validations")
+
+
+def prune_results(warehouse: Warehouse, suite_name: str, keep: int) -> int:
+    """Delete all but the newest ``keep`` stored results of ``suite_name``; how many went.
+
+    GE names a result's folder by its run time (UTC, fixed width), so names sort by age.
+    A result another process deletes first is simply gone.
+    """
+    folder = os.path.join(_validations(warehouse), *suite_name.split("."))
+    results = []
+    for run_name in (os.listdir(folder) if os.path.isdir(folder) else []):
+        parent = os.path.join(folder, run_name)
+        if os.path.isdir(parent):
+            results.extend((name, os.path.join(parent, name)) for name in os.listdir(parent) if _RUN_TIME.match(name))
+    doomed = sorted(results, reverse=True)[max(0, keep):]
+    for _, path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(doomed)
+
+
 def build_data_docs(warehouse: Warehouse) -> str | None:
-    """Render every stored validation result as Data Docs; the index page, or None if none exist."""
-    validations = os.path.join(project_root(warehouse), "gx", "uncommitted", "validations")
+    """Render the stored validation results as Data Docs; the index page, or None if none exist.
+
+    GE rebuilds the site's result pages from the store, so a pruned result's page goes too
+    (``tests/test_metadata_bounds.py``).
+    """
+    validations = _validations(warehouse)
     if not os.path.isdir(validations):
         return None
     context(warehouse).build_data_docs()

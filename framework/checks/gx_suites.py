@@ -67,6 +67,7 @@ class Project:
     definitions fetched or added by name, kept in sync with the code and the spec."""
 
     def __init__(self, warehouse: Warehouse):
+        self.warehouse = warehouse
         self.context = gx_project.context(warehouse)
 
     def _datasource(self, name: str):
@@ -123,10 +124,14 @@ class Project:
                                                                                suite=suite))
 
     def run(self, definition: str, suite_name: str, expectations, asset: str, frame, result_format: str,
-            datasource: str = DATASOURCE):
+            datasource: str = DATASOURCE, keep: int | None = None):
+        """Validate ``frame``; the suite then keeps its newest ``keep`` stored results (all when None)."""
         suite = self._suite(suite_name, expectations)
         validation = self._definition(definition, self._batch_definition(asset, datasource), suite)
-        return validation.run(batch_parameters={"dataframe": frame}, result_format=result_format)
+        result = validation.run(batch_parameters={"dataframe": frame}, result_format=result_format)
+        if keep is not None:
+            gx_project.prune_results(self.warehouse, suite_name, keep)
+        return result
 
 
 def metrics_frame(counts: Mapping[str, int], checked: Sequence[str], context: Mapping[str, object]):

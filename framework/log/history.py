@@ -1,14 +1,30 @@
 """The maintenance history: one row per partition and stage of every run (CONTRACT section 8).
 
-An append-only Delta table at ``<warehouse>/_topiclake/maintenance_history``. Appends are
-blind, so runs on different topics never conflict over it. The report plots it.
+A Delta table at ``<warehouse>/_topiclake/maintenance_history``. Appends are blind, so
+runs on different topics never conflict over it. The report plots it.
+
+It stays bounded: every ``PRUNE_EVERY`` commits, a run deletes each partition's runs older
+than its newest ``RUNS_KEPT`` (the report reads no more), keeping a partition's latest
+committed run whatever its age (``validate`` starts from it, and a killed run is found by
+the newest version recorded). Delta's auto compaction keeps its files few, and
+``vacuum_own_tables`` removes the files they replaced once Delta's window has passed.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, fields
 
-from framework.log.warehouse import Warehouse, create_own_table
+from framework.log.commit_log import read_commits
+from framework.log.delta_commits import commit_metadata
+from framework.log.log_state import METADATA_KEY, metadata_field
+from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql
+
+#: The newest runs of each partition the history keeps (the report reads as many).
+RUNS_KEPT = 500
+#: How many history commits go by between two prunes (a prune is a small shuffle and a MERGE).
+PRUNE_EVERY = 50
+PRUNE_OPERATION = "history_prune"
 
 #: Column -> Spark SQL type, in table order.
 HISTORY_COLUMNS: dict[str, str] = {
@@ -112,6 +128,8 @@ class MaintenanceHistory:
     def __init__(self, spark, warehouse: Warehouse):
         self.spark = spark
         self.path = warehouse.maintenance_history_path
+        #: the history versions this object's appends made (or saw last), for the prune's cadence
+        self._appended: list[int] = []
 
     def exists(self) -> bool:
         from delta.tables import DeltaTable
@@ -126,6 +144,54 @@ class MaintenanceHistory:
         frame = self.spark.createDataFrame([r.as_tuple() for r in rows], HISTORY_SCHEMA)
         # mergeSchema: a warehouse written by an older topiclake gains the newer columns
         frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)
+        self._appended.append(read_commits(self.spark, self.path, 1)[0].version)
+
+    def prune_if_due(self, runs_kept: int = RUNS_KEPT, every: int | None = None) -> int | None:
+        """Prune when this object's appends reached a history version that is a multiple of
+        ``every``; the rows deleted, or None when not due. A prune that loses a commit race
+        to an append is simply not done: the next multiple will come."""
+        from framework.log.delta_commits import is_retryable_conflict
+
+        appended, self._appended = self._appended, []
+        if not appended or not prune_due(min(appended), max(appended), every or PRUNE_EVERY):
+            return None
+        try:
+            return self.prune(runs_kept)
+        except Exception as error:  # noqa: BLE001 - only a conflict is expected; anything else is raised
+            if is_retryable_conflict(error):
+                return None
+            raise
+
+    def prune(self, runs_kept: int) -> int:
+        """Delete each partition's runs older than its newest ``runs_kept``, except its latest
+        committed run, in one Delta commit; the number of rows deleted."""
+        from delta.tables import DeltaTable
+
+        doomed = self.spark.sql(f"""
+            WITH runs AS (
+              SELECT topic, `partition`, run_id, max(run_started_ms) AS started,
+                     max(CAST(committed AS INT)) AS committed
+              FROM {delta_table_sql(self.path)} GROUP BY topic, `partition`, run_id),
+            ranked AS (
+              SELECT *, row_number() OVER (PARTITION BY topic, `partition`
+                                           ORDER BY started DESC, run_id DESC) AS newest,
+                        row_number() OVER (PARTITION BY topic, `partition`
+                                           ORDER BY committed DESC, started DESC, run_id DESC) AS newest_committed
+              FROM runs)
+            SELECT topic, `partition`, run_id FROM ranked
+            WHERE newest > {int(runs_kept)} AND NOT (committed = 1 AND newest_committed = 1)""")
+        marker = json.dumps({METADATA_KEY: {"operation": PRUNE_OPERATION, "runs_kept": int(runs_kept)}})
+        with commit_metadata(self.spark, marker):
+            (DeltaTable.forPath(self.spark, self.path).alias("h")
+             .merge(doomed.alias("d"),
+                    "h.topic <=> d.topic AND h.`partition` <=> d.`partition` AND h.run_id <=> d.run_id")
+             .whenMatchedDelete()
+             .execute())
+        latest = read_commits(self.spark, self.path, 1)[0]
+        # a MERGE that deletes nothing commits nothing
+        if metadata_field(latest.user_metadata, "operation") != PRUNE_OPERATION:
+            return 0
+        return int((latest.metrics or {}).get("numTargetRowsDeleted", 0) or 0)
 
     def read(self):
         """The whole history (an empty frame before the first run)."""
@@ -157,3 +223,10 @@ class MaintenanceHistory:
             .collect()
         )
         return rows[0] if rows else None
+
+
+def prune_due(first_version: int, last_version: int, every: int) -> bool:
+    """Did appends that made history versions ``first_version..last_version`` reach a multiple
+    of ``every``? Each multiple is made by one commit, so the history is pruned about every
+    ``every`` commits, with no state kept anywhere but its version numbers."""
+    return last_version // every > (first_version - 1) // every

@@ -35,7 +35,7 @@ from framework.log.delta_commits import (
     is_concurrent_append,
     is_retryable_conflict,
 )
-from framework.log.history import HistoryRow, MaintenanceHistory
+from framework.log.history import RUNS_KEPT, HistoryRow, MaintenanceHistory
 from framework.log.log_state import metadata_field
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
 from framework.log.topic import Topic
@@ -48,8 +48,6 @@ from framework.stages.vacuum import VacuumResult, check_window, vacuum
 STAGES = ("compact", "retain", "optimize", "vacuum")
 #: The commits a run records history rows for (vacuum changes no record).
 INTERRUPTIBLE = ("compact", "retain", "optimize")
-
-
 
 
 @dataclass
@@ -85,7 +83,8 @@ class Maintenance:
 
     def __init__(self, spark, warehouse: Warehouse, specs: Sequence[TopicSpec],
                  validator: Validator | None = None, progress: Callable[[str], None] | None = None,
-                 record_history: bool = True, step: Callable[[int, int, str], None] | None = None):
+                 record_history: bool = True, step: Callable[[int, int, str], None] | None = None,
+                 history_runs_kept: int = RUNS_KEPT):
         self.spark = spark
         self.warehouse = warehouse
         self.specs = list(specs)
@@ -94,6 +93,8 @@ class Maintenance:
         #: (partitions done, partitions in the run, the one under way): for a progress bar
         self.step = step or (lambda done, total, label: None)
         self.history = MaintenanceHistory(spark, warehouse) if record_history else None
+        #: each partition's newest runs the history keeps (older ones are pruned now and then)
+        self.history_runs_kept = history_runs_kept
         self.offsets = ConsumerOffsets(spark, warehouse)
 
     # ----------------------------------------------------------------- public
@@ -147,6 +148,9 @@ class Maintenance:
             self.step(len(logs), len(logs), "done")
         finally:
             self._record(pending)
+        pruned = self.history.prune_if_due(self.history_runs_kept) if self.history is not None else None
+        if pruned:
+            self.progress(f"history: pruned {pruned} row(s); each partition keeps its newest {self.history_runs_kept}")
         for spec in self.select(topic):  # the history table may be new: name it beside the tables
             Topic(self.spark, self.warehouse, spec).register()
         return run

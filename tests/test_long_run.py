@@ -1,0 +1,172 @@
+"""A long run: many maintenance runs on a simulated clock, producers in between, and what
+must stay bounded (issue 10, item 5).
+
+Three topics, one of each cleanup policy, one partition each. Before every run a producer
+appends a few keyed records (now and then a tombstone) to one topic in turn, the clock
+moves one minute, and ``maintain`` runs over all three with the history on and the
+guarantee checks after every committed stage. Every run must pass. At the end:
+
+* each partition table is bounded by its policy: a compacted one by its keys plus what
+  is not yet cleanable, a retained one by ``retention.ms`` worth of records;
+* its Delta log is bounded by Delta's log cleanup: half way, the log files are aged by
+  two days (the cleanup goes by their modification times), and at the end each log holds
+  only the commits made since, plus one checkpoint interval;
+* the maintenance history by its prune (each partition's newest runs; kept small here);
+* the Great Expectations store by its prune (each suite's newest results), and with it
+  the report: the report written at the end is no larger than the one written half way,
+  give or take a little.
+
+Cost: a run costs 3 to 5 s here (three partitions, a produce call, the checks and a
+history append), so ``make test`` runs ``SUITE_RUNS`` of them, with the history's and the
+store's bounds scaled down so that both prunes happen several times; ``make test-long``
+runs 200 (``TOPICLAKE_LONG_RUNS``) with the shipped bounds.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+
+import pytest
+
+from framework.checks import gx_project
+from framework.checks.guarantees import Guarantees
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
+from framework.log.history import PRUNE_EVERY, MaintenanceHistory
+from framework.log.topic import Topic
+from framework.report.site import write_report
+from framework.spec import parse_spec
+from framework.stages.maintenance import Maintenance
+
+pytestmark = pytest.mark.slow
+
+SUITE_RUNS = 24
+RUNS = int(os.environ.get("TOPICLAKE_LONG_RUNS", str(SUITE_RUNS)))
+#: a short run scales the bounds down, so that what keeps them is exercised
+SHORT = RUNS < 200
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+MINUTE_MS = 60_000
+KEYS = 12
+RUNS_KEPT = 4 if SHORT else 20
+PRUNE_CADENCE = 6 if SHORT else PRUNE_EVERY
+RESULTS_KEPT = 3 if SHORT else gx_project.RESULTS_KEPT_PER_PARTITION
+TWO_DAYS_S = 2 * 86_400
+CHECKPOINT_INTERVAL = 10  # Delta's default
+
+SPECS = {
+    "compacted": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.5, "delete.retention.ms": 600_000},
+    "logs": {"cleanup.policy": "delete", "retention.ms": 1_800_000},
+    "mixed": {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.5, "retention.ms": 3_600_000,
+              "delete.retention.ms": 600_000},
+}
+
+
+def _commit_versions(path: str) -> list[int]:
+    names = glob.glob(os.path.join(path, "_delta_log", "*.json"))
+    return sorted(int(os.path.basename(name).split(".")[0]) for name in names)
+
+
+def _age_log(path: str, seconds: int) -> None:
+    for name in glob.glob(os.path.join(path, "_delta_log", "*")):
+        if os.path.isfile(name):
+            stat = os.stat(name)
+            os.utime(name, (stat.st_atime - seconds, stat.st_mtime - seconds))
+
+
+def _folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(folder) for f in files)
+
+
+@pytest.mark.timeout(1800)
+def test_long_run_passes_every_check_and_stays_bounded(spark, warehouse, tmp_path, monkeypatch):
+    monkeypatch.setattr("framework.log.history.PRUNE_EVERY", PRUNE_CADENCE)
+    monkeypatch.setattr(gx_project, "RESULTS_KEPT_PER_PARTITION", RESULTS_KEPT)
+    specs = [parse_spec({"topic": topic, "partitions": 1, "config": {**config, "time.travel.retention.ms": 3_600_000}},
+                        f"{topic}.yaml") for topic, config in SPECS.items()]
+    topics = {spec.topic: Topic(spark, warehouse, spec) for spec in specs}
+    for topic in topics.values():
+        topic.create()
+    maintenance = Maintenance(spark, warehouse, specs, validator=Guarantees(spark, warehouse).check_stage,
+                              history_runs_kept=RUNS_KEPT)
+    produced = {name: 0 for name in topics}
+    checked = {name: 0 for name in topics}
+    committed_stages = 0
+    aged_at: dict[str, int] = {}
+    middle_report = None
+    started = time.monotonic()
+    for run_number in range(1, RUNS + 1):
+        now = START_MS + run_number * MINUTE_MS
+        name = list(topics)[run_number % len(topics)]
+        spec = topics[name].spec
+        records = [{"key": f"k{(run_number * 5 + i) % KEYS}",
+                    "value": None if spec.config.compact and (run_number + i) % 9 == 0 else f"{run_number}.{i}",
+                    "timestamp": now - 1_000 + i} for i in range(4)]
+        produce(topics[name], parse_records([(None, r) for r in records], spec, "long-run"), now)
+        produced[name] += len(records)
+        run = maintenance.run(now)
+        failures = [(p.topic, p.error, p.failed_guarantees, [r.message for r in p.rows if r.message])
+                    for p in run.partitions if p.failed]
+        assert not failures, f"run {run_number} at {now}: {json.dumps(failures, default=str)[:3000]}"
+        committed_stages += sum(1 for p in run.partitions for r in p.rows if r.committed)
+        for part in run.partitions:
+            checked[part.topic] += sum(1 for r in part.rows if r.validation == "passed")
+        if run_number == RUNS // 4:
+            for name_, topic in topics.items():
+                path = topic.partition(0).path
+                _age_log(path, TWO_DAYS_S)
+                aged_at[name_] = _commit_versions(path)[-1]
+        if run_number == RUNS // 2:
+            middle_report = _folder_bytes(os.path.dirname(write_report(spark, warehouse, str(tmp_path / "middle"))))
+    elapsed = time.monotonic() - started
+
+    # the partition tables: bounded by their policies
+    cleaned: list[str] = []
+    for name, topic in topics.items():
+        log = topic.partition(0)
+        state = log.snapshot().state
+        records = log.read().count()
+        config = topic.spec.config
+        if config.compact:
+            # one record per key in the clean section, plus what was produced since it was cleaned
+            assert records <= KEYS + (state.log_end_offset - state.checkpoint), (name, records, state)
+        if config.delete:
+            # a minute per run, four records every third run: retention.ms worth of runs, plus one
+            assert records <= 4 * (config.retention_ms // MINUTE_MS // len(topics) + 1), (name, records)
+        assert state.log_end_offset == produced[name], name
+
+        # its Delta log: once a checkpoint came after the ageing, only the commits since the
+        # ageing and at most one checkpoint interval more
+        versions = _commit_versions(log.path)
+        made_since = versions[-1] - aged_at[name]
+        if made_since >= CHECKPOINT_INTERVAL:
+            cleaned.append(name)
+            assert len(versions) <= made_since + CHECKPOINT_INTERVAL + 1, (name, len(versions), made_since)
+    assert cleaned, "no partition made a checkpoint's worth of commits after the ageing: the check is vacuous"
+
+    # the history: each partition's newest runs, plus its latest committed one, plus one prune cadence
+    from pyspark.sql import functions as F
+
+    history = MaintenanceHistory(spark, warehouse).read()
+    runs_per_partition = {(r["topic"], r["partition"]): r["n"] for r in
+                          history.groupBy("topic", "partition").agg(F.countDistinct("run_id").alias("n")).collect()}
+    assert set(runs_per_partition) == {(name, 0) for name in topics}
+    for key, count in runs_per_partition.items():
+        assert count <= RUNS_KEPT + 1 + PRUNE_CADENCE, (key, count)
+    assert max(runs_per_partition.values()) < RUNS, "the history was never pruned"
+
+    # the GE store: each suite keeps its newest results
+    store = os.path.join(gx_project.project_root(warehouse), "gx", "uncommitted", "validations")
+    for name in topics:
+        kept = glob.glob(os.path.join(store, "topiclake", name, "guarantees", "*", "*", "*.json"))
+        assert len(kept) == min(checked[name], RESULTS_KEPT), (name, len(kept), checked[name])
+    assert max(checked.values()) > RESULTS_KEPT, "no suite had more results than it keeps: the check is vacuous"
+
+    # the report: no larger at the end than half way (a little for longer numbers)
+    final_report = _folder_bytes(os.path.dirname(write_report(spark, warehouse, str(tmp_path / "final"))))
+    assert final_report <= 1.2 * middle_report, (middle_report, final_report)
+    print(f"\n{RUNS} runs in {elapsed:.0f} s ({elapsed / RUNS:.2f} s a run), {committed_stages} committed stages "
+          f"checked; checks per topic {checked}; runs kept per partition {runs_per_partition}; "
+          f"report {middle_report} -> {final_report} bytes")
