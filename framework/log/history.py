@@ -6,8 +6,9 @@ runs on different topics never conflict over it. The report plots it.
 It stays bounded: every ``PRUNE_EVERY`` commits, a run deletes each partition's runs older
 than its newest ``RUNS_KEPT`` (the report reads no more), keeping a partition's latest
 committed run whatever its age (``validate`` starts from it, and a killed run is found by
-the newest version recorded). Delta's auto compaction keeps its files few, and
-``vacuum_own_tables`` removes the files they replaced once Delta's window has passed.
+the newest version recorded). Delta's auto compaction keeps its files few; the files it
+and the prune replace stay on disk until a VACUUM, which topiclake does not run on its
+own tables yet.
 """
 
 from __future__ import annotations
