@@ -13,19 +13,15 @@ own tables yet.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 
 from framework.log.commit_log import read_commits
-from framework.log.delta_commits import commit_metadata
-from framework.log.log_state import METADATA_KEY, metadata_field
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql
 
 #: The newest runs of each partition the history keeps (the report reads as many).
 RUNS_KEPT = 500
 #: How many history commits go by between two prunes (a prune is a small shuffle and a MERGE).
 PRUNE_EVERY = 50
-PRUNE_OPERATION = "history_prune"
 
 #: Column -> Spark SQL type, in table order.
 HISTORY_COLUMNS: dict[str, str] = {
@@ -129,8 +125,8 @@ class MaintenanceHistory:
     def __init__(self, spark, warehouse: Warehouse):
         self.spark = spark
         self.path = warehouse.maintenance_history_path
-        #: the history versions this object's appends made (or saw last), for the prune's cadence
-        self._appended: list[int] = []
+        #: appends this object made since its last prune_if_due, for the prune's cadence
+        self._appends = 0
 
     def exists(self) -> bool:
         from delta.tables import DeltaTable
@@ -145,7 +141,7 @@ class MaintenanceHistory:
         frame = self.spark.createDataFrame([r.as_tuple() for r in rows], HISTORY_SCHEMA)
         # mergeSchema: a warehouse written by an older topiclake gains the newer columns
         frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)
-        self._appended.append(read_commits(self.spark, self.path, 1)[0].version)
+        self._appends += 1
 
     def prune_if_due(self, runs_kept: int = RUNS_KEPT, every: int | None = None) -> int | None:
         """Prune when this object's appends reached a history version that is a multiple of
@@ -153,8 +149,13 @@ class MaintenanceHistory:
         to an append is simply not done: the next multiple will come."""
         from framework.log.delta_commits import is_retryable_conflict
 
-        appended, self._appended = self._appended, []
-        if not appended or not prune_due(min(appended), max(appended), every or PRUNE_EVERY):
+        appends, self._appends = self._appends, 0
+        if not appends:
+            return None
+        # The newest version, read once a run: its appends made the last ``appends`` of them
+        # (near enough when another run appended in between; it only shifts the cadence).
+        latest = read_commits(self.spark, self.path, 1)[0].version
+        if not prune_due(latest - appends + 1, latest, every or PRUNE_EVERY):
             return None
         try:
             return self.prune(runs_kept)
@@ -181,18 +182,13 @@ class MaintenanceHistory:
               FROM runs)
             SELECT topic, `partition`, run_id FROM ranked
             WHERE newest > {int(runs_kept)} AND NOT (committed = 1 AND newest_committed = 1)""")
-        marker = json.dumps({METADATA_KEY: {"operation": PRUNE_OPERATION, "runs_kept": int(runs_kept)}})
-        with commit_metadata(self.spark, marker):
-            (DeltaTable.forPath(self.spark, self.path).alias("h")
-             .merge(doomed.alias("d"),
-                    "h.topic <=> d.topic AND h.`partition` <=> d.`partition` AND h.run_id <=> d.run_id")
-             .whenMatchedDelete()
-             .execute())
-        latest = read_commits(self.spark, self.path, 1)[0]
-        # a MERGE that deletes nothing commits nothing
-        if metadata_field(latest.user_metadata, "operation") != PRUNE_OPERATION:
-            return 0
-        return int((latest.metrics or {}).get("numTargetRowsDeleted", 0) or 0)
+        merged = (DeltaTable.forPath(self.spark, self.path).alias("h")
+                  .merge(doomed.alias("d"),
+                         "h.topic <=> d.topic AND h.`partition` <=> d.`partition` AND h.run_id <=> d.run_id")
+                  .whenMatchedDelete()
+                  .execute()
+                  .collect())
+        return int(merged[0]["num_deleted_rows"]) if merged else 0
 
     def read(self):
         """The whole history (an empty frame before the first run)."""
