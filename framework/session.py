@@ -57,27 +57,34 @@ def spark_log_path() -> str:
 
 @contextlib.contextmanager
 def _jvm_output_to_log() -> Iterator[None]:
-    """While the JVM starts, point this process's stderr (fd 2) at :func:`spark_log_path`.
+    """While the JVM starts, point this process's stdout and stderr (fds 1 and 2) away from
+    the terminal: both at :func:`spark_log_path`, or, when verbose, stdout at stderr.
 
-    The JVM inherits the descriptor, so Ivy's report and every later JVM log line go to
-    the file; Python's own stderr is restored as soon as the session is up. A new user's
-    first command then prints what topiclake says, not 150 lines of dependency resolution.
+    The JVM inherits the descriptors, so Ivy's report and every later JVM line go to the
+    file; Python's own are restored as soon as the session is up. A new user's first
+    command then prints what topiclake says, not 150 lines of dependency resolution, and
+    what Delta prints on the JVM's stdout (VACUUM's "Deleted 0 files ...") never lands in
+    the middle of ``--json`` output.
     """
-    if os.environ.get(VERBOSE_ENV):
-        yield
-        return
-    path = spark_log_path()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     try:
-        with open(path, "ab") as log:
-            os.dup2(log.fileno(), 2)
+        if os.environ.get(VERBOSE_ENV):
+            os.dup2(2, 1)
+        else:
+            path = spark_log_path()
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "ab") as log:
+                os.dup2(log.fileno(), 1)
+                os.dup2(log.fileno(), 2)
         yield
     finally:
+        sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None, kafka: bool = False,

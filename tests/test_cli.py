@@ -203,13 +203,21 @@ def test_console_script_is_installed_and_works():
 
 @pytest.mark.slow
 def test_a_first_command_prints_what_topiclake_says_not_sparks_start_up(tmp_path):
-    """Ivy's resolution report and the JVM's start-up lines go to a log file (--verbose shows them)."""
+    """Ivy's resolution report and the JVM's start-up lines go to a log file (--verbose shows
+    them), and so does what Delta prints on the JVM's stdout: ``--json`` output stays JSON
+    when a VACUUM runs (it prints "Deleted 0 files ...")."""
     process = subprocess.Popen([sys.executable, "-m", "framework.cli", "--warehouse", str(tmp_path / "w"), "--specs",
-                                str(REPO / "table_specs"), "status", "--topic", "prices-feed"],
+                                str(REPO / "table_specs"), "--json", "maintain", "--topic", "prices-feed",
+                                "--retention-ms", "0", "--unsafe-shorter-time-travel"],
                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = process.communicate(timeout=240)
     assert process.returncode == 0, err[-2000:]
-    assert out.splitlines() == ["prices-feed-0: no table yet", "prices-feed-1: no table yet"]
+    run = json.loads(out)
+    vacuums = [stage for part in run["partitions"] for stage in part["stages"] if stage["stage"] == "vacuum"]
+    assert len(vacuums) == 2 and all("vacuumed: " in v["message"] and "not needed" not in v["message"]
+                                     for v in vacuums), vacuums
     assert err == ""
     log = Path(tempfile.gettempdir()) / "topiclake-spark" / f"spark-{process.pid}.log"
-    assert "delta-spark" in log.read_text(errors="replace")  # Ivy resolved Delta's jars into it
+    text = log.read_text(errors="replace")
+    assert "delta-spark" in text  # Ivy resolved Delta's jars into it
+    assert "Deleted 0 files and directories" in text  # VACUUM's console line

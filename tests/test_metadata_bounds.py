@@ -5,7 +5,7 @@ A partition's ``_delta_log`` is cleaned by Delta at each checkpoint of what is o
 in a test, so the log files' modification times are moved two days back, which is what
 Delta's cleanup reads. The offset bookkeeping lives in the commits, so the test also
 checks that it survives the cleanup. topiclake's own tables are bounded by Delta's auto
-compaction.
+compaction, the history's prune, and the VACUUM of both own tables that comes with it.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import pytest
 
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.history import HistoryRow, MaintenanceHistory
 from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
 
@@ -117,14 +119,50 @@ def test_the_history_is_pruned_every_so_many_commits_and_stays_bounded(spark, wa
         if history.prune_if_due(runs_kept=3, every=6) is not None:
             pruned_at.append(run)
         assert history.read().count() <= 3 + 1 + 6, run  # kept runs, the latest commit, appends since
-    # at versions 6, 12, 18 and 24; each prune that deletes rows is a commit too (7, 13, 19)
-    assert pruned_at == [6, 11, 16, 21], pruned_at
-    assert sorted(r["run_id"] for r in history.read().collect()) == [f"r{n}" for n in range(19, 25)]
+    # At versions 6, 12, 18, ...: each prune is followed by its own commit and the VACUUM's
+    # two (start and end), so the appends of every third run reach the next multiple of 6.
+    assert pruned_at == [6, 9, 12, 15, 18, 21, 24], pruned_at
+    # the newest three runs and the latest committed one (r20)
+    assert sorted(r["run_id"] for r in history.read().collect()) == ["r20", "r22", "r23", "r24"]
     latest = MaintenanceHistory(spark, warehouse)
     assert latest.prune_if_due(runs_kept=100, every=1) is None  # it appended nothing yet
     versions = len(commit_files(history.path))
     assert history.prune(runs_kept=100) == 0
     assert len(commit_files(history.path)) == versions, "a prune that deletes nothing commits nothing"
+
+
+def data_files(path: str) -> int:
+    """Parquet files on disk, live or replaced (the Delta log's own files aside)."""
+    return sum(1 for root, _, names in os.walk(path) if "_delta_log" not in root
+               for name in names if name.endswith(".parquet"))
+
+
+def live_files(spark, path: str) -> int:
+    return spark.sql(f"DESCRIBE DETAIL {delta_table_sql(path)}").collect()[0]["numFiles"]
+
+
+@pytest.mark.parametrize("window, replaced_files_go", [("interval 7 days", False), ("interval 0 hours", True)])
+def test_a_prune_vacuums_topiclakes_own_tables_inside_their_window(spark, warehouse, window, replaced_files_go):
+    """The files a prune and the consumer offsets' upserts replace leave the disk at the next
+    prune, once they are past their table's window, and not before."""
+    history, offsets = MaintenanceHistory(spark, warehouse), ConsumerOffsets(spark, warehouse)
+    for offset in range(1, 5):  # each upsert rewrites the table's one file
+        offsets.commit("readers", "t", 0, offset)
+    for path in (history.path, offsets.path):
+        if path == history.path:
+            history.append(_history_rows([("r1", 0, 1, True)]))
+        spark.sql(f"ALTER TABLE {delta_table_sql(path)} SET TBLPROPERTIES "
+                  f"('delta.deletedFileRetentionDuration' = '{window}')")
+    for run in range(2, 6):
+        history.append(_history_rows([(f"r{run}", 0, run, False)]))
+    assert data_files(offsets.path) > live_files(spark, offsets.path)
+    time.sleep(1)  # the replaced files are older than a window of 0 hours, by the clock VACUUM reads
+    assert history.prune_if_due(runs_kept=1, every=5) == 3  # r2..r4 go; r1 is the latest commit, r5 the newest
+    for path in (history.path, offsets.path):
+        left, live = data_files(path), live_files(spark, path)
+        assert (left == live) if replaced_files_go else (left > live), (path, left, live)
+    assert offsets.committed("t", 0) == {"readers": 4}
+    assert sorted(r["run_id"] for r in history.read().collect()) == ["r1", "r5"]
 
 
 def test_a_suite_keeps_its_newest_validation_results_and_data_docs_shows_only_those(spark, warehouse):

@@ -226,3 +226,25 @@ def test_maintain_checks_every_argument_before_the_first_write(spark, warehouse,
     assert [sorted(r["offset"] for r in log.read().select("offset").collect()) for log in topic.partitions()] \
         == [[0, 1, 2], [0, 1, 2]]
     assert not os.path.exists(os.path.join(warehouse.root, "_topiclake", "maintenance_history"))
+
+
+#: Spark's largest TIMESTAMP in milliseconds (9999-12-31T23:59:59.999Z).
+MAX_TIMESTAMP_MS = 253402300799999
+
+
+def test_the_young_predicate_is_plain_millisecond_arithmetic(spark):
+    """``newer_than_sql`` is how U (min.compaction.lag.ms) and time retention find young
+    records: a TIMESTAMP literal that lets Delta skip old files, clamped to Spark's range,
+    and the exact millisecond comparison. It must select exactly ``timestamp > ms``, for
+    thresholds below zero, at the edges of a millisecond and past Spark's range."""
+    from pyspark.sql import functions as F
+
+    from framework.cleaner.spark_sql import newer_than_sql
+
+    stamps = [0, 1, 999, 1000, 1001, 1_700_000_000_000, MAX_TIMESTAMP_MS - 1, MAX_TIMESTAMP_MS]
+    frame = spark.createDataFrame([(ms,) for ms in stamps], "ms long").select(
+        "ms", F.timestamp_millis("ms").alias("timestamp"))
+    for threshold in (-10, -1, 0, 1, 999, 1000, 1_699_999_999_999, 1_700_000_000_000,
+                      MAX_TIMESTAMP_MS - 1, MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 10):
+        got = sorted(r["ms"] for r in frame.where(newer_than_sql(threshold)).collect())
+        assert got == [ms for ms in stamps if ms > threshold], threshold

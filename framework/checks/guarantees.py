@@ -189,7 +189,7 @@ class Guarantees:
             frame=gx_suites.metrics_frame(counts, STAGE_GUARANTEES[stage], context),
             result_format="BOOLEAN_ONLY",
             datasource=gx_suites.METRICS_DATASOURCE,
-            keep=gx_project.RESULTS_KEPT_PER_PARTITION * log.spec.partitions,
+            keep=gx_project.results_kept(log.spec.partitions),
         )
         failed: list[str] = []
         details: list[str] = []
@@ -217,7 +217,7 @@ class Guarantees:
             asset=f"{log.spec.topic}.records",
             frame=after.select(*RECORD_COLUMNS),
             result_format="SUMMARY",
-            keep=gx_project.RESULTS_KEPT_PER_PARTITION * log.spec.partitions,
+            keep=gx_project.results_kept(log.spec.partitions),
         )
         failed: list[str] = []
         details: list[str] = []

@@ -23,6 +23,12 @@ from framework.log.warehouse import Warehouse
 #: Validation results a topic's suite keeps per partition of the topic (about 25 runs' worth
 #: of a compacted and retained partition: two stage checks a run).
 RESULTS_KEPT_PER_PARTITION = 50
+
+
+def results_kept(partitions: int) -> int:
+    """How many validation results a suite of a topic with ``partitions`` partitions keeps."""
+    return RESULTS_KEPT_PER_PARTITION * partitions
+
 #: GE's folder for one result: ``<suite path>/<run name>/<run time>/<batch>.json``.
 _RUN_TIME = re.compile(r"^\d{8}T\d{6}\.\d{6}Z$")
 

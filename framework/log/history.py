@@ -6,9 +6,10 @@ runs on different topics never conflict over it. The report plots it.
 It stays bounded: every ``PRUNE_EVERY`` commits, a run deletes each partition's runs older
 than its newest ``RUNS_KEPT`` (the report reads no more), keeping a partition's latest
 committed run whatever its age (``validate`` starts from it, and a killed run is found by
-the newest version recorded). Delta's auto compaction keeps its files few; the files it
-and the prune replace stay on disk until a VACUUM, which topiclake does not run on its
-own tables yet.
+the newest version recorded). Delta's auto compaction keeps its files few. Each prune is
+also when topiclake's own tables are vacuumed (``vacuum_own_tables``): the files the
+prune, the consumer offsets' upserts and auto compaction replaced leave the disk once
+they are past the tables' window (a week).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from framework.log.commit_log import read_commits
-from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql
+from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
 #: The newest runs of each partition the history keeps (the report reads as many).
 RUNS_KEPT = 500
@@ -124,6 +125,7 @@ class MaintenanceHistory:
 
     def __init__(self, spark, warehouse: Warehouse):
         self.spark = spark
+        self.warehouse = warehouse
         self.path = warehouse.maintenance_history_path
         #: appends this object made since its last prune_if_due, for the prune's cadence
         self._appends = 0
@@ -145,8 +147,9 @@ class MaintenanceHistory:
 
     def prune_if_due(self, runs_kept: int = RUNS_KEPT, every: int | None = None) -> int | None:
         """Prune when this object's appends reached a history version that is a multiple of
-        ``every``; the rows deleted, or None when not due. A prune that loses a commit race
-        to an append is simply not done: the next multiple will come."""
+        ``every``, then vacuum topiclake's own tables; the rows deleted, or None when not due.
+        A prune that loses a commit race to an append is simply not done: the next multiple
+        will come."""
         from framework.log.delta_commits import is_retryable_conflict
 
         appends, self._appends = self._appends, 0
@@ -158,11 +161,13 @@ class MaintenanceHistory:
         if not prune_due(latest - appends + 1, latest, every or PRUNE_EVERY):
             return None
         try:
-            return self.prune(runs_kept)
+            pruned = self.prune(runs_kept)
         except Exception as error:  # noqa: BLE001 - only a conflict is expected; anything else is raised
             if is_retryable_conflict(error):
                 return None
             raise
+        vacuum_own_tables(self.spark, self.warehouse)
+        return pruned
 
     def prune(self, runs_kept: int) -> int:
         """Delete each partition's runs older than its newest ``runs_kept``, except its latest

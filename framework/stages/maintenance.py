@@ -149,8 +149,8 @@ class Maintenance:
         finally:
             self._record(pending)
         pruned = self.history.prune_if_due(self.history_runs_kept) if self.history is not None else None
-        if pruned:
-            self.progress(f"history: pruned {pruned} row(s); each partition keeps its newest {self.history_runs_kept}")
+        if pruned is not None:
+            self.progress(f"history pruned ({pruned} rows; {self.history_runs_kept} runs kept a partition), own tables vacuumed")
         for spec in self.select(topic):  # the history table may be new: name it beside the tables
             Topic(self.spark, self.warehouse, spec).register()
         return run

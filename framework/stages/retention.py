@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from framework.cleaner import rules as cleaner
+from framework.cleaner import spark_sql
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
 from framework.log.log_state import CleanSection, LogState
@@ -74,8 +75,9 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
         return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
     if rules.keep_since_ms is not None:
-        young = (F.col("timestamp") >= F.timestamp_millis(F.lit(max(0, rules.keep_since_ms)))) if rules.keep_since_ms > 0 else F.lit(True)
-        boundary = min(end, _first_offset(records, young & (_ms("timestamp") >= rules.keep_since_ms), state.log_end_offset))
+        # At or after keep_since is newer than keep_since - 1: U's predicate (data skipping included).
+        young = F.expr(spark_sql.newer_than_sql(rules.keep_since_ms - 1)) if rules.keep_since_ms > 0 else F.lit(True)
+        boundary = min(end, _first_offset(records, young, state.log_end_offset))
         if _has_record_below(records, start, boundary):
             start = boundaries["time"] = boundary
 
