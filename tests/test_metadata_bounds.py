@@ -41,6 +41,16 @@ def age_log(path: str, seconds: int) -> None:
             os.utime(name, (stat.st_atime - seconds, stat.st_mtime - seconds))
 
 
+def data_files(path: str) -> int:
+    """Parquet files on disk, live or replaced (the Delta log's own files aside)."""
+    return sum(1 for root, _, names in os.walk(path) if "_delta_log" not in root
+               for name in names if name.endswith(".parquet"))
+
+
+def live_files(spark, path: str) -> int:
+    return spark.sql(f"DESCRIBE DETAIL {delta_table_sql(path)}").collect()[0]["numFiles"]
+
+
 def produce_one(topic, spec, n: int) -> None:
     produce(topic, parse_records([(0, {"key": f"k{n % 5}", "value": str(n), "timestamp": 1_000})], spec, "test"), 1_000)
 
@@ -84,7 +94,7 @@ def test_auto_compaction_bounds_the_history_tables_files(spark, warehouse):
             spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
         else:
             spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", previous)
-    live = spark.sql(f"DESCRIBE DETAIL delta.`{history.path}`").collect()[0]["numFiles"]
+    live = live_files(spark, history.path)
     assert live <= 4, f"{live} live files after 12 appends"
     assert history.read().count() == 12
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{history.path}`").collect()]
@@ -131,16 +141,6 @@ def test_the_history_is_pruned_every_so_many_commits_and_stays_bounded(spark, wa
     assert len(commit_files(history.path)) == versions, "a prune that deletes nothing commits nothing"
 
 
-def data_files(path: str) -> int:
-    """Parquet files on disk, live or replaced (the Delta log's own files aside)."""
-    return sum(1 for root, _, names in os.walk(path) if "_delta_log" not in root
-               for name in names if name.endswith(".parquet"))
-
-
-def live_files(spark, path: str) -> int:
-    return spark.sql(f"DESCRIBE DETAIL {delta_table_sql(path)}").collect()[0]["numFiles"]
-
-
 @pytest.mark.parametrize("window, replaced_files_go", [("interval 7 days", False), ("interval 0 hours", True)])
 def test_a_prune_vacuums_topiclakes_own_tables_inside_their_window(spark, warehouse, window, replaced_files_go):
     """The files a prune and the consumer offsets' upserts replace leave the disk at the next
@@ -148,9 +148,8 @@ def test_a_prune_vacuums_topiclakes_own_tables_inside_their_window(spark, wareho
     history, offsets = MaintenanceHistory(spark, warehouse), ConsumerOffsets(spark, warehouse)
     for offset in range(1, 5):  # each upsert rewrites the table's one file
         offsets.commit("readers", "t", 0, offset)
+    history.append(_history_rows([("r1", 0, 1, True)]))
     for path in (history.path, offsets.path):
-        if path == history.path:
-            history.append(_history_rows([("r1", 0, 1, True)]))
         spark.sql(f"ALTER TABLE {delta_table_sql(path)} SET TBLPROPERTIES "
                   f"('delta.deletedFileRetentionDuration' = '{window}')")
     for run in range(2, 6):

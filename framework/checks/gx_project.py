@@ -29,6 +29,7 @@ def results_kept(partitions: int) -> int:
     """How many validation results a suite of a topic with ``partitions`` partitions keeps."""
     return RESULTS_KEPT_PER_PARTITION * partitions
 
+
 #: GE's folder for one result: ``<suite path>/<run name>/<run time>/<batch>.json``.
 _RUN_TIME = re.compile(r"^\d{8}T\d{6}\.\d{6}Z$")
 

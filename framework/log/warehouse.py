@@ -33,18 +33,15 @@ def create_own_table(spark, path: str, schema) -> None:
     builder.execute()
 
 
-def vacuum_own_tables(spark, warehouse: "Warehouse") -> list[str]:
+def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
     """VACUUM each of topiclake's own tables that exists, with its own window
     (``delta.deletedFileRetentionDuration``: a week), so the files their prunes, upserts and
-    auto compaction replace leave the disk. Returns the paths vacuumed."""
+    auto compaction replace leave the disk."""
     from delta.tables import DeltaTable
 
-    done = []
     for path in (warehouse.maintenance_history_path, warehouse.consumer_offsets_path):
         if DeltaTable.isDeltaTable(spark, path):
             spark.sql(f"VACUUM {delta_table_sql(path)}").collect()
-            done.append(path)
-    return done
 
 
 def delta_table_sql(path: str) -> str:
