@@ -23,6 +23,7 @@ import pytest
 
 from framework.session import LOCAL_CONF
 from framework.spec import load_specs
+from tests.conftest import CHILD_JVM_OPTIONS
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +112,7 @@ def test_maintain_on_a_standalone_cluster_equals_a_local_run(spark, cluster, bui
            "--now", NOW, "--no-report"]
     remote, local = tmp_path / "on-cluster", tmp_path / "local"
     confs = {**LOCAL_CONF, "spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "1",
-             "spark.driver.memory": "1g"}
+             "spark.driver.memory": "1g", "spark.executor.extraJavaOptions": CHILD_JVM_OPTIONS}
     submit = [str(_spark_home() / "bin" / "spark-submit"), "--master", cluster["url"], "--deploy-mode", "client",
               "--packages", DELTA_PACKAGE, "--py-files", str(built_wheel)]
     for key, value in confs.items():

@@ -16,6 +16,7 @@ import pytest
 
 from framework import faults
 from framework.cli.main import main
+from tests.support.table_files import data_files_on_disk
 
 # --------------------------------------------------------------------- helpers
 
@@ -105,8 +106,7 @@ def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys
 
 def corrupt_a_data_file(path: str) -> None:
     """Overwrite partition 1's data files with garbage: its log reads, its records do not."""
-    data = [os.path.join(folder, name) for folder, _, names in os.walk(path) if "_delta_log" not in folder
-            for name in names if name.endswith(".parquet")]
+    data = data_files_on_disk(path)
     assert data
     for name in data:
         with open(name, "wb") as corrupt:

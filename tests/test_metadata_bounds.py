@@ -24,6 +24,7 @@ from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
+from tests.support.table_files import data_files_on_disk
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +44,7 @@ def age_log(path: str, seconds: int) -> None:
 
 def data_files(path: str) -> int:
     """Parquet files on disk, live or replaced (the Delta log's own files aside)."""
-    return sum(1 for root, _, names in os.walk(path) if "_delta_log" not in root
-               for name in names if name.endswith(".parquet"))
+    return len(data_files_on_disk(path))
 
 
 def live_files(spark, path: str) -> int:

@@ -12,7 +12,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs(path, tmp_path, monkeypatch):
+def test_notebook_runs(path, tmp_path, monkeypatch, long_lived_child_jvm):
     monkeypatch.setenv("TOPICLAKE_WAREHOUSE", str(tmp_path / "warehouse"))
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=900, kernel_name="python3",

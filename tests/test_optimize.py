@@ -9,7 +9,6 @@ and deletion vectors dropped on the way.
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import os
@@ -24,6 +23,7 @@ from framework.spec import MIB, parse_spec
 from framework.stages import optimize
 from framework.stages.maintenance import Maintenance
 from framework.stages.optimize import DataFile, pack_groups
+from tests.support.table_files import data_files_on_disk
 
 
 def files(*sizes: int, segment: int = 0, start: int = 0) -> list[DataFile]:
@@ -211,8 +211,7 @@ def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, wa
     assert records(log) == before
     live = [f for f in optimize.plan(log).files]
     assert len(live) < packing.files_before
-    data_files = glob.glob(os.path.join(log.path, "_segment=*", "*.parquet"))
-    assert len(data_files) > len(live)  # the old files stay for time travel until vacuum
+    assert len(data_files_on_disk(log.path)) > len(live)  # the old files stay for time travel until vacuum
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from framework.log.topic import Topic
 from framework.spec import load_specs, parse_spec
 from framework.stages.maintenance import Maintenance
 from framework.stages.retention import delete_records
+from tests.support.table_files import data_files_on_disk
 
 
 def make_topic(spark, warehouse, **config):
@@ -190,8 +191,7 @@ def test_deleted_values_leave_every_parquet_file_after_the_window(spark, warehou
     produce(topic, parse_records(tombstone, spec, "t"), 0)
 
     def values_on_disk():
-        files = [f for f in glob.glob(os.path.join(log.path, "**", "*.parquet"), recursive=True)
-                 if "_delta_log" not in f]  # Delta's own checkpoints are Parquet too
+        files = data_files_on_disk(log.path)
         if not files:
             return set()
         return {r["value"] for r in spark.read.parquet(*files).select("value").collect()}
