@@ -45,22 +45,24 @@ def spark(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("spark")
     conf = dict(TEST_CONF)
     conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
-    own = "SPARK_SUBMIT_OPTS" in _OWN_CHILD_OPTIONS and os.environ.pop("SPARK_SUBMIT_OPTS")
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        _default_jit(patch)
         session = local_session("topiclake-tests", conf=conf, kafka=True)
-    finally:
-        if own:
-            os.environ["SPARK_SUBMIT_OPTS"] = own
     yield session
     session.stop()
+
+
+def _default_jit(patch: pytest.MonkeyPatch) -> None:
+    """Take this run's :data:`CHILD_JVM_OPTIONS` out of the environment (until ``patch`` undoes it)."""
+    for name in _OWN_CHILD_OPTIONS:
+        patch.delenv(name, raising=False)
 
 
 @pytest.fixture
 def long_lived_child_jvm(monkeypatch):
     """For a test whose child JVM works for a minute or more (a notebook's kernel): the
     JIT's default, which is faster there than :data:`CHILD_JVM_OPTIONS`."""
-    for name in _OWN_CHILD_OPTIONS:
-        monkeypatch.delenv(name, raising=False)
+    _default_jit(monkeypatch)
 
 
 @pytest.fixture(scope="session")

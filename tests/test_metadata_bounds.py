@@ -42,11 +42,6 @@ def age_log(path: str, seconds: int) -> None:
             os.utime(name, (stat.st_atime - seconds, stat.st_mtime - seconds))
 
 
-def data_files(path: str) -> int:
-    """Parquet files on disk, live or replaced (the Delta log's own files aside)."""
-    return len(data_files_on_disk(path))
-
-
 def live_files(spark, path: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL {delta_table_sql(path)}").collect()[0]["numFiles"]
 
@@ -154,11 +149,11 @@ def test_a_prune_vacuums_topiclakes_own_tables_inside_their_window(spark, wareho
                   f"('delta.deletedFileRetentionDuration' = '{window}')")
     for run in range(2, 6):
         history.append(_history_rows([(f"r{run}", 0, run, False)]))
-    assert data_files(offsets.path) > live_files(spark, offsets.path)
+    assert len(data_files_on_disk(offsets.path)) > live_files(spark, offsets.path)
     time.sleep(1)  # the replaced files are older than a window of 0 hours, by the clock VACUUM reads
     assert history.prune_if_due(runs_kept=1, every=5) == 3  # r2..r4 go; r1 is the latest commit, r5 the newest
     for path in (history.path, offsets.path):
-        left, live = data_files(path), live_files(spark, path)
+        left, live = len(data_files_on_disk(path)), live_files(spark, path)
         assert (left == live) if replaced_files_go else (left > live), (path, left, live)
     assert offsets.committed("t", 0) == {"readers": 4}
     assert sorted(r["run_id"] for r in history.read().collect()) == ["r1", "r5"]
