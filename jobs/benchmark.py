@@ -47,6 +47,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from framework.cli.main import guarded  # noqa: E402
+from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "lint")
@@ -149,7 +150,7 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     settings = ((opted, "'delta.enableDeletionVectors' = 'true'"), (unfed, "'delta.enableChangeDataFeed' = 'false'"))
     for copy, setting in settings:
         shutil.copytree(log.path, copy.partition(0).path)
-        spark.sql(f"ALTER TABLE delta.`{copy.partition(0).path}` SET TBLPROPERTIES ({setting})")
+        spark.sql(f"ALTER TABLE {delta_table_sql(copy.partition(0).path)} SET TBLPROPERTIES ({setting})")
 
     def compact(partition_log):
         planned = compaction.plan(partition_log, now)
@@ -309,7 +310,7 @@ def bench_metadata(spark, warehouse, runs: int, now: int, results: dict) -> dict
     results[f"{runs} produce calls + maintain runs"] = round(time.perf_counter() - started, 3)
     log = topic.partition(0)
     history = MaintenanceHistory(spark, warehouse)
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{history.path}`").collect()[0]
+    detail = spark.sql(f"DESCRIBE DETAIL {delta_table_sql(history.path)}").collect()[0]
     return {"runs": runs, "partition_log": _log_size(log.path), "partition_data_files": plan(log).files_before,
             "history_rows": history.read().count(), "history_live_files": detail["numFiles"],
             "history_log": _log_size(history.path)}

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-#: The shared folder beside the repository (CONTRACT, acceptance scenarios).
-SHARED = Path(os.environ.get("TOPICLAKE_SHARED", REPO.parent / "shared"))
-ACCEPTANCE = SHARED / "acceptance"
+from tests.support.acceptance_files import REPO
+from tests.support.child_jvm import CHILD_JVM_OPTIONS
 
 #: Small, fast settings for tests on 2 cores.
 TEST_CONF = {
@@ -28,12 +26,8 @@ TEST_CONF = {
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
-#: The JVMs the tests start in child processes (a ``topiclake`` command, spark-submit, the
-#: standalone daemons and their executors) live for seconds: HotSpot's quick C1 compiler
-#: pays off there and C2's costly compiles do not (a short command runs about a fifth
-#: faster). The run's own session lives for the whole run and keeps the default, which
-#: is faster there. Read by Spark's launch scripts; values set outside the run are left alone.
-CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: Child JVMs get CHILD_JVM_OPTIONS through the variables Spark's launch scripts read;
+#: values set outside the run are left alone.
 _OWN_CHILD_OPTIONS = [name for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS") if name not in os.environ]
 os.environ.update(dict.fromkeys(_OWN_CHILD_OPTIONS, CHILD_JVM_OPTIONS))
 
@@ -85,14 +79,6 @@ def warehouse(tmp_path):
     from framework.log.warehouse import Warehouse
 
     return Warehouse.resolve(str(tmp_path / "warehouse"))
-
-
-def acceptance_files() -> list[Path]:
-    """Every acceptance scenario; an empty or missing folder is an error, never a skip."""
-    files = sorted(ACCEPTANCE.glob("*.yaml"))
-    if not files:
-        raise RuntimeError(f"no acceptance scenarios under {ACCEPTANCE} (set TOPICLAKE_SHARED)")
-    return files
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@
 import pytest
 
 from framework.cli.main import main
-from tests.conftest import acceptance_files
+from tests.support.acceptance_files import acceptance_files
 
 
 @pytest.mark.parametrize("path", acceptance_files(), ids=lambda p: p.name)

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from framework.cli.main import main
-from tests.conftest import acceptance_files
+from tests.support.acceptance_files import acceptance_files
 
 
 def _jsonable(value):

@@ -23,7 +23,7 @@ import pytest
 
 from framework.session import LOCAL_CONF
 from framework.spec import load_specs
-from tests.conftest import CHILD_JVM_OPTIONS
+from tests.support.child_jvm import CHILD_JVM_OPTIONS
 
 pytestmark = pytest.mark.slow
 

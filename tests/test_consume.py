@@ -15,6 +15,7 @@ from framework.clients.consume import stream_partition, stream_topic
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
 from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
 from framework.stages.retention import delete_records
@@ -99,7 +100,7 @@ def test_a_stream_goes_through_deletion_vectors_and_their_purge(spark, warehouse
     topic = Topic(spark, warehouse, spec)
     topic.create()
     log = topic.partition(0)
-    spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
     maintenance = Maintenance(spark, warehouse, [spec], record_history=False)
     catch_up(stream_partition(topic, 0), sink, checkpoint)  # the consumer starts at the empty log

@@ -35,6 +35,7 @@ import pytest
 
 from framework import faults
 from framework.cli.main import main
+from framework.log.warehouse import delta_table_sql
 
 pytestmark = pytest.mark.slow
 
@@ -232,7 +233,7 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
     ]
     for warehouse in (chain.crashed, chain.twin):
         for partition in range(2):
-            spark.sql(f"ALTER TABLE delta.`{warehouse / f'cdc-{partition}'}` "
+            spark.sql(f"ALTER TABLE {delta_table_sql(str(warehouse / f'cdc-{partition}'))} "
                       "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     chosen = [s for s in steps if FULL_MATRIX or s[0] in SUITE_STEPS]
     assert {s[0] for s in chosen} >= SUITE_STEPS

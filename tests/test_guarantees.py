@@ -62,6 +62,7 @@ import pytest
 from framework.checks.catalogue import GUARANTEES, STAGE_GUARANTEES
 from framework.checks.guarantees import Guarantees
 from framework.checks.scope import consumed_removals_explained, head_start, max_lag_end, versions_to_read
+from framework.log.warehouse import delta_table_sql
 from framework.stages.stage_check import StageCheck
 
 NOW = 10_000
@@ -617,7 +618,7 @@ def test_an_unreadable_version_inside_the_window_is_caught(spark, base, orders):
     warehouse, log = orders
     # The compaction marked rows with deletion vectors; a purge rewrites the files, so
     # version 1's data files are no longer needed by the latest version.
-    spark.sql(f"REORG TABLE delta.`{log.path}` APPLY (PURGE)").collect()
+    spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
     latest = log.snapshot().version
     old = set(log.read(1).inputFiles())
     current = set(log.read(latest).inputFiles())
@@ -720,12 +721,12 @@ def test_a_vacuum_that_breaks_time_travel_exits_1_naming_g9(spark, base, orders,
     def careless_vacuum(log, *args, **kwargs):
         result = real(log, *args, **kwargs)
         # a purge rewrites the files the compaction marked; then delete what only version 1 needs
-        spark.sql(f"REORG TABLE delta.`{log.path}` APPLY (PURGE)").collect()
+        spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
         gone = set(log.read(1).inputFiles()) - set(log.read(latest(log)).inputFiles())
         assert gone, "the purge rewrote no data file"
         for path in gone:
             os.remove(path[len("file:"):] if path.startswith("file:") else path)
-        spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('test.touched' = 'yes')")
+        spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('test.touched' = 'yes')")
         return dataclasses.replace(result, version_before=2, version_after=latest(log), oldest_readable_version=1)
 
     monkeypatch.setattr(framework.stages.maintenance, "vacuum", careless_vacuum)

@@ -16,6 +16,7 @@ import pytest
 
 from framework import faults
 from framework.cli.main import main
+from framework.log.warehouse import delta_table_sql
 from tests.support.table_files import data_files_on_disk
 
 # --------------------------------------------------------------------- helpers
@@ -237,7 +238,7 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
     # The versions are the table's own: each run's compaction is the MERGE commit it names,
     # and what survives is k1 = "v2" (offset 2) and k2 = "v3" (offset 4).
     operations = {r["version"]: r["operation"] for r in
-                  spark.sql(f"DESCRIBE HISTORY delta.`{table}`").select("version", "operation").collect()}
+                  spark.sql(f"DESCRIBE HISTORY {delta_table_sql(table)}").select("version", "operation").collect()}
     assert operations == {0: "CREATE TABLE", 1: "WRITE", 2: "MERGE", 3: "WRITE", 4: "MERGE", 5: "OPTIMIZE", 6: "MERGE"}
     packing = {r["now_ms"]: r for r in rows if r["stage"] == "optimize"}
     assert [(now, r["committed"], r["files_before"], r["files_after"]) for now, r in sorted(packing.items())] == [

@@ -57,7 +57,7 @@ def test_log_cleanup_bounds_a_partitions_delta_log_and_keeps_its_offsets(spark, 
     topic.create()
     log = topic.partition(0)
     # a checkpoint every 3 commits instead of Delta's 10, so the test needs few commits
-    spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")  # version 1
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")  # version 1
     for n in range(7):  # versions 2..8; checkpoints at 3 and 6
         produce_one(topic, spec, n)
     assert len(commit_files(log.path)) == 9
@@ -92,7 +92,7 @@ def test_auto_compaction_bounds_the_history_tables_files(spark, warehouse):
     live = live_files(spark, history.path)
     assert live <= 4, f"{live} live files after 12 appends"
     assert history.read().count() == 12
-    operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{history.path}`").collect()]
+    operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {delta_table_sql(history.path)}").collect()]
     assert "OPTIMIZE" in operations
 
 

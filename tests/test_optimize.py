@@ -19,6 +19,7 @@ from framework import faults
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
 from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
 from framework.spec import MIB, parse_spec
 from framework.stages import optimize
 from framework.stages.maintenance import Maintenance
@@ -196,7 +197,7 @@ def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, wa
     topic = Topic(spark, warehouse, spec)
     topic.create()
     log = topic.partition(0)
-    spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     many_small_appends(topic, spec, 4)
     raw = [(i, {"key": f"k{i}", "value": "new", "timestamp": 1_500}) for i in range(0, 80, 3)]
     produce(topic, parse_records(raw, spec, "test"), 1_500)  # updates: compaction deletes the old ones

@@ -20,6 +20,7 @@ import pytest
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
 from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
 
@@ -60,7 +61,7 @@ def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletio
     topic.create()
     log = topic.partition(0)
     if deletion_vectors:  # the table's owner opts in; topiclake leaves the setting alone
-        spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     connection = duckdb_connection()
     maintenance = Maintenance(spark, warehouse, [spec], record_history=False)
     checked_versions = []

@@ -24,10 +24,9 @@ from reference_model import (  # noqa: E402
 )
 from strategies import scenarios  # noqa: E402
 
-ACCEPTANCE = Path("/work/shared/acceptance")
-if not ACCEPTANCE.is_dir():  # the layout of a checkout: ../shared next to the repository
-    ACCEPTANCE = Path(__file__).resolve().parents[2] / "shared" / "acceptance"
-SCENARIO_FILES = sorted(ACCEPTANCE.glob("*.yaml"))
+from tests.support.acceptance_files import acceptance_files  # noqa: E402
+
+SCENARIO_FILES = acceptance_files()
 
 
 # ---------------------------------------------------------------------------------------

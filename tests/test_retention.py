@@ -12,6 +12,7 @@ from framework.clients.records import parse_records
 from framework.errors import PolicyViolationError, TimeTravelError
 from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
 from framework.spec import load_specs, parse_spec
 from framework.stages.maintenance import Maintenance
 from framework.stages.retention import delete_records
@@ -183,7 +184,7 @@ def test_deleted_values_leave_every_parquet_file_after_the_window(spark, warehou
     topic.create()
     log = topic.partition(0)
     if deletion_vectors:
-        spark.sql(f"ALTER TABLE delta.`{log.path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     raw = [(0, {"partition": 0, "key": "user-1", "value": "secret-address", "timestamp": 0}),
            (1, {"partition": 0, "key": "user-2", "value": "kept-value", "timestamp": 0})]
     produce(topic, parse_records(raw, spec, "t"), 0)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from framework.errors import SpecError
 from framework.spec import parse_spec
 from framework.spec.schema import SCHEMA_FILE, schema_text, spec_schema
-from tests.conftest import acceptance_files
+from tests.support.acceptance_files import acceptance_files
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_LINE = "# yaml-language-server: $schema=../framework/spec/topic-spec.schema.json"

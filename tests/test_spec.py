@@ -34,7 +34,7 @@ from framework.spec import (
 from framework.spec import names as spec_names
 from framework.spec import values as spec_values
 from framework.spec.yaml_source import load_yaml, load_yaml_file
-from tests.conftest import acceptance_files
+from tests.support.acceptance_files import acceptance_files
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_SPECS = REPO / "table_specs"

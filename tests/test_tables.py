@@ -10,6 +10,7 @@ from framework.clients.records import parse_records
 from framework.errors import RecordError, TableMismatchError
 from framework.log.table_layout import desired_properties, table_schema
 from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 
 
@@ -40,7 +41,7 @@ def test_layout_and_properties(spark, warehouse):
     assert props["delta.logRetentionDuration"] == "interval 864000000 milliseconds"
     assert props["topiclake.topic"] == "orders" and props["topiclake.partition"] == "1"
     assert props["topiclake.config.min.compaction.lag.ms"] == "3600000"
-    partitioned = spark.sql(f"DESCRIBE DETAIL delta.`{log.path}`").collect()[0]["partitionColumns"]
+    partitioned = spark.sql(f"DESCRIBE DETAIL {delta_table_sql(log.path)}").collect()[0]["partitionColumns"]
     assert partitioned == ["_segment"]
 
 
