@@ -10,7 +10,11 @@
    naive rewrite. All must keep the same
    key -> offset set, and both checks must pass with the same verdict.
 2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
-   the command line's code, the first maintain, then an idle maintain (nothing due).
+   the command line's code, the first maintain, then an idle maintain (nothing due). Then
+   four twin topics of a quarter of the partitions, with the same records, get their first
+   maintain in the order A B B A: A finds U from the newest timestamp in the commit
+   metadata (as shipped), B scans for U in every partition (as before); both must end with
+   the same offsets.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too).
@@ -200,7 +204,47 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
     maintenance = Maintenance(spark, warehouse, [topic.spec], record_history=False)
     first = _timed(f"first maintain of {partitions} partitions", results, lambda: maintenance.run(now))
     idle = _timed(f"idle maintain of {partitions} partitions", results, lambda: maintenance.run(now))
-    return {"partitions": partitions, "first_failed": first.failed, "idle_failed": idle.failed}
+    # U from the commit metadata against U scanned in every partition (as before the commits
+    # carried the newest timestamp): four twin topics of a quarter of the partitions each,
+    # the same records, first maintains in the order A B B A so that neither side gets the
+    # JVM's warm-up; both sides must end with the same offsets.
+    quarter = max(1, partitions // 4)
+    twins = {name: Topic(spark, warehouse, _spec(f"wide-{name}", quarter)) for name in ("a1", "b1", "b2", "a2")}
+    for twin in twins.values():
+        produce(twin, parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark"), now)
+    failed = first.failed or idle.failed
+    for name, twin in twins.items():
+        scanned = name.startswith("b")
+        with _u_always_scanned() if scanned else contextlib.nullcontext():
+            label = f"first maintain of {quarter} partitions, U {'scanned' if scanned else 'from metadata'} ({name})"
+            failed = _timed(label, results, lambda: Maintenance(spark, warehouse, [twin.spec],
+                                                                record_history=False).run(now)).failed or failed
+    for side in ("from metadata", "scanned"):
+        results[f"first maintain of {quarter} partitions, U {side}"] = sum(
+            results[f"first maintain of {quarter} partitions, U {side} ({n})"] for n in twins
+            if n.startswith("a" if side == "from metadata" else "b")) / 2
+    same = all(_offsets(twins[a].partition(p)) == _offsets(twins[b].partition(p))
+               for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(quarter))
+    return {"partitions": partitions, "first_failed": failed or not same, "idle_failed": idle.failed,
+            "same_records_either_way": same}
+
+
+@contextlib.contextmanager
+def _u_always_scanned():
+    """Measure U as topiclake did before the newest timestamp rode in the commits."""
+    from framework.stages import compaction
+
+    real = compaction.first_uncleanable_offset
+    compaction.first_uncleanable_offset = lambda records, config, now_ms, end, bound=None: real(
+        records, config, now_ms, end, None)
+    try:
+        yield
+    finally:
+        compaction.first_uncleanable_offset = real
+
+
+def _offsets(log) -> list[int]:
+    return [r["offset"] for r in log.read().select("offset").orderBy("offset").collect()]
 
 
 def bench_produce(spark, warehouse, count: int, now: int, results: dict) -> dict:
@@ -416,6 +460,12 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     idle = results.get(f"idle maintain of {partitions} partitions")
     if idle is not None:
         ratios["idle maintain, s per partition"] = round(idle / partitions, 3)
+        ratios["first maintain, s per partition"] = round(results[f"first maintain of {partitions} partitions"]
+                                                          / partitions, 3)
+        quarter = max(1, partitions // 4)
+        ratios["first maintain, U from metadata / U scanned"] = round(
+            results[f"first maintain of {quarter} partitions, U from metadata"]
+            / results[f"first maintain of {quarter} partitions, U scanned"], 2)
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)

@@ -8,6 +8,7 @@ decision, and a scan whenever the run is due (forced, or a tombstone's horizon p
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import pytest
@@ -26,12 +27,13 @@ SPEC = {"topic": "settled", "partitions": 1,
 def spark_jobs(spark, action):
     """What ``action`` returns, and how many Spark jobs it ran."""
     context = spark.sparkContext
-    context.setJobGroup("plan-cost", "counting", False)
+    group = f"plan-cost-{uuid.uuid4().hex}"  # the tracker keeps a group's jobs: one group per count
+    context.setJobGroup(group, "counting", False)
     try:
         result = action()
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
-    return result, len(context.statusTracker().getJobIdsForGroup("plan-cost"))
+    return result, len(context.statusTracker().getJobIdsForGroup(group))
 
 
 @pytest.fixture
@@ -71,3 +73,31 @@ def test_new_records_are_measured(spark, settled):
             parse_records([(0, {"key": "b", "value": "3", "timestamp": 200})], settled.spec, "test"), 200)
     planned, jobs = spark_jobs(spark, lambda: compaction.plan(settled, 500))
     assert jobs > 0 and planned.measure.dirty_records == 1 and planned.decision.due
+
+
+@pytest.mark.parametrize("lag_ms, young", [(0, False), (5, True)])
+def test_u_comes_from_the_newest_timestamp_when_no_record_can_be_too_young(spark, warehouse, lag_ms, young):
+    """The commits carry the newest timestamp ever appended. When it is not newer than
+    ``now - min.compaction.lag.ms``, no record is, and U is the log end offset without a
+    Spark job; otherwise the records are scanned. Either way U is the scan's U, and a
+    state without the bound (a table written before it was recorded) is scanned."""
+    config = {"cleanup.policy": "compact", "min.compaction.lag.ms": lag_ms}
+    spec = parse_spec({"topic": "young", "partitions": 1, "config": config}, source="test")
+    topic = Topic(spark, warehouse, spec)
+    lines = [(i, {"key": f"k{i % 2}", "value": str(i), "timestamp": ts}) for i, ts in enumerate([3, 9, 4, 7])]
+    produce(topic, parse_records(lines[:2], spec, "test"), 0)
+    produce(topic, parse_records(lines[2:], spec, "test"), 0)
+    log = topic.partition(0)
+    snapshot = log.snapshot()
+    assert snapshot.state.max_timestamp_ms == 9
+    records, end = log.read(snapshot.version), snapshot.state.log_end_offset
+    scanned = compaction.first_uncleanable_offset(records, spec.config, 10, end)
+    from_metadata, jobs = spark_jobs(spark, lambda: compaction.first_uncleanable_offset(
+        records, spec.config, 10, end, snapshot.state.max_timestamp_ms))
+    # at 10 with a 5 ms lag, offsets 1 (t=9) and 3 (t=7) are too young: U is 1
+    assert from_metadata == scanned == (1 if young else end)
+    assert (jobs > 0) == young
+    assert compaction.measure(log, snapshot, 10).first_uncleanable_offset == scanned
+    unknown = replace(snapshot, state=replace(snapshot.state, max_timestamp_ms=None))
+    _, jobs = spark_jobs(spark, lambda: compaction.measure(log, unknown, 10))
+    assert jobs >= 2  # U's scan and the measure's own

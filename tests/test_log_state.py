@@ -1,6 +1,9 @@
 """The offset bookkeeping folded from commit metadata (pure)."""
 
+import json
+
 from framework.log.log_state import (
+    NO_TIMESTAMP,
     CleanSection,
     CommitEntry,
     LogState,
@@ -86,3 +89,25 @@ def test_a_commit_that_landed_between_plan_and_commit_is_folded_in():
     assert result.state.log_end_offset == 35 and result.state.checkpoint == 34 and result.complete
     # Without the history back to v4 the fold knows it is not complete.
     assert not fold([compaction]).complete
+
+
+def test_the_newest_timestamp_only_grows_and_unknown_stays_unknown():
+    empty = LogState(max_timestamp_ms=NO_TIMESTAMP)
+    assert empty.with_appended(2, 50).max_timestamp_ms == 50
+    assert empty.with_appended(2, 50).with_appended(1, 20).max_timestamp_ms == 50  # a bound, never lowered
+    assert empty.with_appended(1, None).max_timestamp_ms is None
+    assert LogState().with_appended(3, 70).max_timestamp_ms is None  # a state from before the bound
+    # racing commits fold with max; one commit that does not know it makes the bound unknown
+    producer = entry(4, 3, LogState(log_end_offset=20, max_timestamp_ms=900))
+    compaction = entry(5, 3, LogState(log_end_offset=15, checkpoint=15, max_timestamp_ms=400))
+    assert fold([compaction, producer]).state.max_timestamp_ms == 900
+    legacy = entry(4, 3, LogState(log_end_offset=20))
+    assert fold([compaction, legacy]).state.max_timestamp_ms is None
+
+
+def test_commits_without_the_newest_timestamp_parse_as_unknown():
+    text = to_metadata(LogState(log_end_offset=4, max_timestamp_ms=12), "produce", 3)
+    assert parse_metadata(text).max_timestamp_ms == 12
+    body = json.loads(text)
+    del body["topiclake"]["max_timestamp_ms"]
+    assert parse_metadata(json.dumps(body)) == LogState(log_end_offset=4)

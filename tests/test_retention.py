@@ -240,6 +240,7 @@ def test_the_young_predicate_is_plain_millisecond_arithmetic(spark):
     thresholds below zero, at the edges of a millisecond and past Spark's range."""
     from pyspark.sql import functions as F
 
+    from framework.cleaner import rules as cleaner
     from framework.cleaner.spark_sql import newer_than_sql
 
     stamps = [0, 1, 999, 1000, 1001, 1_700_000_000_000, MAX_TIMESTAMP_MS - 1, MAX_TIMESTAMP_MS]
@@ -248,4 +249,7 @@ def test_the_young_predicate_is_plain_millisecond_arithmetic(spark):
     for threshold in (-10, -1, 0, 1, 999, 1000, 1_699_999_999_999, 1_700_000_000_000,
                       MAX_TIMESTAMP_MS - 1, MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 10):
         got = sorted(r["ms"] for r in frame.where(newer_than_sql(threshold)).collect())
-        assert got == [ms for ms in stamps if ms > threshold], threshold
+        assert got == [ms for ms in stamps if cleaner.newer_than(ms, threshold)], threshold
+        # U's shortcut from the commit metadata agrees: no record newer exactly when the newest is not
+        assert cleaner.none_newer_than(max(stamps), threshold) == (not got), threshold
+        assert not cleaner.none_newer_than(None, threshold)

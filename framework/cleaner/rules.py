@@ -31,6 +31,19 @@ def uncleanable_after_ms(now_ms: int, config: TopicConfig) -> int:
     return now_ms - config.min_compaction_lag_ms
 
 
+def newer_than(timestamp_ms: int, threshold_ms: int) -> bool:
+    """A record is newer than a threshold: U's too-young records, time retention's kept ones.
+    ``spark_sql.newer_than_sql`` is this rule in Spark (a parity test pins the two)."""
+    return timestamp_ms > threshold_ms
+
+
+def none_newer_than(max_timestamp_ms: int | None, threshold_ms: int) -> bool:
+    """No record can be newer than the threshold: the newest timestamp ever appended (an
+    upper bound of every record's, None when unknown) is not. Then U is the log end offset
+    without reading a record."""
+    return max_timestamp_ms is not None and not newer_than(max_timestamp_ms, threshold_ms)
+
+
 def max_lag_deadline_ms(now_ms: int, config: TopicConfig) -> int:
     """A dirty record older than this must be compacted now (KIP-354)."""
     return now_ms - config.max_compaction_lag_ms

@@ -68,7 +68,7 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
         ]
         frame = topic.spark.createDataFrame(rows, _input_schema(topic))
         frame = frame.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).drop("timestamp_ms")
-        batches[partition] = (frame, len(rows))
+        batches[partition] = (frame, len(rows), max(row[3] for row in rows))
     return _append_all(topic, batches)
 
 
@@ -79,15 +79,15 @@ APPEND_THREADS = 4
 
 
 def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
-    """Append each partition's batch (frame, count), one atomic commit per partition, in
-    partition order of the results. Appends only set writer options, never session confs,
-    so they can share the session."""
+    """Append each partition's batch (frame, count, newest timestamp), one atomic commit per
+    partition, in partition order of the results. Appends only set writer options, never
+    session confs, so they can share the session."""
     if len(batches) <= 1:
-        return [topic.partition(p).append(frame, count) for p, (frame, count) in sorted(batches.items())]
+        return [topic.partition(p).append(*batch) for p, batch in sorted(batches.items())]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(APPEND_THREADS, len(batches)), thread_name_prefix="append") as pool:
-        futures = [pool.submit(topic.partition(p).append, frame, count) for p, (frame, count) in sorted(batches.items())]
+        futures = [pool.submit(topic.partition(p).append, *batch) for p, batch in sorted(batches.items())]
         return [future.result() for future in futures]
 
 
@@ -197,9 +197,10 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
                                     "neither a key nor a partition"))
         if problems:
             raise RecordError(problems)
-        counts = {r["_partition"]: r["n"] for r in numbered.groupBy("_partition").agg(F.count("*").alias("n")).collect()}
+        counts = {r["_partition"]: (r["n"], r["newest"]) for r in numbered.groupBy("_partition").agg(
+            F.count("*").alias("n"), F.max(F.unix_millis("timestamp")).alias("newest")).collect()}
         topic.ensure()
-        return _append_all(topic, {p: (numbered.where(F.col("_partition") == p).drop("_partition"), counts[p])
-                                   for p in counts})
+        return _append_all(topic, {p: (numbered.where(F.col("_partition") == p).drop("_partition"), n, newest)
+                                   for p, (n, newest) in counts.items()})
     finally:
         cached.unpersist()

@@ -14,6 +14,12 @@ every change. The clean section's summary is not monotone; maintenance commits
 conflict with each other in Delta, so they are linearised, and each bumps ``epoch``:
 the summary with the highest epoch is the current one.
 
+``max_timestamp_ms``, the newest timestamp ever appended, is monotone too, and an upper
+bound of every record's timestamp (removing records only lowers the true maximum). It
+lets a run see from the metadata alone that no record is too young to compact. It is
+None (unknown) in the commits of a topiclake that did not record it, and stays unknown
+through any fold that meets such a commit; then the records are scanned, as before.
+
 This module is pure: it parses and folds; reading the Delta history is ``log.py``'s job.
 """
 
@@ -26,6 +32,9 @@ from typing import Iterable, Mapping
 #: The key under which topiclake's state sits in a commit's userMetadata JSON.
 METADATA_KEY = "topiclake"
 FORMAT_VERSION = 1
+#: An empty log's newest timestamp (Kafka's RecordBatch.NO_TIMESTAMP); any value is a valid
+#: bound for no records, and every append folds its own newest timestamp in.
+NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True)
@@ -51,9 +60,21 @@ class LogState:
     #: base offset of the segment appends go to (the table's ``_segment`` partition value)
     active_segment: int = 0
     clean: CleanSection = field(default_factory=CleanSection)
+    #: the newest record timestamp ever appended (ms), an upper bound of every record's;
+    #: None when unknown (a table written before topiclake recorded it)
+    max_timestamp_ms: int | None = None
 
-    def with_appended(self, count: int) -> "LogState":
-        return replace(self, log_end_offset=self.log_end_offset + count)
+    def with_appended(self, count: int, max_timestamp_ms: int | None) -> "LogState":
+        """The state after appending ``count`` records whose newest timestamp is
+        ``max_timestamp_ms`` (None: not known, which makes the bound unknown)."""
+        return replace(self, log_end_offset=self.log_end_offset + count,
+                       max_timestamp_ms=newest_timestamp([self.max_timestamp_ms, max_timestamp_ms]))
+
+
+def newest_timestamp(bounds: Iterable[int | None]) -> int | None:
+    """The fold of timestamp bounds: their maximum, or None when any is unknown."""
+    bounds = list(bounds)
+    return None if any(b is None for b in bounds) else max(bounds)
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,7 @@ def parse_metadata(user_metadata: str | None) -> LogState | None:
             checkpoint=int(body["checkpoint"]),
             active_segment=int(body["active_segment"]),
             clean=clean,
+            max_timestamp_ms=None if body.get("max_timestamp_ms") is None else int(body["max_timestamp_ms"]),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -139,7 +161,8 @@ def fold(commits: Iterable[CommitEntry]) -> Fold:
 
 
 def merge_states(states: Iterable[LogState]) -> LogState:
-    """Max of the monotone fields; the clean summary of the highest epoch."""
+    """Max of the monotone fields (the timestamp bound unknown if any is); the clean summary
+    of the highest epoch."""
     states = list(states)
     if not states:
         raise ValueError("merge_states needs at least one state")
@@ -150,6 +173,7 @@ def merge_states(states: Iterable[LogState]) -> LogState:
         checkpoint=max(s.checkpoint for s in states),
         active_segment=max(s.active_segment for s in states),
         clean=clean,
+        max_timestamp_ms=newest_timestamp(s.max_timestamp_ms for s in states),
     )
 
 

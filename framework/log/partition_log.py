@@ -45,7 +45,15 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
     session_confs,
 )
-from framework.log.log_state import CommitEntry, LogState, fold, metadata_field, to_metadata
+from framework.log.log_state import (
+    NO_TIMESTAMP,
+    CommitEntry,
+    LogState,
+    fold,
+    metadata_field,
+    newest_timestamp,
+    to_metadata,
+)
 from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import TopicSpec
@@ -123,7 +131,7 @@ class PartitionLog:
             builder = builder.property(key, value)
         builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
         faults.reached("create.before_commit", log=self)
-        with commit_metadata(self.spark, to_metadata(LogState(), "create", None)):
+        with commit_metadata(self.spark, to_metadata(LogState(max_timestamp_ms=NO_TIMESTAMP), "create", None)):
             builder.execute()
         faults.reached("create.after_commit", log=self)
         return True
@@ -236,11 +244,12 @@ class PartitionLog:
         return self.read(version, as_of).select(*RECORD_COLUMNS).orderBy("offset")
 
     # ----------------------------------------------------------------- append
-    def append(self, records, count: int) -> AppendResult:
+    def append(self, records, count: int, max_timestamp_ms: int | None) -> AppendResult:
         """Append ``records`` as one atomic commit, assigning offsets from the log end offset.
 
         ``records`` has key, value, timestamp, headers and ``_seq`` (0..count-1, the order
         offsets follow); the caller persists it, since a retry evaluates it again.
+        ``max_timestamp_ms`` is their newest timestamp (None if not known), for the state.
         """
         from pyspark.sql import functions as F
 
@@ -251,16 +260,18 @@ class PartitionLog:
             base = snap.state.log_end_offset
             frame = records.select((F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
                                    "timestamp", "key", "value", "headers")
-            return base, frame, snap.state.with_appended(count), {"base_offset": base, "count": count}
+            return base, frame, snap.state.with_appended(count, max_timestamp_ms), {"base_offset": base, "count": count}
 
         return self._claimed_append("produce", plan, count)
 
-    def append_ingested(self, records, count: int, start: int, last_offset: int, read_to: int) -> AppendResult:
+    def append_ingested(self, records, count: int, start: int, last_offset: int, read_to: int,
+                        max_timestamp_ms: int | None) -> AppendResult:
         """Append records that carry Kafka's offsets (``ingest``), as one atomic commit.
 
         ``records`` (offset, timestamp, key, value, headers) are Kafka's offsets ``[start,
-        read_to)``, the last of them ``last_offset``; the commit records that range. A first
-        ingest that starts past 0 moves the log start offset to Kafka's. Returns None's
+        read_to)``, the last of them ``last_offset``, the newest timestamp
+        ``max_timestamp_ms``; the commit records that range. A first ingest that starts
+        past 0 moves the log start offset to Kafka's. Returns None's
         version when another ingest already appended from ``start`` (nothing is written twice).
         """
 
@@ -270,7 +281,8 @@ class PartitionLog:
                 return None  # another ingest appended these offsets first
             log_start = start if state.log_end_offset == state.log_start_offset else state.log_start_offset
             after = replace(state, log_start_offset=max(state.log_start_offset, log_start),
-                            log_end_offset=last_offset + 1)
+                            log_end_offset=last_offset + 1,
+                            max_timestamp_ms=newest_timestamp([state.max_timestamp_ms, max_timestamp_ms]))
             return start, records, after, {"base_offset": start, "count": count,
                                            "kafka_offsets": [start, read_to]}
 

@@ -36,11 +36,18 @@ def _ms(column):
     return F.unix_millis(F.col(column))
 
 
-def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_offset: int) -> int:
-    """U: the smallest offset whose timestamp is newer than ``now - min.compaction.lag.ms``."""
+def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_offset: int,
+                             max_timestamp_ms: int | None = None) -> int:
+    """U: the smallest offset whose timestamp is newer than ``now - min.compaction.lag.ms``.
+
+    When the newest timestamp ever appended (``max_timestamp_ms``, from the commit
+    metadata) is not newer, no record is, and U is the log end offset without a scan.
+    """
     from pyspark.sql import functions as F
 
     after = cleaner.uncleanable_after_ms(now_ms, config)
+    if cleaner.none_newer_than(max_timestamp_ms, after):
+        return log_end_offset
     # Below 0 every timestamp is newer.
     young = records if after < 0 else records.where(spark_sql.newer_than_sql(after))
     row = young.agg(F.min("offset").alias("u")).collect()[0]
@@ -51,7 +58,8 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     """Read what the due rule needs: U, the dirty section's and the head's sizes.
 
     The clean section's summary comes from the commit metadata; only records at or
-    after the checkpoint are scanned (Delta skips files below it by their offset stats).
+    after the checkpoint are scanned (Delta skips files below it by their offset stats),
+    and U is looked for only when the metadata cannot rule out a record too young.
     """
     from pyspark.sql import functions as F
 
@@ -59,7 +67,7 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     config = log.spec.config
     records = log.read(snapshot.version)
     checkpoint = max(state.checkpoint, state.log_start_offset)
-    u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset)
+    u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset, state.max_timestamp_ms)
     head_from = max(checkpoint, u)
     in_dirty = (F.col("offset") >= checkpoint) & (F.col("offset") < u)
     row = (
