@@ -91,7 +91,8 @@ print(json.dumps(out))
 """
 
 
-def _session(script: str, tmp_path: Path, name: str) -> dict | list:
+def _session(script: str, tmp_path: Path, name: str) -> tuple[dict | list, str]:
+    """Run ``script`` in a new Python (a new JVM); its last line of output, and what it said on stderr."""
     path = tmp_path / f"{name}.py"
     path.write_text(script)
     started = time.monotonic()
@@ -99,7 +100,7 @@ def _session(script: str, tmp_path: Path, name: str) -> dict | list:
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     print(f"{name} session: {time.monotonic() - started:.1f} s")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr[-4000:]
 
 
 def test_catalog_tables_across_two_sessions(kafka_broker, tmp_path):
@@ -118,8 +119,9 @@ def test_catalog_tables_across_two_sessions(kafka_broker, tmp_path):
     names = dict(repo=str(REPO), metastore=str(tmp_path / "metastore"), warehouse=str(tmp_path / "warehouse"),
                  specs=str(specs), records=str(records), other=str(tmp_path / "other"), dotted=str(dotted))
 
-    assert _session(FIRST_SESSION.format(**names), tmp_path, "first") == [0, 0, 0, 0, 0, 0]
-    seen = _session(SECOND_SESSION.format(**names), tmp_path, "second")
+    statuses, said = _session(FIRST_SESSION.format(**names), tmp_path, "first")
+    assert statuses == [0, 0, 0, 0, 0, 0], said
+    seen, _ = _session(SECOND_SESSION.format(**names), tmp_path, "second")
     assert seen["tables"] == ["events_0", "orders_0", "orders_1", "topiclake_committed_offsets",
                               "topiclake_maintenance_history"]
     assert seen["records"] == [[1, "a", "2"], [2, "b", "1"]]  # compacted: a's older value is gone

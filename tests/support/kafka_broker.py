@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support.child_jvm import QUICK_JIT_OPTIONS
+
 REPO = Path(__file__).resolve().parents[2]
 #: Where scripts/fetch-kafka.sh puts the broker's jars (git-ignored).
 KAFKA_LIB = REPO / ".kafka" / "lib"
@@ -172,7 +174,7 @@ class KafkaBroker:
             # Modest on a 2-core machine shared with Spark: one GC thread, and the quick JIT
             # only (the broker serves a few thousand records in a test, not a benchmark).
             "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
+            *QUICK_JIT_OPTIONS,
             "-Djava.awt.headless=true",
             "-cp",
             classpath,
