@@ -16,7 +16,7 @@ setup: $(VENV)/.installed
 
 quickstart: setup
 	$(VENV)/bin/topiclake lint table_specs
-	$(PY) jobs/maintain.py --warehouse $(WAREHOUSE) --specs table_specs --with-sample-data
+	$(PY) jobs/maintain.py --warehouse $(WAREHOUSE) --specs table_specs --with-sample-data --cleaner-threads 2
 
 # Apache Kafka's broker jars (Maven Central) for the tests' real broker (tests/support/kafka_broker.py).
 .kafka/lib/.fetched: scripts/kafka/pom.xml scripts/fetch-kafka.sh

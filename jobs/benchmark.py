@@ -14,7 +14,8 @@
    four twin topics of a quarter of the partitions, with the same records, get their first
    maintain in the order A B B A: A finds U from the newest timestamp in the commit
    metadata (as shipped), B scans for U in every partition (as before); both must end with
-   the same offsets.
+   the same offsets. Four more twins, the same way: A with one cleaner thread (the
+   default), B with two (``--cleaner-threads 2``).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too).
@@ -204,27 +205,35 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
     maintenance = Maintenance(spark, warehouse, [topic.spec], record_history=False)
     first = _timed(f"first maintain of {partitions} partitions", results, lambda: maintenance.run(now))
     idle = _timed(f"idle maintain of {partitions} partitions", results, lambda: maintenance.run(now))
-    # U from the commit metadata against U scanned in every partition (as before the commits
-    # carried the newest timestamp): four twin topics of a quarter of the partitions each,
-    # the same records, first maintains in the order A B B A so that neither side gets the
-    # JVM's warm-up; both sides must end with the same offsets.
+    # Twin topics of a quarter of the partitions each, the same records, first maintains in
+    # the order A B B A so that neither side gets the JVM's warm-up; both sides must end
+    # with the same offsets. U from the commit metadata against U scanned in every partition
+    # (as before the commits carried the newest timestamp); one cleaner thread against two.
     quarter = max(1, partitions // 4)
-    twins = {name: Topic(spark, warehouse, _spec(f"wide-{name}", quarter)) for name in ("a1", "b1", "b2", "a2")}
-    for twin in twins.values():
-        produce(twin, parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark"), now)
     failed = first.failed or idle.failed
-    for name, twin in twins.items():
-        scanned = name.startswith("b")
-        with _u_always_scanned() if scanned else contextlib.nullcontext():
-            label = f"first maintain of {quarter} partitions, U {'scanned' if scanned else 'from metadata'} ({name})"
-            failed = _timed(label, results, lambda: Maintenance(spark, warehouse, [twin.spec],
-                                                                record_history=False).run(now)).failed or failed
-    for side in ("from metadata", "scanned"):
-        results[f"first maintain of {quarter} partitions, U {side}"] = sum(
-            results[f"first maintain of {quarter} partitions, U {side} ({n})"] for n in twins
-            if n.startswith("a" if side == "from metadata" else "b")) / 2
-    same = all(_offsets(twins[a].partition(p)) == _offsets(twins[b].partition(p))
-               for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(quarter))
+    same = True
+    for kind, sides, run_with in (
+        ("u", ("U from metadata", "U scanned"),
+         lambda b: (_u_always_scanned() if b else contextlib.nullcontext(), {})),
+        ("threads", ("one cleaner thread", "two cleaner threads"),
+         lambda b: (contextlib.nullcontext(), {"cleaner_threads": 2 if b else 1})),
+    ):
+        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter)) for name in ("a1", "b1", "b2", "a2")}
+        for twin in twins.values():
+            produce(twin, parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark"), now)
+        for name, twin in twins.items():
+            context, options = run_with(name.startswith("b"))
+            side = sides[name.startswith("b")]
+            with context:
+                failed = _timed(f"first maintain of {quarter} partitions, {side} ({name})", results,
+                                lambda: Maintenance(spark, warehouse, [twin.spec], record_history=False).run(
+                                    now, **options)).failed or failed
+        for index, side in enumerate(sides):
+            results[f"first maintain of {quarter} partitions, {side}"] = sum(
+                results[f"first maintain of {quarter} partitions, {side} ({n})"] for n in twins
+                if n.startswith("ab"[index])) / 2
+        same = same and all(_offsets(twins[a].partition(p)) == _offsets(twins[b].partition(p))
+                            for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(quarter))
     return {"partitions": partitions, "first_failed": failed or not same, "idle_failed": idle.failed,
             "same_records_either_way": same}
 
@@ -466,6 +475,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["first maintain, U from metadata / U scanned"] = round(
             results[f"first maintain of {quarter} partitions, U from metadata"]
             / results[f"first maintain of {quarter} partitions, U scanned"], 2)
+        ratios["first maintain, two cleaner threads / one"] = round(
+            results[f"first maintain of {quarter} partitions, two cleaner threads"]
+            / results[f"first maintain of {quarter} partitions, one cleaner thread"], 2)
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)

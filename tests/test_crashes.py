@@ -41,7 +41,8 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = 10_000_000
-#: The whole matrix (22 named points and two random moments, each a real process killed:
+#: The whole matrix (22 named points, one of them again with two cleaner threads, and two
+#: random moments, the second with two cleaner threads; each a real process killed:
 #: about 10 minutes on 2 cores) runs with TOPICLAKE_CRASH_MATRIX=all (``make test-crashes``).
 #: ``make test`` runs these steps of it, within the suite's 20-minute budget: an append
 #: killed after its commit, and a whole maintain run (every stage) killed at a random moment.
@@ -225,10 +226,16 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
         ("delete_records.after_commit", delete_records, {}),
         *[(point, after(lambda: chain.produce_both("cdc", 4, NOW - 2000), ["maintain", "--topic", "cdc", *now]), {})
           for point in ("maintain.before_history", "maintain.after_partition")],
+        # both of cdc's partitions in flight at once, one of them killed as it finishes
+        ("maintain.after_partition, two cleaner threads",
+         after(lambda: chain.produce_both("cdc", 4, NOW - 1500), ["maintain", "--topic", "cdc", "--cleaner-threads",
+                                                                  "2", *now]), {}),
         ("report.before_write", lambda: ["report"], {}),
         ("report.after_write", lambda: ["report"], {}),
+        # the second with partitions maintained two at a time
         *[(f"random moment {i + 1}", after(lambda: (chain.produce_both("cdc", 4, NOW - 1000),
-                                                   chain.produce_both("log", 2, 0)), ["maintain", *now]),
+                                                   chain.produce_both("log", 2, 0)),
+                                           ["maintain", *now, "--cleaner-threads", str(i + 1)]),
            {"after_s": moments.uniform(6.0, 14.0)}) for i in range(2)],
     ]
     for warehouse in (chain.crashed, chain.twin):
@@ -238,10 +245,10 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
     chosen = [s for s in steps if FULL_MATRIX or s[0] in SUITE_STEPS]
     assert {s[0] for s in chosen} >= SUITE_STEPS
     for name, command, options in chosen:
-        point = None if name.startswith("random") else name
+        point = None if name.startswith("random") else name.split(",")[0]
         step(name, command(), point, **options)
 
-    killed_at = {s[0] for s in chosen if not s[0].startswith("random")}
+    killed_at = {s[0].split(",")[0] for s in chosen if not s[0].startswith("random")}
     assert set(chain.kills) == killed_at
     if FULL_MATRIX:
         # ingest's points need a Kafka broker: tests/test_ingest.py kills ingest there.

@@ -82,7 +82,8 @@ def assert_others_compacted(spark, paths) -> None:
     assert {p: delta_offsets(spark, paths[p]) for p in (0, 2)} == COMPACTED
 
 
-def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys):
+@pytest.mark.parametrize("threads", ["1", "2"], ids=["one cleaner thread", "two cleaner threads"])
+def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys, threads):
     common, paths = isolated
     version_files = delta_log_files(paths[1])
     calls = []
@@ -93,7 +94,7 @@ def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys
             raise RuntimeError("injected failure in partition 1")
 
     with faults.installed("compact.before_commit", fail_partition_1):
-        code, out, err = cli(capsys, "maintain", *common, "--now", "1000")
+        code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--cleaner-threads", threads)
     assert sorted(set(calls)) == [0, 1, 2], err  # partition 2 still ran after partition 1 failed
     assert code == 1, err
     lines = out.splitlines()
@@ -122,16 +123,17 @@ def corrupt_the_log(path: str) -> None:
         corrupt.write("{this is not a Delta commit\n")
 
 
+@pytest.mark.parametrize("threads", ["1", "2"], ids=["one cleaner thread", "two cleaner threads"])
 @pytest.mark.parametrize("corrupt", [
     corrupt_a_data_file,
     corrupt_the_log,
 ], ids=["data file", "delta log"])
-def test_a_broken_partition_table_does_not_stop_the_others(spark, isolated, capsys, corrupt):
+def test_a_broken_partition_table_does_not_stop_the_others(spark, isolated, capsys, corrupt, threads):
     common, paths = isolated
     corrupt(paths[1])
     version_files = delta_log_files(paths[1])
 
-    code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--json")
+    code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--json", "--cleaner-threads", threads)
     assert code == 1, err
     assert out, [line for line in err.splitlines() if line.startswith("topiclake:")]
     summary = json.loads(out)
@@ -139,6 +141,85 @@ def test_a_broken_partition_table_does_not_stop_the_others(spark, isolated, caps
     assert outcome == {0: (False, False), 1: (True, True), 2: (False, False)}, out
     assert_others_compacted(spark, paths)
     assert delta_log_files(paths[1]) == version_files  # nothing committed to partition 1
+
+
+# --------------------------------------------- partitions side by side (log.cleaner.threads)
+SIDE_BY_SIDE = {
+    "kept.yaml": "topic: kept\npartitions: 4\nconfig:\n  cleanup.policy: compact\n  min.cleanable.dirty.ratio: 0.0\n",
+    "timed.yaml": "topic: timed\npartitions: 2\nconfig:\n  cleanup.policy: delete\n  retention.ms: 1000\n",
+}
+
+
+def _twin(spark, tmp_path, capsys, name: str) -> list[str]:
+    """A warehouse with both topics produced: kept's partitions hold keys a, a, b, c, a (offsets
+    0-4; compaction keeps 2, 3, 4), timed's hold offsets 0-2 stamped 0, 500 and 3000."""
+    specs = tmp_path / "specs"
+    if not specs.exists():
+        specs.mkdir()
+        for file, text in SIDE_BY_SIDE.items():
+            (specs / file).write_text(text)
+    common = ["--warehouse", str(tmp_path / name), "--specs", str(specs)]
+    kept = [{"partition": p, "key": k, "value": f"{p}{i}", "timestamp": 0}
+            for p in range(4) for i, k in enumerate("aabca")]
+    timed = [{"partition": p, "key": None, "value": str(t), "timestamp": t} for p in range(2) for t in (0, 500, 3000)]
+    for topic, records in (("kept", kept), ("timed", timed)):
+        code, _, err = cli(capsys, "produce", *common, "--topic", topic, "--now", "0",
+                           "--input", write_jsonl(tmp_path / f"{name}-{topic}.jsonl", records))
+        assert code == 0, err
+    return common
+
+
+def test_cleaner_threads_maintain_partitions_side_by_side_as_one_thread_would(spark, tmp_path, capsys):
+    import threading
+
+    one, two = _twin(spark, tmp_path, capsys, "one"), _twin(spark, tmp_path, capsys, "two")
+    code, out_one, err_one = cli(capsys, "maintain", *one, "--now", "3500", "--no-report")
+    assert code == 0, err_one
+    # two partitions must be in their compaction commit at the same moment, or this times out
+    together, threads, confs = threading.Barrier(2, timeout=120), set(), set()
+
+    def meet(point, context):
+        threads.add(threading.current_thread().name)
+        confs.add(context["log"].spark.conf.get("spark.sql.shuffle.partitions"))
+        together.wait()
+
+    # a conf set at run time on the caller's session holds in every cleaner thread's session
+    shuffle = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(int(shuffle) + 1))
+    try:
+        with faults.installed("compact.before_commit", meet):
+            code, out_two, err_two = cli(capsys, "maintain", *two, "--now", "3500", "--no-report",
+                                         "--cleaner-threads", "2")
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", shuffle)
+    assert code == 0, err_two
+    assert len(threads) == 2 and all(name.startswith("cleaner") for name in threads), threads
+    assert confs == {str(int(shuffle) + 1)}
+
+    survivors = {}
+    for common in (one, two):
+        folder = common[1]
+        survivors[folder] = {name: delta_offsets(spark, os.path.join(folder, name))
+                             for name in sorted(os.listdir(folder)) if not name.startswith("_")}
+    assert survivors[one[1]] == {**{f"kept-{p}": [2, 3, 4] for p in range(4)},
+                                 **{f"timed-{p}": [2] for p in range(2)}}
+    assert survivors[two[1]] == survivors[one[1]]
+    # the same summary, progress lines and history rows, in the same order
+    assert out_two == out_one
+    assert err_two.splitlines() == err_one.splitlines()
+    columns = "topic, partition, stage, committed, removed_records, validation"
+    history = [[tuple(r) for r in spark.sql(
+        f"SELECT {columns} FROM {delta_table_sql(os.path.join(common[1], '_topiclake', 'maintenance_history'))} "
+        "ORDER BY topic, partition, stage").collect()] for common in (one, two)]
+    assert history[1] == history[0] and len(history[0]) == 4 * 3 + 2 * 3  # compact|retain, optimize, vacuum
+
+
+def test_cleaner_threads_below_one_are_refused_before_anything_is_written(spark, tmp_path, capsys):
+    common = _twin(spark, tmp_path, capsys, "w")
+    before = {name: delta_log_files(os.path.join(common[1], name)) for name in ("kept-0", "timed-0")}
+    code, _, err = cli(capsys, "maintain", *common, "--now", "3500", "--cleaner-threads", "0")
+    assert code == 2 and err.count("\n") == 1 and "--cleaner-threads" in err and "Traceback" not in err, err
+    assert {name: delta_log_files(os.path.join(common[1], name)) for name in before} == before
 
 
 # ------------------------------------------------------------ b. the history

@@ -245,6 +245,7 @@ def _maintenance(ctx, stages) -> int:
         stages=stages, force=getattr(ctx.args, "force", False),
         vacuum_retention_ms=getattr(ctx.args, "retention_ms", None),
         unsafe_vacuum=getattr(ctx.args, "unsafe_shorter_time_travel", False),
+        cleaner_threads=ctx.args.cleaner_threads,
     )
     summary = []
     for part in run.partitions:

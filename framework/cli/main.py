@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         now_arg(sub)
         if name in ("plan", "maintain", "compact"):
             sub.add_argument("--force", action="store_true", help="compact even when not due")
+        if name != "plan":
+            sub.add_argument("--cleaner-threads", type=int, default=1, metavar="N",
+                             help="partitions maintained side by side, each through its own Spark session "
+                                  "(Kafka's log.cleaner.threads; default 1)")
         if name == "maintain":
             sub.add_argument("--with-sample-data", action="store_true",
                              help="first produce sample records into every topic (the quick start's demo data)")

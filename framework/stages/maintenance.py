@@ -10,6 +10,8 @@ For each partition of each topic, in order (KIP-71: compaction before deletion):
 After each stage that committed, the guarantees are checked against the table before and
 after (through Delta time travel). Every stage appends a row to the maintenance history.
 A failure in one partition is reported and the others go on; the run then exits 1.
+With ``cleaner_threads`` above 1 (Kafka's ``log.cleaner.threads``), partitions are
+maintained side by side (``cleaner_threads``), their output and history kept in order.
 
 A stage that loses a commit race re-plans from the new table version and tries again. If
 it lost to a producer appending into the segment it cleans, it first rolls the log to a
@@ -19,6 +21,8 @@ retry never cleans past that roll.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import traceback
 import uuid
@@ -36,18 +40,17 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
 )
 from framework.log.history import RUNS_KEPT, HistoryRow, MaintenanceHistory
-from framework.log.log_state import metadata_field
-from framework.log.partition_log import HISTORY_PAGES, PartitionLog
+from framework.log.partition_log import PartitionLog
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.spec import TopicSpec
 from framework.stages import compaction, optimize, retention
+from framework.stages.cleaner_threads import DEFAULT_CLEANER_THREADS, HeldLines, in_order
+from framework.stages.interrupted_runs import interrupted_rows
 from framework.stages.stage_check import StageCheck, Validator
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
-#: The commits a run records history rows for (vacuum changes no record).
-INTERRUPTIBLE = ("compact", "retain", "optimize")
 
 
 @dataclass
@@ -74,10 +77,6 @@ class MaintenanceRun:
         return any(p.failed for p in self.partitions)
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Maintenance:
     """Runs the maintenance stages over topic specs in one warehouse."""
 
@@ -89,7 +88,9 @@ class Maintenance:
         self.warehouse = warehouse
         self.specs = list(specs)
         self.validator = validator
-        self.progress = progress or (lambda message: None)
+        self.progress = HeldLines(progress or (lambda message: None))
+        #: Great Expectations' file-backed stores take one check at a time
+        self._checking = threading.Lock()
         #: (partitions done, partitions in the run, the one under way): for a progress bar
         self.step = step or (lambda done, total, label: None)
         self.history = MaintenanceHistory(spark, warehouse) if record_history else None
@@ -109,11 +110,14 @@ class Maintenance:
 
     def run(self, now_ms: int, topic: str | None = None, partition: int | None = None,
             stages: Iterable[str] = STAGES, force: bool = False,
-            vacuum_retention_ms: int | None = None, unsafe_vacuum: bool = False) -> MaintenanceRun:
+            vacuum_retention_ms: int | None = None, unsafe_vacuum: bool = False,
+            cleaner_threads: int = DEFAULT_CLEANER_THREADS) -> MaintenanceRun:
         stages = tuple(stages)
         unknown = [s for s in stages if s not in STAGES]
         if unknown:
             raise ArgumentError(f"unknown maintenance stage(s) {', '.join(unknown)}; stages: {', '.join(STAGES)}")
+        if cleaner_threads < 1:
+            raise ArgumentError(f"--cleaner-threads: {cleaner_threads} is not at least 1 (Kafka's log.cleaner.threads)")
         self._check_arguments(topic, partition, stages, vacuum_retention_ms, unsafe_vacuum)
         run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
         logs = self._logs(topic, partition)
@@ -121,30 +125,29 @@ class Maintenance:
         # commits, or the run's end: one history append per changed partition, not one per
         # partition (an idle partition's append was most of its cost). A crash loses at most
         # rows that record no change.
-        pending: list[HistoryRow] = self._interrupted(logs, run) if self.history is not None else []
+        pending: list[HistoryRow] = (interrupted_rows(self.history, logs, run.run_id, now_ms, self.progress)
+                                     if self.history is not None else [])
+        def maintain(session, numbered: tuple[int, PartitionLog]):
+            return self._partition(session, *numbered, len(logs), run, stages, force, vacuum_retention_ms, unsafe_vacuum)
+
         try:
-            for index, log in enumerate(logs, start=1):
-                self.step(index - 1, len(logs), log.name)
-                self.progress(f"[{index}/{len(logs)}] {log.name}")
-                part = PartitionRun(log.spec.topic, log.partition)
-                run.partitions.append(part)
-                try:
-                    self._maintain_partition(log, run, part, stages, force, vacuum_retention_ms, unsafe_vacuum)
-                except TopiclakeError as error:
-                    if error.exit_code == 2:
-                        raise
-                    part.error = str(error)
-                except Exception as error:  # noqa: BLE001 - one partition's failure must not stop the rest
-                    part.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-                    part.rows.append(self._row(run, log, "error", message=traceback.format_exc(limit=3)[-2000:]))
-                finally:
+            numbered = list(enumerate(logs, start=1))
+            with contextlib.closing(in_order(self.spark, numbered, maintain, cleaner_threads)) as parts:
+                for index, log in enumerate(logs, start=1):
+                    self.step(index - 1, len(logs), log.name)
+                    part, held, refused = next(parts)
+                    for line in held or ():
+                        self.progress(line)
+                    run.partitions.append(part)
                     faults.reached("maintain.before_history", log=log, run_id=run.run_id)
                     pending.extend(part.rows)
                     if part.failed or any(row.committed for row in part.rows):
                         self._record(pending)
-                faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
-                if part.failed:
-                    self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
+                    if refused is not None:
+                        raise refused
+                    faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
+                    if part.failed:
+                        self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
             self.step(len(logs), len(logs), "done")
         finally:
             self._record(pending)
@@ -155,39 +158,35 @@ class Maintenance:
             Topic(self.spark, self.warehouse, spec).register()
         return run
 
+    def _partition(self, session, index: int, log: PartitionLog, total: int, run: MaintenanceRun, stages,
+                   force: bool, vacuum_retention_ms: int | None,
+                   unsafe_vacuum: bool) -> tuple[PartitionRun, list[str] | None, Exception | None]:
+        """One partition's stages, through ``session`` (a cleaner thread's own): its run, the
+        progress lines held for their turn (None when said at once), and a refusal of the
+        user's input to raise once its committed stages are recorded."""
+        held = self.progress.hold() if session is not self.spark else None
+        if session is not log.spark:
+            log = PartitionLog(session, log.warehouse, log.spec, log.partition)
+        part = PartitionRun(log.spec.topic, log.partition)
+        try:
+            self.progress(f"[{index}/{total}] {log.name}")
+            self._maintain_partition(log, run, part, stages, force, vacuum_retention_ms, unsafe_vacuum)
+        except TopiclakeError as error:
+            if error.exit_code == 2:
+                return part, held, error
+            part.error = str(error)
+        except Exception as error:  # noqa: BLE001 - one partition's failure must not stop the rest
+            part.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            part.rows.append(self._row(run, log, "error", message=traceback.format_exc(limit=3)[-2000:]))
+        finally:
+            if held is not None:
+                self.progress.release()
+        return part, held, None
+
     def _commit_run_id(self, run: MaintenanceRun) -> str:
         """The run id a commit carries: only a run that records history leaves one, so that a
-        later run can tell a commit whose rows were lost (:meth:`_interrupted`)."""
+        later run can tell a commit whose rows were lost (``interrupted_runs``)."""
         return run.run_id if self.history is not None else ""
-
-    def _interrupted(self, logs: list[PartitionLog], run: MaintenanceRun) -> list[HistoryRow]:
-        """The history says honestly when a run did not finish: a maintenance commit newer
-        than anything the history records, made by a run that records history, was left by a
-        run killed before it wrote its rows. One row each, under that run's id, written with
-        this run's first history append (the commit itself is whole: Delta's atomicity)."""
-        recorded = self.history.recorded_versions()
-        rows = []
-        for log in logs:
-            known = recorded.get((log.spec.topic, log.partition), -1)
-            lost: dict[str, list[tuple[int, str]]] = {}
-            for commit in log.commits(HISTORY_PAGES[0]):
-                if commit.version <= known:
-                    break
-                run_id = metadata_field(commit.user_metadata, "run_id")
-                operation = metadata_field(commit.user_metadata, "operation")
-                if run_id and run_id != run.run_id and operation in INTERRUPTIBLE:
-                    lost.setdefault(run_id, []).append((commit.version, operation))
-            for run_id, commits in lost.items():
-                versions = sorted(v for v, _ in commits)
-                said = ", ".join(f"{op} at version {v}" for v, op in sorted(commits))
-                rows.append(HistoryRow(
-                    run_id=run_id, run_started_ms=_wall_ms(), now_ms=run.now_ms, topic=log.spec.topic,
-                    partition=log.partition, stage="interrupted", committed=True, version_after=versions[-1],
-                    validation="skipped",
-                    message=f"run {run_id} did not finish: it committed {said} and was stopped before recording "
-                            f"them (found by run {run.run_id}); each commit is whole, the table is consistent"))
-                self.progress(f"      history: run {run_id} did not finish on {log.name} ({said})")
-        return rows
 
     def _record(self, rows: list[HistoryRow]) -> None:
         """Append ``rows`` to the history (one Delta commit) and empty the list."""
@@ -217,8 +216,8 @@ class Maintenance:
 
     # -------------------------------------------------------------- per partition
     def _row(self, run: MaintenanceRun, log: PartitionLog, stage: str, **values) -> HistoryRow:
-        return HistoryRow(run_id=run.run_id, run_started_ms=_wall_ms(), now_ms=run.now_ms, topic=log.spec.topic,
-                          partition=log.partition, stage=stage, **values)
+        return HistoryRow(run_id=run.run_id, run_started_ms=int(time.time() * 1000), now_ms=run.now_ms,
+                          topic=log.spec.topic, partition=log.partition, stage=stage, **values)
 
     def _maintain_partition(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, stages,
                             force: bool, vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
@@ -236,7 +235,8 @@ class Maintenance:
         if self.validator is None:
             row.validation = "skipped"
             return
-        outcome = self.validator(check)
+        with self._checking:
+            outcome = self.validator(check)
         row.validation = "passed" if outcome.passed else "failed"
         row.failed_guarantees = list(outcome.failed_guarantees)
         if not outcome.passed:

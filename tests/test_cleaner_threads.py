@@ -1,0 +1,102 @@
+"""framework.stages.cleaner_threads: partitions side by side, results and lines in order.
+
+The maintenance runs themselves (the same records, history and output as one thread; a
+failure in one partition; kills with partitions in flight) are tested through the command
+line in tests/test_maintenance_runs.py and tests/test_crashes.py. Here: the order, the
+laziness of one thread, early closing, the sessions, and the fallback for a session kind
+without child sessions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from framework.stages.cleaner_threads import HeldLines, child_session, in_order
+
+
+def test_results_come_back_in_order_each_thread_with_its_own_session(spark):
+    def work(session, item):
+        time.sleep(0.05 * (4 - item))  # later items finish first
+        return item, session, threading.current_thread().name
+
+    results = list(in_order(spark, [0, 1, 2, 3], work, threads=2))
+    assert [item for item, _, _ in results] == [0, 1, 2, 3]
+    sessions = {id(session) for _, session, _ in results}
+    assert len(sessions) == 2 and id(spark) not in sessions
+    assert {name for _, _, name in results} <= {"cleaner_0", "cleaner_1"}
+
+
+def test_one_thread_runs_each_item_only_when_its_result_is_asked_for(spark):
+    started = []
+
+    def work(session, item):
+        started.append(item)
+        return session
+
+    results = in_order(spark, ["a", "b", "c"], work, threads=1)
+    assert next(results) is spark and started == ["a"]
+    assert next(results) is spark and started == ["a", "b"]
+
+
+def test_closing_early_waits_for_the_items_under_way_and_starts_no_other(spark):
+    started, finished = [], []
+    gate = threading.Event()
+
+    def work(session, item):
+        started.append(item)
+        if item > 0:  # every other item holds its thread until the gate opens
+            gate.wait(30)
+        finished.append(item)
+        return item
+
+    results = in_order(spark, list(range(8)), work, threads=2)
+    assert next(results) == 0
+    waited = time.monotonic()
+    while 1 not in started and time.monotonic() - waited < 30:
+        time.sleep(0.01)
+    threading.Timer(0.5, gate.set).start()
+    results.close()  # with items 1 (and perhaps 2) under way, held at the gate
+    assert gate.is_set(), "close returned before the items under way finished"
+    assert sorted(finished) == sorted(started) and set(started) <= {0, 1, 2}, started
+
+
+def test_without_child_sessions_the_items_run_one_at_a_time_on_the_callers_session():
+    class ConnectLike:
+        """What a Spark Connect session answers to ``newSession``."""
+
+        def newSession(self):
+            raise NotImplementedError("newSession is not supported in Spark Connect")
+
+    caller = ConnectLike()
+    assert [s is caller for s in in_order(caller, [1, 2, 3], lambda s, i: s, threads=4)] == [True] * 3
+
+
+def test_a_child_session_keeps_the_confs_the_caller_set_at_run_time(spark):
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(int(before) + 7))
+    try:
+        child = child_session(spark)
+    finally:
+        spark.conf.set(key, before)
+    assert child is not spark and child.conf.get(key) == str(int(before) + 7)
+    assert spark.conf.get(key) == before  # and the caller's own stays its own
+
+
+def test_held_lines_wait_for_their_turn_and_the_callers_are_said_at_once():
+    said = []
+    lines = HeldLines(said.append)
+    lines("main")
+    held = []
+
+    def worker():
+        held.append(lines.hold())
+        lines("in a thread")
+        lines.release()
+        lines("after release")
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert said == ["main", "after release"] and held == [["in a thread"]]
