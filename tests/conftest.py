@@ -46,6 +46,21 @@ def spark(tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def suite_session_stays_active(request):
+    """pyspark's active session is one per process, and a test's own threads on child
+    sessions (concurrent producers, the property test's workers) leave one of them there;
+    ``framework.session.get_session``, which the command line calls, would hand it out to
+    the next test. (The engine's own threads put the caller's back: tests/test_cleaner_threads.py.)"""
+    yield
+    if "spark" in request.fixturenames:
+        from pyspark.sql import SparkSession
+
+        spark = request.getfixturevalue("spark")
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        SparkSession._activeSession = spark
+
+
 def _default_jit(patch: pytest.MonkeyPatch) -> None:
     """Take this run's :data:`CHILD_JVM_OPTIONS` out of the environment (until ``patch`` undoes it)."""
     for name in _OWN_CHILD_OPTIONS:

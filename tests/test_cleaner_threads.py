@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 import time
 
-from framework.stages.cleaner_threads import HeldLines, child_session, in_order
+from framework.side_by_side import child_session, in_order
+from framework.stages.cleaner_threads import HeldLines
 
 
 def test_results_come_back_in_order_each_thread_with_its_own_session(spark):
@@ -100,3 +101,16 @@ def test_held_lines_wait_for_their_turn_and_the_callers_are_said_at_once():
     thread.start()
     thread.join()
     assert said == ["main", "after release"] and held == [["in a thread"]]
+
+
+def test_the_callers_session_is_the_active_one_after_the_threads(spark):
+    """pyspark's active session is one per process, and a thread's createDataFrame on its
+    child session makes that child the active one; a job (or a notebook) that looks the
+    active session up afterwards must get its own back, not a thread's leftover."""
+    from pyspark.sql import SparkSession
+
+    assert SparkSession.getActiveSession() is spark
+    children = list(in_order(spark, [1, 2], lambda session, item: session.createDataFrame([(item,)], "n int")
+                             .sparkSession, threads=2))
+    assert all(child is not spark for child in children)
+    assert SparkSession.getActiveSession() is spark

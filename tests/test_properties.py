@@ -558,15 +558,6 @@ def test_engine_matches_model(spark, tmp_path):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", autouse=True)
-def suite_session_stays_active(spark):
-    """The worker sessions turn file statistics off, and Delta can leave one of them the
-    main thread's active session, which ``framework.session.get_session`` hands out: after
-    this module the suite's own session is the active one again."""
-    yield
-    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-
-
 @pytest.fixture(scope="module")
 def worker_session(spark):
     session = spark.newSession()

@@ -149,3 +149,18 @@ def test_concurrent_producers_never_share_an_offset(spark, warehouse):
     assert sorted(r["offset"] for r in rows) == list(range(18))
     assert len({r["key"] for r in rows}) == 18
     assert topic.partition(0).snapshot().state.log_end_offset == 18
+
+
+def test_tables_created_side_by_side_keep_the_defaults_the_caller_set_at_run_time(spark, warehouse):
+    """A first produce creates a topic's tables four at a time, each thread through a child
+    session; a table default a notebook set with ``spark.conf.set`` (here Delta's deletion
+    vectors) must hold in every one of them, as it does for a table created one at a time."""
+    key = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+    spark.conf.set(key, "true")
+    try:
+        topic = Topic(spark, warehouse, spec(6))
+        topic.ensure()
+    finally:
+        spark.conf.unset(key)
+    found = {log.partition: log.properties().get("delta.enableDeletionVectors") for log in topic.partitions()}
+    assert found == {p: "true" for p in range(6)}

@@ -26,6 +26,7 @@ from framework.clients.kafka_reader import (
 from framework.errors import ArgumentError, Problem, RecordError
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
+from framework.side_by_side import each
 from framework.spec import TopicSpec
 
 #: Partitions ingested side by side (each is its own Delta table and commit).
@@ -95,13 +96,7 @@ def _run_all(jobs, progress) -> list[IngestResult]:
             progress(result)
         return result
 
-    if len(jobs) <= 1:
-        return [one(job) for job in jobs]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(INGEST_THREADS, len(jobs)), thread_name_prefix="ingest") as pool:
-        futures = [pool.submit(one, job) for job in jobs]
-        return [future.result() for future in futures]
+    return each(None, jobs, lambda _session, job: one(job), INGEST_THREADS, name="ingest", own_sessions=False)
 
 
 def next_offset(log_start: int, log_end: int, kafka: PartitionOffsets, table: str) -> int:

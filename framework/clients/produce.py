@@ -15,6 +15,7 @@ from framework.errors import ArgumentError, PolicyViolationError, Problem, Recor
 from framework.log.partition_log import AppendResult
 from framework.log.table_layout import HEADERS_TYPE
 from framework.log.topic import Topic
+from framework.side_by_side import each
 
 
 def _input_schema(topic: Topic):
@@ -82,13 +83,9 @@ def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
     """Append each partition's batch (frame, count, newest timestamp), one atomic commit per
     partition, in partition order of the results. Appends only set writer options, never
     session confs, so they can share the session."""
-    if len(batches) <= 1:
-        return [topic.partition(p).append(*batch) for p, batch in sorted(batches.items())]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(APPEND_THREADS, len(batches)), thread_name_prefix="append") as pool:
-        futures = [pool.submit(topic.partition(p).append, *batch) for p, batch in sorted(batches.items())]
-        return [future.result() for future in futures]
+    return each(topic.spark, sorted(batches.items()),
+                lambda _session, batch: topic.partition(batch[0]).append(*batch[1]),
+                APPEND_THREADS, name="append", own_sessions=False)
 
 
 def _numbered_in_frame_order(shaped) -> tuple:

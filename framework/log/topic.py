@@ -5,6 +5,7 @@ from __future__ import annotations
 from framework.errors import TableMismatchError
 from framework.log.partition_log import PartitionLog
 from framework.log.warehouse import Warehouse
+from framework.side_by_side import each
 from framework.spec import TopicSpec
 
 #: Threads creating a new topic's partition tables.
@@ -111,27 +112,9 @@ class Topic:
         return register(self.spark, self.warehouse, self.spec)
 
     def _create_all(self, missing: list[PartitionLog]) -> None:
-        """Create tables side by side (a first produce into 100 partitions makes 100 tables).
-
-        A create carries its commit metadata in a session conf, so each thread creates
-        through its own child session (``newSession``: same Spark, its own confs).
-        """
-        threads = min(CREATE_THREADS, len(missing))
-        try:
-            sessions = [self.spark.newSession() for _ in range(threads)] if threads > 1 else []
-        except Exception:  # noqa: BLE001 - a session kind without child sessions: one at a time
-            sessions = []
-        if not sessions:
-            for log in missing:
-                log.create()
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
-        def create(session, share: list[PartitionLog]) -> None:
-            for log in share:
-                PartitionLog(session, self.warehouse, self.spec, log.partition).create()
-
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="create") as pool:
-            futures = [pool.submit(create, session, missing[i::threads]) for i, session in enumerate(sessions)]
-            for future in futures:
-                future.result()
+        """Create tables side by side (a first produce into 100 partitions makes 100 tables),
+        each thread through its own child session: a create carries its commit metadata in
+        a session conf."""
+        each(self.spark, missing,
+             lambda session, log: PartitionLog(session, self.warehouse, self.spec, log.partition).create(),
+             CREATE_THREADS, name="create")

@@ -11,7 +11,7 @@ After each stage that committed, the guarantees are checked against the table be
 after (through Delta time travel). Every stage appends a row to the maintenance history.
 A failure in one partition is reported and the others go on; the run then exits 1.
 With ``cleaner_threads`` above 1 (Kafka's ``log.cleaner.threads``), partitions are
-maintained side by side (``cleaner_threads``), their output and history kept in order.
+maintained side by side, their output and history kept in order (``side_by_side``).
 
 A stage that loses a commit race re-plans from the new table version and tries again. If
 it lost to a producer appending into the segment it cleans, it first rolls the log to a
@@ -43,9 +43,10 @@ from framework.log.history import RUNS_KEPT, HistoryRow, MaintenanceHistory
 from framework.log.partition_log import PartitionLog
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
+from framework.side_by_side import in_order
 from framework.spec import TopicSpec
 from framework.stages import compaction, optimize, retention
-from framework.stages.cleaner_threads import DEFAULT_CLEANER_THREADS, HeldLines, in_order
+from framework.stages.cleaner_threads import DEFAULT_CLEANER_THREADS, HeldLines
 from framework.stages.interrupted_runs import interrupted_rows
 from framework.stages.stage_check import StageCheck, Validator
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
@@ -104,8 +105,7 @@ class Maintenance:
             return self.specs
         chosen = [s for s in self.specs if s.topic == topic]
         if not chosen:
-            known = ", ".join(s.topic for s in self.specs) or "none"
-            raise ArgumentError(f"--topic: no spec for topic {topic!r} (known: {known})")
+            raise ArgumentError(f"--topic: no spec for topic {topic!r} (known: {', '.join(s.topic for s in self.specs) or 'none'})")
         return chosen
 
     def run(self, now_ms: int, topic: str | None = None, partition: int | None = None,
@@ -127,6 +127,7 @@ class Maintenance:
         # rows that record no change.
         pending: list[HistoryRow] = (interrupted_rows(self.history, logs, run.run_id, now_ms, self.progress)
                                      if self.history is not None else [])
+
         def maintain(session, numbered: tuple[int, PartitionLog]):
             return self._partition(session, *numbered, len(logs), run, stages, force, vacuum_retention_ms, unsafe_vacuum)
 
@@ -209,8 +210,7 @@ class Maintenance:
     def _logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:
         logs = []
         for spec in self.select(topic):
-            handle = Topic(self.spark, self.warehouse, spec)
-            every = handle.ensure_partitions()
+            every = Topic(self.spark, self.warehouse, spec).ensure_partitions()
             logs.extend(every if partition is None else [every[partition]])
         return logs
 
