@@ -211,7 +211,7 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
     # (as before the commits carried the newest timestamp); one cleaner thread against two.
     quarter = max(1, partitions // 4)
     failed = first.failed or idle.failed
-    same = True
+    same = _produce_twins(spark, warehouse, quarter, lines[:5000 * quarter // partitions], now, results)
     for kind, sides, run_with in (
         ("u", ("U from metadata", "U scanned"),
          lambda b: (_u_always_scanned() if b else contextlib.nullcontext(), {})),
@@ -236,6 +236,33 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
                             for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(quarter))
     return {"partitions": partitions, "first_failed": failed or not same, "idle_failed": idle.failed,
             "same_records_either_way": same}
+
+
+def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: dict) -> bool:
+    """The same lines into twin topics, A B B A: the driver's rows through Arrow (a JVM local
+    relation) against the Python list (a Python RDD, as before); the same offsets either way."""
+    from framework.clients import produce as produce_module
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+
+    label = f"produce {len(lines)} lines into {partitions} partitions"
+    sides = ("rows through Arrow", "rows as a Python list")
+    twins = {name: Topic(spark, warehouse, _spec(f"wide-rows-{name}", partitions)) for name in ("a1", "b1", "b2", "a2")}
+    for name, twin in twins.items():
+        twin.ensure()
+        records = parse_records(lines, twin.spec, "benchmark")
+        as_list = name.startswith("b")
+        real = produce_module.local_frame
+        if as_list:
+            produce_module.local_frame = lambda session, rows, schema: session.createDataFrame(rows, schema)
+        try:
+            _timed(f"{label}, {sides[as_list]} ({name})", results, lambda: produce_module.produce(twin, records, now))
+        finally:
+            produce_module.local_frame = real
+    for index, side in enumerate(sides):
+        results[f"{label}, {side}"] = sum(results[f"{label}, {side} ({n})"] for n in twins if n.startswith("ab"[index])) / 2
+    return all(_offsets(twins[a].partition(p)) == _offsets(twins[b].partition(p))
+               for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(partitions))
 
 
 @contextlib.contextmanager
@@ -475,6 +502,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["first maintain, U from metadata / U scanned"] = round(
             results[f"first maintain of {quarter} partitions, U from metadata"]
             / results[f"first maintain of {quarter} partitions, U scanned"], 2)
+        produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
+        ratios["produce lines, rows through Arrow / as a Python list"] = round(
+            results[f"{produced_lines}, rows through Arrow"] / results[f"{produced_lines}, rows as a Python list"], 2)
         ratios["first maintain, two cleaner threads / one"] = round(
             results[f"first maintain of {quarter} partitions, two cleaner threads"]
             / results[f"first maintain of {quarter} partitions, one cleaner thread"], 2)

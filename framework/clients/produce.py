@@ -12,6 +12,7 @@ from typing import Sequence
 from framework.clients.partitioner import murmur2
 from framework.clients.records import ProducerRecord, assign_partitions
 from framework.errors import ArgumentError, PolicyViolationError, Problem, RecordError
+from framework.local_rows import local_frame
 from framework.log.partition_log import AppendResult
 from framework.log.table_layout import HEADERS_TYPE
 from framework.log.topic import Topic
@@ -55,6 +56,7 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
         return []
     topic.ensure()
     log_append_time = topic.spec.config.message_timestamp_type == "LogAppendTime"
+    schema = _input_schema(topic)
     batches = {}
     for partition, batch in sorted(assign_partitions(records, topic.spec, source).items()):
         rows = [
@@ -67,7 +69,7 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
             )
             for seq, record in enumerate(batch)
         ]
-        frame = topic.spark.createDataFrame(rows, _input_schema(topic))
+        frame = local_frame(topic.spark, rows, schema)
         frame = frame.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).drop("timestamp_ms")
         batches[partition] = (frame, len(rows), max(row[3] for row in rows))
     return _append_all(topic, batches)

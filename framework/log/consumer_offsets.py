@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError
+from framework.local_rows import local_frame
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
 from framework.log.warehouse import Warehouse, create_own_table
 from framework.spec import TopicSpec
@@ -50,8 +51,8 @@ class ConsumerOffsets:
         if offset < 0:
             raise ArgumentError(f"--offset: a committed offset must be >= 0, got {offset}")
         self._ensure()
-        row = self.spark.createDataFrame([(group, topic, partition, offset, int(time.time() * 1000))],
-                                         "group string, topic string, partition int, offset long, ms long")
+        row = local_frame(self.spark, [(group, topic, partition, offset, int(time.time() * 1000))],
+                          "group string, topic string, partition int, offset long, ms long")
         row = row.withColumn("commit_timestamp", F.timestamp_millis("ms")).drop("ms")
         faults.reached("commit_offset.before_commit", group=group, topic=topic, partition=partition)
         for attempt in range(MAX_COMMIT_ATTEMPTS):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from framework.local_rows import local_frame
 from framework.log.commit_log import read_commits
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
@@ -140,7 +141,7 @@ class MaintenanceHistory:
             return
         if not self.exists():
             create_own_table(self.spark, self.path, self.spark.createDataFrame([], HISTORY_SCHEMA).schema)
-        frame = self.spark.createDataFrame([r.as_tuple() for r in rows], HISTORY_SCHEMA)
+        frame = local_frame(self.spark, [r.as_tuple() for r in rows], HISTORY_SCHEMA)
         # mergeSchema: a warehouse written by an older topiclake gains the newer columns
         frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)
         self._appends += 1

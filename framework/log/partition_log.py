@@ -33,6 +33,7 @@ from typing import Callable, Iterable
 
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError, TimeTravelError
+from framework.local_rows import local_frame
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import (
     MAX_COMMIT_ATTEMPTS,
@@ -388,7 +389,7 @@ class PartitionLog:
 
     def _empty_commit(self, metadata: str, app_id: str, txn_version: int) -> None:
         """A commit with no data (Delta skips an empty append unless it carries a SetTransaction)."""
-        empty = self.spark.createDataFrame([], table_schema(self.spec))
+        empty = local_frame(self.spark, [], table_schema(self.spec))
         (
             empty.write.format("delta")
             .mode("append")

@@ -1,0 +1,49 @@
+"""framework.local_rows: driver-side rows become a JVM local relation, equal to Spark's own
+list path, with no Python RDD (whose tasks each need a Python worker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.clients.produce import _input_schema
+from framework.local_rows import local_frame
+from framework.log.history import HISTORY_SCHEMA, HistoryRow
+from framework.log.topic import Topic
+from framework.spec import parse_spec
+
+ROWS = [
+    (0, "k", "v", 1_700_000_000_000, [("h", b"\x00\xff"), ("h", None)]),
+    (1, None, None, 1_700_000_000_001, []),  # a tombstone of a null key, no headers
+    (2, "ünï", "", -1, [("", b"")]),
+]
+
+
+@pytest.mark.parametrize("key_type", ["string", "binary"])
+def test_a_produce_batch_equals_sparks_list_path_and_is_a_local_relation(spark, warehouse, key_type):
+    spec = parse_spec({"topic": "rows", "partitions": 1, "key": {"type": key_type}, "value": {"type": key_type},
+                       "config": {"cleanup.policy": "compact"}}, "rows.yaml")
+    schema = _input_schema(Topic(spark, warehouse, spec))
+    rows = ROWS if key_type == "string" else [
+        (s, None if k is None else k.encode(), None if v is None else v.encode(), t, h) for s, k, v, t, h in ROWS]
+    ours = local_frame(spark, rows, schema)
+    theirs = spark.createDataFrame(rows, schema)
+    assert ours.schema == theirs.schema == schema
+    assert ours.collect() == theirs.collect()
+    assert ours._jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
+    assert theirs._jdf.queryExecution().optimizedPlan().nodeName() != "LocalRelation"
+
+
+def test_a_history_row_from_a_ddl_schema(spark):
+    row = HistoryRow(run_id="r", run_started_ms=1, now_ms=2, topic="t", partition=0, stage="compact",
+                     reasons=["dirty ratio"], due=True, dirty_ratio=0.5, failed_guarantees=["G1"])
+    ours = local_frame(spark, [row.as_tuple()], HISTORY_SCHEMA)
+    assert ours.collect() == spark.createDataFrame([row.as_tuple()], HISTORY_SCHEMA).collect()
+
+
+def test_timestamp_values_are_refused_and_an_empty_frame_of_any_schema_is_not(spark):
+    with pytest.raises(TypeError, match="column t is a timestamp"):
+        local_frame(spark, [(None, 1)], "t timestamp, n long")
+    with pytest.raises(TypeError, match=r"column s\.d is a date"):
+        local_frame(spark, [((None,),)], "s struct<d: date>")
+    empty = local_frame(spark, [], "t timestamp, n long")
+    assert empty.count() == 0 and [f.name for f in empty.schema.fields] == ["t", "n"]
