@@ -228,12 +228,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
                 failed = _timed(f"first maintain of {quarter} partitions, {side} ({name})", results,
                                 lambda: Maintenance(spark, warehouse, [twin.spec], record_history=False).run(
                                     now, **options)).failed or failed
-        for index, side in enumerate(sides):
-            results[f"first maintain of {quarter} partitions, {side}"] = sum(
-                results[f"first maintain of {quarter} partitions, {side} ({n})"] for n in twins
-                if n.startswith("ab"[index])) / 2
-        same = same and all(_offsets(twins[a].partition(p)) == _offsets(twins[b].partition(p))
-                            for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(quarter))
+        _mean_of_twins(results, f"first maintain of {quarter} partitions", sides)
+        same = _same_offsets(twins, quarter) and same
     return {"partitions": partitions, "first_failed": failed or not same, "idle_failed": idle.failed,
             "same_records_either_way": same}
 
@@ -241,7 +237,7 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
 def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: dict) -> bool:
     """The same lines into twin topics, A B B A: the driver's rows through Arrow (a JVM local
     relation) against the Python list (a Python RDD, as before); the same offsets either way."""
-    from framework.clients import produce as produce_module
+    from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
 
@@ -252,17 +248,34 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
         twin.ensure()
         records = parse_records(lines, twin.spec, "benchmark")
         as_list = name.startswith("b")
-        real = produce_module.local_frame
-        if as_list:
-            produce_module.local_frame = lambda session, rows, schema: session.createDataFrame(rows, schema)
-        try:
-            _timed(f"{label}, {sides[as_list]} ({name})", results, lambda: produce_module.produce(twin, records, now))
-        finally:
-            produce_module.local_frame = real
-    for index, side in enumerate(sides):
-        results[f"{label}, {side}"] = sum(results[f"{label}, {side} ({n})"] for n in twins if n.startswith("ab"[index])) / 2
+        with _rows_as_python_lists() if as_list else contextlib.nullcontext():
+            _timed(f"{label}, {sides[as_list]} ({name})", results, lambda: produce(twin, records, now))
+    _mean_of_twins(results, label, sides)
+    return _same_offsets(twins, partitions)
+
+
+def _mean_of_twins(results: dict, label: str, sides: tuple[str, str]) -> None:
+    """Each side's mean over its two twins (A: a1, a2; B: b1, b2)."""
+    for letter, side in zip("ab", sides):
+        results[f"{label}, {side}"] = sum(results[f"{label}, {side} ({letter}{n})"] for n in (1, 2)) / 2
+
+
+def _same_offsets(twins: dict, partitions: int) -> bool:
     return all(_offsets(twins[a].partition(p)) == _offsets(twins[b].partition(p))
                for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(partitions))
+
+
+@contextlib.contextmanager
+def _rows_as_python_lists():
+    """Produce as topiclake did before its driver-side rows went through Arrow."""
+    from framework.clients import produce
+
+    real = produce.local_frame
+    produce.local_frame = lambda session, rows, schema: session.createDataFrame(rows, schema)
+    try:
+        yield
+    finally:
+        produce.local_frame = real
 
 
 @contextlib.contextmanager
