@@ -19,7 +19,6 @@ TEST_CONF = {
     "spark.default.parallelism": "2",
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.adaptive.enabled": "false",
-    "spark.databricks.delta.writeChecksumFile.enabled": "false",
     # Tables here hold a few rows: compiling generated code for each new query costs more
     # than it saves (the interpreted path computes the same results).
     "spark.sql.codegen.wholeStage": "false",

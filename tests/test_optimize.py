@@ -18,6 +18,7 @@ import pytest
 from framework import faults
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log import version_checksum
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import MIB, parse_spec
@@ -191,18 +192,24 @@ def test_a_producer_appending_while_it_packs_never_conflicts(spark, warehouse):
     assert [r[0] for r in records(log)] == list(range(end_before + 40))
 
 
-@pytest.mark.slow
-def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, warehouse):
-    spec = parse_spec({**SPEC, "topic": "dv"}, "test")
+def compacted_with_deletion_vectors(spark, warehouse, name: str, appends: int, every: int):
+    """A partition of ``appends`` small files whose compaction hid every ``every``-th record
+    of them behind deletion vectors (their keys were updated)."""
+    spec = parse_spec({**SPEC, "topic": name}, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
     log = topic.partition(0)
     spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    many_small_appends(topic, spec, 4)
-    raw = [(i, {"key": f"k{i}", "value": "new", "timestamp": 1_500}) for i in range(0, 80, 3)]
+    many_small_appends(topic, spec, appends)
+    raw = [(i, {"key": f"k{i}", "value": "new", "timestamp": 1_500}) for i in range(0, 20 * appends, every)]
     produce(topic, parse_records(raw, spec, "test"), 1_500)  # updates: compaction deletes the old ones
-    run = Maintenance(spark, warehouse, [spec], record_history=False).run(2_000, stages=("compact",))
-    assert not run.failed
+    assert not Maintenance(spark, warehouse, [spec], record_history=False).run(2_000, stages=("compact",)).failed
+    return spec, log
+
+
+@pytest.mark.slow
+def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, warehouse):
+    _, log = compacted_with_deletion_vectors(spark, warehouse, "dv", appends=4, every=3)
     assert any(a.get("add", {}).get("deletionVector") for v in range(log.snapshot().version + 1)
                for a in commit_actions(log, v)), "compaction left no deletion vector to drop"
     before = records(log)
@@ -213,6 +220,37 @@ def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, wa
     live = [f for f in optimize.plan(log).files]
     assert len(live) < packing.files_before
     assert len(data_files_on_disk(log.path)) > len(live)  # the old files stay for time travel until vacuum
+
+
+def _listed_by_delta(log, monkeypatch) -> optimize.PackPlan:
+    """The plan as it is made when the version's checksum does not list the files."""
+    with monkeypatch.context() as patched:
+        patched.setattr(version_checksum, "live_adds", lambda path, version: None)
+        return optimize.plan(log)
+
+
+def _by_path(packing) -> list[DataFile]:
+    return sorted(packing.files, key=lambda f: f.path)
+
+
+def test_the_files_listed_by_the_version_checksum_are_the_files_delta_lists(spark, warehouse, monkeypatch):
+    """A small partition's plan is made from the version's checksum file, without a Spark job;
+    it must be the plan Delta's own snapshot gives, deletion vectors (hidden records) included,
+    and a table with more files than the checksum lists falls back to Delta's listing."""
+    spec, log = compacted_with_deletion_vectors(spark, warehouse, "listed", appends=3, every=4)
+    assert version_checksum.live_adds(log.path, log.snapshot().version) is not None
+    from_checksum, from_delta = optimize.plan(log), _listed_by_delta(log, monkeypatch)
+    assert any(f.records < 20 for f in from_checksum.files), "no file had records hidden by a deletion vector"
+    assert _by_path(from_checksum) == _by_path(from_delta)
+    assert from_checksum.groups == from_delta.groups and from_checksum.due
+
+    few = spark.newSession()
+    few.conf.set("spark.databricks.delta.allFilesInCrc.thresholdNumFiles", "2")
+    crowded = Topic(few, warehouse, spec).partition(0)
+    many_small_appends(Topic(few, warehouse, spec), spec, 1, start=1_000)
+    assert version_checksum.live_adds(crowded.path, crowded.snapshot().version) is None
+    assert _by_path(optimize.plan(crowded)) == _by_path(_listed_by_delta(crowded, monkeypatch))
+    assert len(optimize.plan(crowded).files) == len(from_delta.files) + 1
 
 
 @pytest.mark.slow

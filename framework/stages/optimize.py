@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from framework import faults
+from framework.log import version_checksum
 from framework.log.delta_commits import commit_metadata
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog, Snapshot
@@ -173,29 +174,31 @@ class _Delta:
 
 
 def _data_files(spark, snapshot_files) -> list[DataFile]:
-    """The live files of a snapshot, from their add actions (metadata only; no data is read)."""
+    """The live files of a Delta snapshot, from their add actions (metadata only; no data is read)."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
     adds = DataFrame(snapshot_files.toDF(), spark)
-    stats = F.from_json("stats", "numRecords BIGINT, minValues STRUCT<offset: BIGINT>, maxValues STRUCT<offset: BIGINT>")
-    rows = (
-        adds.select("path", "size", F.col("partitionValues")["_segment"].alias("segment"), stats.alias("s"),
-                    F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).alias("hidden"))
-        .collect()
-    )
-    return [_data_file(r) for r in rows]
+    rows = adds.select("path", "size", F.col("partitionValues")["_segment"].alias("segment"), "stats",
+                       F.col("deletionVector.cardinality").alias("hidden")).collect()
+    return [_data_file(r["path"], r["segment"], r["size"], r["stats"], r["hidden"]) for r in rows]
 
 
-def _data_file(row) -> DataFile:
-    stats = row["s"]
-    known = (stats is not None and stats["numRecords"] is not None and stats["minValues"] is not None
-             and stats["minValues"]["offset"] is not None and stats["maxValues"]["offset"] is not None)
-    if not known:
-        return DataFile(row["path"], int(row["segment"]), int(row["size"]), -1, -1, -1, packable=False)
-    return DataFile(path=row["path"], segment=int(row["segment"]), size_bytes=int(row["size"]),
-                    min_offset=int(stats["minValues"]["offset"]), max_offset=int(stats["maxValues"]["offset"]),
-                    records=int(stats["numRecords"]) - int(row["hidden"]))
+def _data_file_of_add(add: dict) -> DataFile:
+    """A live file from an add action as the Delta log writes it (JSON)."""
+    vector = add.get("deletionVector") or {}
+    return _data_file(add["path"], (add.get("partitionValues") or {}).get("_segment"), add["size"], add.get("stats"),
+                      vector.get("cardinality"))
+
+
+def _data_file(path: str, segment, size, stats_json: str | None, hidden: int | None) -> DataFile:
+    stats = json.loads(stats_json) if stats_json else {}
+    count = stats.get("numRecords")
+    low, high = (stats.get("minValues") or {}).get("offset"), (stats.get("maxValues") or {}).get("offset")
+    if count is None or low is None or high is None:
+        return DataFile(path, int(segment), int(size), -1, -1, -1, packable=False)
+    return DataFile(path=path, segment=int(segment), size_bytes=int(size), min_offset=int(low),
+                    max_offset=int(high), records=int(count) - int(hidden or 0))
 
 
 def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
@@ -211,9 +214,13 @@ def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
     if unavailable:
         return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
                         unavailable=unavailable)
-    delta = _Delta(log.spark)
-    table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
-    files = _data_files(log.spark, table.allFiles())
+    adds = version_checksum.live_adds(log.path, snap.version)
+    if adds is not None:  # a small local table: its files are listed in the version's checksum
+        files = [_data_file_of_add(add) for add in adds]
+    else:
+        delta = _Delta(log.spark)
+        table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
+        files = _data_files(log.spark, table.allFiles())
     target = log.spec.config.segment_bytes
     return PackPlan(snapshot=snap, target_bytes=target, files=tuple(files),
                     groups=tuple(pack_groups(files, target)))
