@@ -328,6 +328,42 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
     assert delta_offsets(spark, table) == [2, 4]
 
 
+def test_a_runs_history_rows_are_appended_together_and_soon_after_each_change(spark, tmp_path, monkeypatch):
+    """A history append costs about what a small partition's compaction does, so a run
+    appends its rows in one commit; a change waits no longer than ``FLUSH_AFTER_S`` for its
+    row (0 here: every partition that committed is recorded before the next one starts)."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log import history
+    from framework.log.commit_log import read_commits
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.spec import parse_spec
+    from framework.stages.maintenance import Maintenance
+
+    warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
+    spec = parse_spec({"topic": "batched", "partitions": 3,
+                       "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0}}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+
+    def history_commits_of_a_run(now: int) -> tuple[int, int]:
+        """(history commits, history rows) a compaction of all three partitions adds."""
+        raw = [(i, {"key": f"k{i % 2}", "value": "v", "timestamp": now, "partition": i % 3}) for i in range(12)]
+        produce(topic, parse_records(raw, spec, "test"), now)
+        path = warehouse.maintenance_history_path
+        before, rows_before = read_commits(spark, path, 1)[0].version, spark.read.format("delta").load(path).count()
+        run = Maintenance(spark, warehouse, [spec]).run(now, stages=("compact",))
+        assert not run.failed and all(p.rows[0].committed for p in run.partitions)
+        after = read_commits(spark, path, 1)[0].version
+        return after - before, spark.read.format("delta").load(path).count() - rows_before
+
+    Maintenance(spark, warehouse, [spec]).run(500, stages=("compact",))  # the history table exists
+    assert history_commits_of_a_run(1_000) == (1, 3)
+    monkeypatch.setattr(history, "FLUSH_AFTER_S", 0.0)
+    assert history_commits_of_a_run(2_000) == (3, 3)
+
+
 @pytest.mark.slow
 def test_the_history_says_a_killed_run_did_not_finish(spark, tmp_path, capsys):
     """A maintain SIGKILLed right after its compaction commit leaves no history row for it; the

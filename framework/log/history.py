@@ -14,6 +14,7 @@ they are past the tables' window (a week).
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field, fields
 
 from framework.local_rows import local_frame
@@ -233,3 +234,39 @@ def prune_due(first_version: int, last_version: int, every: int) -> bool:
     of ``every``? Each multiple is made by one commit, so the history is pruned about every
     ``every`` commits, with no state kept anywhere but its version numbers."""
     return last_version // every > (first_version - 1) // every
+
+
+#: The longest a committed change waits for its history row.
+FLUSH_AFTER_S = 30.0
+
+
+class HistoryBatch:
+    """A run's history rows on their way to the history, appended in one commit when a
+    partition failed, when the oldest change they record committed ``flush_after_s`` ago,
+    or at the run's end (:meth:`flush`).
+
+    One append costs about what a small partition's compaction does, so rows are not
+    appended partition by partition. A crash loses at most the rows of that span; the next
+    run finds their commits by run id and says the run did not finish
+    (``framework/stages/interrupted_runs.py``).
+    """
+
+    def __init__(self, history: MaintenanceHistory | None, rows=(), flush_after_s: float | None = None):
+        self.history = history
+        self.rows: list[HistoryRow] = list(rows)
+        self.flush_after_s = FLUSH_AFTER_S if flush_after_s is None else flush_after_s
+        self._oldest_change: float | None = None
+
+    def add(self, rows, failed: bool = False) -> None:
+        self.rows.extend(rows)
+        if self._oldest_change is None and any(row.committed for row in rows):
+            self._oldest_change = time.monotonic()
+        overdue = self._oldest_change is not None and time.monotonic() - self._oldest_change >= self.flush_after_s
+        if failed or overdue:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.history is not None and self.rows:
+            self.history.append(self.rows)
+        self.rows.clear()
+        self._oldest_change = None

@@ -39,7 +39,7 @@ from framework.log.delta_commits import (
     is_concurrent_append,
     is_retryable_conflict,
 )
-from framework.log.history import RUNS_KEPT, HistoryRow, MaintenanceHistory
+from framework.log.history import RUNS_KEPT, HistoryBatch, HistoryRow, MaintenanceHistory
 from framework.log.partition_log import PartitionLog
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
@@ -121,12 +121,8 @@ class Maintenance:
         self._check_arguments(topic, partition, stages, vacuum_retention_ms, unsafe_vacuum)
         run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
         logs = self._logs(topic, partition)
-        # History rows of partitions where nothing committed wait for the next partition that
-        # commits, or the run's end: one history append per changed partition, not one per
-        # partition (an idle partition's append was most of its cost). A crash loses at most
-        # rows that record no change.
-        pending: list[HistoryRow] = (interrupted_rows(self.history, logs, run.run_id, now_ms, self.progress)
-                                     if self.history is not None else [])
+        pending = HistoryBatch(self.history, interrupted_rows(self.history, logs, run.run_id, now_ms, self.progress)
+                               if self.history is not None else ())
 
         def maintain(session, numbered: tuple[int, PartitionLog]):
             return self._partition(session, *numbered, len(logs), run, stages, force, vacuum_retention_ms, unsafe_vacuum)
@@ -141,9 +137,7 @@ class Maintenance:
                         self.progress(line)
                     run.partitions.append(part)
                     faults.reached("maintain.before_history", log=log, run_id=run.run_id)
-                    pending.extend(part.rows)
-                    if part.failed or any(row.committed for row in part.rows):
-                        self._record(pending)
+                    pending.add(part.rows, failed=part.failed)
                     if refused is not None:
                         raise refused
                     faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
@@ -151,7 +145,7 @@ class Maintenance:
                         self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
             self.step(len(logs), len(logs), "done")
         finally:
-            self._record(pending)
+            pending.flush()
         pruned = self.history.prune_if_due(self.history_runs_kept) if self.history is not None else None
         if pruned is not None:
             self.progress(f"history pruned ({pruned} rows; {self.history_runs_kept} runs kept a partition), own tables vacuumed")
@@ -188,12 +182,6 @@ class Maintenance:
         """The run id a commit carries: only a run that records history leaves one, so that a
         later run can tell a commit whose rows were lost (``interrupted_runs``)."""
         return run.run_id if self.history is not None else ""
-
-    def _record(self, rows: list[HistoryRow]) -> None:
-        """Append ``rows`` to the history (one Delta commit) and empty the list."""
-        if self.history is not None and rows:
-            self.history.append(rows)
-        rows.clear()
 
     def _check_arguments(self, topic: str | None, partition: int | None, stages: tuple[str, ...],
                          vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
