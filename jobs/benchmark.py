@@ -14,8 +14,11 @@
    four twin topics of a quarter of the partitions, with the same records, get their first
    maintain in the order A B B A: A finds U from the newest timestamp in the commit
    metadata (as shipped), B scans for U in every partition (as before); both must end with
-   the same offsets. Four more twins, the same way: A with one cleaner thread (the
-   default), B with two (``--cleaner-threads 2``).
+   the same offsets. Four more twins, the same way, for each of: one cleaner thread (the
+   default) against two (``--cleaner-threads 2``); bin-packing planned from the files the
+   version checksum lists (as shipped) against Delta's listing (as before); the history
+   (on for this pair) appended once per run (as shipped) against after every partition
+   that committed (as before). Each twin then gets an idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too).
@@ -212,23 +215,28 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
     quarter = max(1, partitions // 4)
     failed = first.failed or idle.failed
     same = _produce_twins(spark, warehouse, quarter, lines[:5000 * quarter // partitions], now, results)
-    for kind, sides, run_with in (
-        ("u", ("U from metadata", "U scanned"),
-         lambda b: (_u_always_scanned() if b else contextlib.nullcontext(), {})),
+    nothing = contextlib.nullcontext
+    for kind, sides, run_with, history in (
+        ("u", ("U from metadata", "U scanned"), lambda b: (_u_always_scanned() if b else nothing(), {}), False),
         ("threads", ("one cleaner thread", "two cleaner threads"),
-         lambda b: (contextlib.nullcontext(), {"cleaner_threads": 2 if b else 1})),
+         lambda b: (nothing(), {"cleaner_threads": 2 if b else 1}), False),
+        ("files", ("files from the version checksum", "files listed by Delta"),
+         lambda b: (_files_listed_by_delta() if b else nothing(), {}), False),
+        ("history", ("history appended per run", "history appended per partition"),
+         lambda b: (_history_per_partition() if b else nothing(), {}), True),
     ):
         twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter)) for name in ("a1", "b1", "b2", "a2")}
         for twin in twins.values():
             produce(twin, parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark"), now)
-        for name, twin in twins.items():
-            context, options = run_with(name.startswith("b"))
-            side = sides[name.startswith("b")]
-            with context:
-                failed = _timed(f"first maintain of {quarter} partitions, {side} ({name})", results,
-                                lambda: Maintenance(spark, warehouse, [twin.spec], record_history=False).run(
-                                    now, **options)).failed or failed
-        _mean_of_twins(results, f"first maintain of {quarter} partitions", sides)
+        for run in ("first", "idle"):
+            for name, twin in twins.items():
+                context, options = run_with(name.startswith("b"))
+                side = sides[name.startswith("b")]
+                with context:
+                    failed = _timed(f"{run} maintain of {quarter} partitions, {side} ({name})", results,
+                                    lambda: Maintenance(spark, warehouse, [twin.spec], record_history=history).run(
+                                        now, **options)).failed or failed
+            _mean_of_twins(results, f"{run} maintain of {quarter} partitions", sides)
         same = _same_offsets(twins, quarter) and same
     return {"partitions": partitions, "first_failed": failed or not same, "idle_failed": idle.failed,
             "same_records_either_way": same}
@@ -290,6 +298,34 @@ def _u_always_scanned():
         yield
     finally:
         compaction.first_uncleanable_offset = real
+
+
+@contextlib.contextmanager
+def _files_listed_by_delta():
+    """Plan bin-packing as topiclake did before it read small tables' files from the version
+    checksum: through Delta's snapshot (a state reconstruction and a collect)."""
+    from framework.log import version_checksum
+
+    real = version_checksum.live_adds
+    version_checksum.live_adds = lambda path, version: None
+    try:
+        yield
+    finally:
+        version_checksum.live_adds = real
+
+
+@contextlib.contextmanager
+def _history_per_partition():
+    """Append the history as topiclake did before it batched a run's rows: after every
+    partition that committed something."""
+    from framework.log import history
+
+    real = history.FLUSH_AFTER_S
+    history.FLUSH_AFTER_S = 0.0
+    try:
+        yield
+    finally:
+        history.FLUSH_AFTER_S = real
 
 
 def _offsets(log) -> list[int]:
@@ -518,9 +554,16 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
         ratios["produce lines, rows through Arrow / as a Python list"] = round(
             results[f"{produced_lines}, rows through Arrow"] / results[f"{produced_lines}, rows as a Python list"], 2)
-        ratios["first maintain, two cleaner threads / one"] = round(
-            results[f"first maintain of {quarter} partitions, two cleaner threads"]
-            / results[f"first maintain of {quarter} partitions, one cleaner thread"], 2)
+        for run in ("first", "idle"):
+            for label, (shipped, before) in {
+                    "two cleaner threads / one": ("two cleaner threads", "one cleaner thread"),
+                    "files from the version checksum / listed by Delta": (
+                        "files from the version checksum", "files listed by Delta"),
+                    "history appended per run / per partition": (
+                        "history appended per run", "history appended per partition")}.items():
+                ratios[f"{run} maintain, {label}"] = round(
+                    results[f"{run} maintain of {quarter} partitions, {shipped}"]
+                    / results[f"{run} maintain of {quarter} partitions, {before}"], 2)
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
