@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -278,12 +279,8 @@ def _rows_as_python_lists():
     """Produce as topiclake did before its driver-side rows went through Arrow."""
     from framework.clients import produce
 
-    real = produce.local_frame
-    produce.local_frame = lambda session, rows, schema: session.createDataFrame(rows, schema)
-    try:
+    with mock.patch.object(produce, "local_frame", lambda session, rows, schema: session.createDataFrame(rows, schema)):
         yield
-    finally:
-        produce.local_frame = real
 
 
 @contextlib.contextmanager
@@ -292,12 +289,9 @@ def _u_always_scanned():
     from framework.stages import compaction
 
     real = compaction.first_uncleanable_offset
-    compaction.first_uncleanable_offset = lambda records, config, now_ms, end, bound=None: real(
-        records, config, now_ms, end, None)
-    try:
+    with mock.patch.object(compaction, "first_uncleanable_offset",
+                           lambda records, config, now_ms, end, bound=None: real(records, config, now_ms, end, None)):
         yield
-    finally:
-        compaction.first_uncleanable_offset = real
 
 
 @contextlib.contextmanager
@@ -306,12 +300,8 @@ def _files_listed_by_delta():
     checksum: through Delta's snapshot (a state reconstruction and a collect)."""
     from framework.log import version_checksum
 
-    real = version_checksum.live_adds
-    version_checksum.live_adds = lambda path, version: None
-    try:
+    with mock.patch.object(version_checksum, "live_adds", lambda path, version: None):
         yield
-    finally:
-        version_checksum.live_adds = real
 
 
 @contextlib.contextmanager
@@ -320,12 +310,8 @@ def _history_per_partition():
     partition that committed something."""
     from framework.log import history
 
-    real = history.FLUSH_AFTER_S
-    history.FLUSH_AFTER_S = 0.0
-    try:
+    with mock.patch.object(history, "FLUSH_AFTER_S", 0.0):
         yield
-    finally:
-        history.FLUSH_AFTER_S = real
 
 
 def _offsets(log) -> list[int]:
