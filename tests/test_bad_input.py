@@ -69,6 +69,9 @@ RECORDS = {
     "unknown field": ([{**GOOD, "vaule": "1"}], [":1:", "vaule"]),
     "key an object": ([{"key": {"a": 1}, "value": "1", "timestamp": 0}], [":1:", "key"]),
     "value a list": ([{"key": "a", "value": [1], "timestamp": 0}], [":1:", "value"]),
+    "a key with a lone surrogate": (['{"key": "a\\ud800", "value": "1", "timestamp": 0}'], [":1:", "key", "surrogate"]),
+    "a header name with a lone surrogate": (['{"key": "a", "value": "1", "timestamp": 0, "headers": [["\\udfff", "x"]]}'],
+                                            [":1:", "headers", "surrogate"]),
     "one bad line at the end": ([GOOD] * 20 + [{"key": "a", "value": "1", "timestamp": "noon"}], [":21:", "timestamp"]),
 }
 

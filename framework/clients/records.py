@@ -128,6 +128,25 @@ def _decode_base64(text: str) -> bytes:
         raise ValueError("is not valid base64") from None
 
 
+def _utf8(text: str) -> str:
+    """``text`` when it can be stored as UTF-8. JSON's ``\\ud800`` escapes can name a lone
+    surrogate, which no UTF-8 text (and so no Delta string) can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"is not valid Unicode text: a lone surrogate {text[error.start]!r} "
+                         f"at character {error.start + 1}") from None
+    return text
+
+
+def _printable(text: str) -> str:
+    """A name for a message: itself, or escaped when it holds a lone surrogate (unprintable)."""
+    try:
+        return _utf8(text)
+    except ValueError:
+        return ascii(text)
+
+
 def _payload(raw: Any, kind: str) -> str | bytes | None:
     """A key or value for a ``string`` or ``binary`` field; ValueError names what is wrong."""
     if raw is None:
@@ -155,7 +174,7 @@ def _payload(raw: Any, kind: str) -> str | bytes | None:
         except UnicodeDecodeError:
             raise ValueError("bytes are not UTF-8 text, and the topic's type is string") from None
     if isinstance(raw, str):
-        return _decode_base64(raw) if kind == "binary" else raw
+        return _decode_base64(raw) if kind == "binary" else _utf8(raw)
     raise ValueError(f"must be text or null, got {type(raw).__name__}")
 
 
@@ -167,7 +186,7 @@ def _header_value(raw: Any) -> bytes | None:
     if isinstance(raw, int):
         return str(raw).encode("ascii")
     if isinstance(raw, str):
-        return raw.encode("utf-8")
+        return _utf8(raw).encode("utf-8")
     if isinstance(raw, bytes):
         return raw
     if isinstance(raw, Mapping) and set(raw) == {"base64"} and isinstance(raw["base64"], str):
@@ -193,6 +212,10 @@ def _headers(raw: Any) -> tuple[Header, ...]:
         if not isinstance(name, str):
             raise ValueError(f"a header name must be text, got {type(name).__name__} {name!r}")
         try:
+            _utf8(name)
+        except ValueError as error:
+            raise ValueError(f"header name {name!r} {error}") from None
+        try:
             headers.append((name, _header_value(value)))
         except ValueError as error:
             raise ValueError(f"{name!r}: {error}") from None
@@ -210,7 +233,7 @@ def parse_record(raw: Any, spec: TopicSpec, line: int | None, problems: _Collect
         if name not in RECORD_FIELDS:
             close = difflib.get_close_matches(str(name), RECORD_FIELDS, n=1)
             hint = f"; did you mean {close[0]}?" if close else f"; allowed: {', '.join(RECORD_FIELDS)}"
-            problems.add(line, str(name), f"unknown field{hint}")
+            problems.add(line, _printable(str(name)), f"unknown field{hint}")
     config = spec.config
     key = value = None
     try:
