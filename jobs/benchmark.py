@@ -12,9 +12,12 @@
 2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
    the command line's code, the first maintain, then an idle maintain (nothing due). Then
    four twin topics of a quarter of the partitions, with the same records, get their first
-   maintain in the order A B B A: A finds U from the newest timestamp in the commit
-   metadata (as shipped), B scans for U in every partition (as before); both must end with
-   the same offsets. Four more twins, the same way, for each of: one cleaner thread (the
+   maintain in the order A B B A: A measures each partition from its commit metadata (the
+   newest timestamp rules out young records, the append commits give the records past the
+   checkpoint: as shipped), B scans the records past the checkpoint (as before); both must
+   end with the same offsets. Four more twins, the same way, for each of: the compaction
+   frame without the clean section's lookup when no record lies below the log start (as
+   shipped) against with it (as before); one cleaner thread (the
    default) against two (``--cleaner-threads 2``); bin-packing planned from the files the
    version checksum lists (as shipped) against Delta's listing (as before); the history
    (on for this pair) appended once per run (as shipped) against after every partition
@@ -211,14 +214,18 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
     idle = _timed(f"idle maintain of {partitions} partitions", results, lambda: maintenance.run(now))
     # Twin topics of a quarter of the partitions each, the same records, first maintains in
     # the order A B B A so that neither side gets the JVM's warm-up; both sides must end
-    # with the same offsets. U from the commit metadata against U scanned in every partition
-    # (as before the commits carried the newest timestamp); one cleaner thread against two.
+    # with the same offsets. The measure from the commit metadata against a scan of the records
+    # past the checkpoint (as before the append commits carried their bytes and oldest
+    # timestamp); one cleaner thread against two; and so on.
     quarter = max(1, partitions // 4)
     failed = first.failed or idle.failed
     same = _produce_twins(spark, warehouse, quarter, lines[:5000 * quarter // partitions], now, results)
     nothing = contextlib.nullcontext
     for kind, sides, run_with, history in (
-        ("u", ("U from metadata", "U scanned"), lambda b: (_u_always_scanned() if b else nothing(), {}), False),
+        ("measure", ("measured from the commits", "measured by a scan"),
+         lambda b: (_measure_scanned() if b else nothing(), {}), False),
+        ("clean", ("empty clean section skipped", "empty clean section joined"),
+         lambda b: (_empty_clean_section_joined() if b else nothing(), {}), False),
         ("threads", ("one cleaner thread", "two cleaner threads"),
          lambda b: (nothing(), {"cleaner_threads": 2 if b else 1}), False),
         ("files", ("files from the version checksum", "files listed by Delta"),
@@ -284,13 +291,25 @@ def _rows_as_python_lists():
 
 
 @contextlib.contextmanager
-def _u_always_scanned():
-    """Measure U as topiclake did before the newest timestamp rode in the commits."""
+def _measure_scanned():
+    """Measure a partition as topiclake did before its append commits carried their bytes and
+    oldest timestamp: a scan of the records past the checkpoint."""
+    from framework.log import partition_log
+
+    with mock.patch.object(partition_log, "appended_between", lambda commits, start, end: None):
+        yield
+
+
+@contextlib.contextmanager
+def _empty_clean_section_joined():
+    """Build the compaction frame as before: the clean section's lookup (a distinct and a
+    join) even when no record lies below the log start."""
     from framework.stages import compaction
 
-    real = compaction.first_uncleanable_offset
-    with mock.patch.object(compaction, "first_uncleanable_offset",
-                           lambda records, config, now_ms, end, bound=None: real(records, config, now_ms, end, None)):
+    real = compaction.compaction_actions
+    with mock.patch.object(compaction, "compaction_actions",
+                           lambda records, config, end, now_ms, checkpoint=0, log_start_offset=0:
+                           real(records, config, end, now_ms, checkpoint, log_start_offset=-1)):
         yield
 
 
@@ -534,15 +553,18 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["first maintain, s per partition"] = round(results[f"first maintain of {partitions} partitions"]
                                                           / partitions, 3)
         quarter = max(1, partitions // 4)
-        ratios["first maintain, U from metadata / U scanned"] = round(
-            results[f"first maintain of {quarter} partitions, U from metadata"]
-            / results[f"first maintain of {quarter} partitions, U scanned"], 2)
+        for run in ("first", "idle"):
+            ratios[f"{run} maintain, measured from the commits / by a scan"] = round(
+                results[f"{run} maintain of {quarter} partitions, measured from the commits"]
+                / results[f"{run} maintain of {quarter} partitions, measured by a scan"], 2)
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
         ratios["produce lines, rows through Arrow / as a Python list"] = round(
             results[f"{produced_lines}, rows through Arrow"] / results[f"{produced_lines}, rows as a Python list"], 2)
         for run in ("first", "idle"):
             for label, (shipped, before) in {
                     "two cleaner threads / one": ("two cleaner threads", "one cleaner thread"),
+                    "empty clean section skipped / joined": (
+                        "empty clean section skipped", "empty clean section joined"),
                     "files from the version checksum / listed by Delta": (
                         "files from the version checksum", "files listed by Delta"),
                     "history appended per run / per partition": (

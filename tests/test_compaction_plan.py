@@ -13,11 +13,11 @@ from dataclasses import replace
 
 import pytest
 
-from framework.clients.produce import produce
+from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
 from framework.log.topic import Topic
 from framework.spec import parse_spec
-from framework.stages import compaction
+from framework.stages import compaction, retention
 from framework.stages.maintenance import Maintenance
 
 SPEC = {"topic": "settled", "partitions": 1,
@@ -60,19 +60,75 @@ def test_a_settled_partition_is_planned_without_a_spark_job(spark, settled):
         first_uncleanable_offset=planned.measure.first_uncleanable_offset)
 
 
+def scanned(log, snapshot, now_ms):
+    """The measure as a scan of the records gives it (the append commits not consulted)."""
+    return compaction.measure(log, replace(snapshot, past_checkpoint=None), now_ms)
+
+
 @pytest.mark.parametrize("now, force, reasons", [(500, True, ("forced",)), (1100, False, ("tombstone_horizon",))])
-def test_a_due_run_measures_the_table(spark, settled, now, force, reasons):
+def test_a_due_run_of_a_settled_partition_measures_as_a_scan_would(spark, settled, now, force, reasons):
     planned, jobs = spark_jobs(spark, lambda: compaction.plan(settled, now, force))
     assert planned.decision.due and planned.decision.reasons == reasons
-    assert jobs > 0
-    assert planned.measure == compaction.measure(settled, planned.snapshot, now)
+    assert jobs == 0  # no record is newer than now (the newest timestamp is 0): U is the log end
+    assert planned.measure == scanned(settled, planned.snapshot, now)
 
 
-def test_new_records_are_measured(spark, settled):
+def test_new_records_are_measured_from_their_append_commits(spark, settled):
     produce(Topic(settled.spark, settled.warehouse, settled.spec),
-            parse_records([(0, {"key": "b", "value": "3", "timestamp": 200})], settled.spec, "test"), 200)
+            parse_records([(0, {"key": "b", "value": "3é", "timestamp": 200, "headers": {"h": "x"}})],
+                          settled.spec, "test"), 200)
     planned, jobs = spark_jobs(spark, lambda: compaction.plan(settled, 500))
-    assert jobs > 0 and planned.measure.dirty_records == 1 and planned.decision.due
+    assert jobs == 0 and planned.measure.dirty_records == 1 and planned.decision.due
+    assert planned.measure.dirty_bytes == 1 + 3 + 2 and planned.measure.oldest_dirty_timestamp_ms == 200
+    assert planned.measure == scanned(settled, planned.snapshot, 500)
+
+
+def test_the_append_commits_measure_what_a_scan_measures_through_a_logs_life(spark, warehouse):
+    """Produce (JSON lines and a DataFrame, several batches, text beyond ASCII, headers),
+    compaction, time retention cutting inside an append and deleteRecords at its edge: after
+    each, the measure from the append commits equals the scan's, and it is used whenever the
+    commits cover the records past the checkpoint (a cut inside an append falls back to the scan)."""
+    spec = parse_spec({"topic": "lifelong", "partitions": 1, "config": {
+        "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "retention.ms": 1000,
+        "delete.retention.ms": 100}}, source="test")
+    topic = Topic(spark, warehouse, spec)
+    log = topic.partition(0)
+    used = []
+
+    def agrees(now_ms):
+        snapshot = log.snapshot()
+        from_commits = compaction.measure(log, snapshot, now_ms)
+        assert from_commits == scanned(log, snapshot, now_ms)
+        used.append(snapshot.past_checkpoint is not None)
+
+    def lines(first, timestamps):
+        return parse_records([(i, {"key": f"k{(first + i) % 3}", "value": None if i % 4 == 3 else "vä" * i,
+                                   "timestamp": ts, "headers": [["h", "é"]] * (i % 2)})
+                              for i, ts in enumerate(timestamps)], spec, "test")
+
+    produce(topic, lines(0, [10, 5, 30]), 0)
+    produce(topic, lines(3, [40, 50]), 0)
+    agrees(100)
+    frame = spark.createDataFrame([("k1", "x", 60), ("k2", None, 70), ("k9", "é", 65)],
+                                  "key string, value string, timestamp long")
+    produce_frame(topic, frame, 0)
+    agrees(100)
+    Maintenance(spark, warehouse, [spec], record_history=False).run(100)
+    agrees(100)
+    produce(topic, lines(5, [900, 950, 2000]), 0)
+    agrees(2100)
+    Maintenance(spark, warehouse, [spec], record_history=False).run(1950)  # time retention keeps t >= 950
+    agrees(2100)
+    produce(topic, lines(8, [2100, 2200]), 0)
+    agrees(2300)
+    retention.delete_records(log, log.snapshot().state.log_end_offset - 1)  # inside the last append
+    agrees(2300)
+    produce(topic, lines(10, [2300]), 0)
+    retention.delete_records(log, log.snapshot().state.log_end_offset - 1)  # at the start of the new one
+    agrees(2400)
+    # after the run at 1950 the checkpoint sits inside an append (U cut it: t=2000 was too
+    # young), and after a cut inside one the log start does: those are scanned
+    assert used == [True, True, True, True, False, False, False, True], used
 
 
 @pytest.mark.parametrize("lag_ms, young", [(0, False), (5, True)])

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from framework.cli.main import main
 from framework.log.partition_log import PartitionLog
 from framework.log.warehouse import Warehouse
 from framework.spec import load_spec
+from framework.stages import compaction
 from tests.reference_model import ModelTopic
 
 pytestmark = pytest.mark.slow
@@ -111,7 +113,13 @@ def test_ingest_keeps_kafka_records_and_is_idempotent(spark, kafka_broker, kafka
     assert table_records(spark, warehouse, spec, 1) == kafka_records(kafka_broker, kafka_topic, 1)
     # The log end offset is Kafka's last ingested offset + 1.
     log = PartitionLog(spark, Warehouse.resolve(str(warehouse)), load_spec(spec), 1)
-    assert log.snapshot().state.log_end_offset == 7
+    snapshot = log.snapshot()
+    assert snapshot.state.log_end_offset == 7
+    # Its two ingest commits measure the records (headers included) as a scan does.
+    assert snapshot.past_checkpoint is not None and snapshot.past_checkpoint.records == 7
+    now_ms = 1_700_000_002_000
+    assert compaction.measure(log, snapshot, now_ms) == compaction.measure(
+        log, replace(snapshot, past_checkpoint=None), now_ms)
 
 
 def test_produce_is_refused_on_a_kafka_fed_topic(spark, kafka_broker, kafka_topic, tmp_path, capsys):
@@ -202,6 +210,12 @@ def test_a_topic_kafka_already_compacted_keeps_its_gaps_and_maintains_exactly(sp
     warehouse = tmp_path / "warehouse"
     assert cli(warehouse, specs, "ingest") == 0
     assert [r["offset"] for r in table_records(spark, warehouse, spec, 0)] == offsets
+    # The ingest commit measures its records (Kafka's gaps between them) as a scan does.
+    log = PartitionLog(spark, Warehouse.resolve(str(warehouse)), load_spec(spec), 0)
+    snapshot = log.snapshot()
+    assert snapshot.past_checkpoint is not None and snapshot.past_checkpoint.records == len(offsets)
+    assert compaction.measure(log, snapshot, base + 60_000) == compaction.measure(
+        log, replace(snapshot, past_checkpoint=None), base + 60_000)
 
     model = ModelTopic(1, spec_config)
     model.ingest(0, [{"offset": r["offset"], "timestamp": r["timestamp_ms"], "key": r["key"], "value": r["value"],

@@ -4,9 +4,11 @@ import json
 
 from framework.log.log_state import (
     NO_TIMESTAMP,
+    AppendedRecords,
     CleanSection,
     CommitEntry,
     LogState,
+    appended_between,
     fold,
     merge_states,
     metadata_field,
@@ -111,3 +113,26 @@ def test_commits_without_the_newest_timestamp_parse_as_unknown():
     body = json.loads(text)
     del body["topiclake"]["max_timestamp_ms"]
     assert parse_metadata(json.dumps(body)) == LogState(log_end_offset=4)
+
+
+def append(version, base, count, size, oldest, end=None, operation="produce", **drop):
+    """An append commit of ``count`` records at ``[base, end)`` (end: base + count)."""
+    body = json.loads(to_metadata(LogState(log_end_offset=base + count if end is None else end), operation,
+                                  version - 1, base_offset=base, count=count, bytes=size, min_timestamp_ms=oldest))
+    for name in drop:
+        del body["topiclake"][name]
+    return CommitEntry(version, version - 1, json.dumps(body))
+
+
+def test_the_append_commits_describe_the_records_past_the_checkpoint_when_they_tile_them():
+    commits = [append(1, 0, 3, 30, 50), append(2, 3, 2, 25, 20), entry(3, 2, LogState(5, 5, 5)),
+               append(4, 5, 4, 8, 70), append(5, 9, 1, 0, 90, operation="ingest", end=12)]  # Kafka's gap 10..11
+    assert appended_between(commits, 0, 12) == AppendedRecords(10, 63, 20)
+    assert appended_between(commits, 3, 12) == AppendedRecords(7, 33, 20)
+    assert appended_between(commits, 5, 12) == AppendedRecords(5, 8, 70)
+    assert appended_between(commits, 12, 12) == AppendedRecords()  # nothing past the checkpoint
+    assert appended_between(commits, 4, 12) is None  # a cut inside the append at 3
+    assert appended_between(commits[2:], 0, 12) is None  # the history given starts too late
+    assert appended_between(commits, 0, 13) is None  # an append the commits do not show
+    assert appended_between(commits[:-1] + [append(5, 9, 2, 0, 90, bytes=None)], 0, 11) is None  # older topiclake
+    assert appended_between(list(reversed(commits)), 0, 12) == AppendedRecords(10, 63, 20)  # any order

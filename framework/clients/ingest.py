@@ -24,6 +24,8 @@ from framework.clients.kafka_reader import (
     read_partition,
 )
 from framework.errors import ArgumentError, Problem, RecordError
+from framework.log.log_state import AppendedRecords
+from framework.log.table_layout import record_size_column
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.side_by_side import each
@@ -134,6 +136,8 @@ def _ingest_partition(topic: Topic, options: Mapping[str, str], kafka: Partition
         try:
             row = records.agg(F.count("*").alias("n"), F.min("offset").alias("first"),
                               F.max("offset").alias("last"), F.max(F.unix_millis("timestamp")).alias("newest"),
+                              F.min(F.unix_millis("timestamp")).alias("oldest"),
+                              F.sum(record_size_column()).alias("bytes"),
                               F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys")).collect()[0]
         except Exception as error:  # noqa: BLE001 - Kafka removed records while they were read
             if not _is_data_loss(error):
@@ -148,7 +152,8 @@ def _ingest_partition(topic: Topic, options: Mapping[str, str], kafka: Partition
                 f"kafka:{spec.kafka_topic}-{kafka.partition}", None, None, "key",
                 f"{row['null_keys']} record(s) in offsets {start}..{kafka.latest - 1} without a key; "
                 f"topic {spec.topic} is compacted and needs a key on every record; nothing was appended")])
-        appended = log.append_ingested(records, row["n"], start, row["last"], kafka.latest, row["newest"])
+        batch = AppendedRecords(row["n"], row["bytes"], row["oldest"])
+        appended = log.append_ingested(records, batch, start, row["last"], kafka.latest, row["newest"])
         if appended.version is None:  # another ingest appended from this start first
             return result()
         return result(row["n"], row["first"], row["last"], appended.version)

@@ -13,8 +13,9 @@ from framework.clients.partitioner import murmur2
 from framework.clients.records import ProducerRecord, assign_partitions
 from framework.errors import ArgumentError, PolicyViolationError, Problem, RecordError
 from framework.local_rows import local_frame
+from framework.log.log_state import AppendedRecords
 from framework.log.partition_log import AppendResult
-from framework.log.table_layout import HEADERS_TYPE
+from framework.log.table_layout import HEADERS_TYPE, record_size_column
 from framework.log.topic import Topic
 from framework.side_by_side import each
 
@@ -71,7 +72,8 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
         ]
         frame = local_frame(topic.spark, rows, schema)
         frame = frame.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).drop("timestamp_ms")
-        batches[partition] = (frame, len(rows), max(row[3] for row in rows))
+        appended = AppendedRecords(len(rows), sum(record.size() for record in batch), min(row[3] for row in rows))
+        batches[partition] = (frame, appended, max(row[3] for row in rows))
     return _append_all(topic, batches)
 
 
@@ -82,7 +84,7 @@ APPEND_THREADS = 4
 
 
 def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
-    """Append each partition's batch (frame, count, newest timestamp), one atomic commit per
+    """Append each partition's batch (frame, what it appends, newest timestamp), one atomic commit per
     partition, in partition order of the results. Appends only set writer options, never
     session confs, so they can share the session."""
     return each(topic.spark, sorted(batches.items()),
@@ -196,10 +198,13 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
                                     "neither a key nor a partition"))
         if problems:
             raise RecordError(problems)
-        counts = {r["_partition"]: (r["n"], r["newest"]) for r in numbered.groupBy("_partition").agg(
-            F.count("*").alias("n"), F.max(F.unix_millis("timestamp")).alias("newest")).collect()}
+        counts = {r["_partition"]: (AppendedRecords(r["n"], r["bytes"], r["oldest"]), r["newest"])
+                  for r in numbered.groupBy("_partition").agg(
+                      F.count("*").alias("n"), F.sum(record_size_column()).alias("bytes"),
+                      F.min(F.unix_millis("timestamp")).alias("oldest"),
+                      F.max(F.unix_millis("timestamp")).alias("newest")).collect()}
         topic.ensure()
-        return _append_all(topic, {p: (numbered.where(F.col("_partition") == p).drop("_partition"), n, newest)
-                                   for p, (n, newest) in counts.items()})
+        return _append_all(topic, {p: (numbered.where(F.col("_partition") == p).drop("_partition"), appended, newest)
+                                   for p, (appended, newest) in counts.items()})
     finally:
         cached.unpersist()

@@ -78,6 +78,68 @@ def newest_timestamp(bounds: Iterable[int | None]) -> int | None:
 
 
 @dataclass(frozen=True)
+class AppendedRecords:
+    """What appends added to a log: how many records, their bytes (the contract's size) and
+    the oldest timestamp among them (None when there are none, or it is not known)."""
+
+    records: int = 0
+    bytes: int = 0
+    min_timestamp_ms: int | None = None
+
+
+#: The operations whose commits append records, each over the offsets [base_offset, its log end offset).
+APPEND_OPERATIONS = ("produce", "ingest")
+
+
+def appended_between(commits: Iterable["CommitEntry"], start: int, end: int) -> AppendedRecords | None:
+    """The records at offsets ``[start, end)`` as the append commits among ``commits`` describe
+    them, or None when they cannot say exactly.
+
+    Only retention and deleteRecords remove records at or past the cleaner checkpoint, and
+    both cut a prefix, so from ``max(checkpoint, log start)`` to the log end a log holds
+    exactly what its appends wrote there. That is known when the append commits given
+    (each records its base offset, count, bytes and oldest timestamp; its own log end
+    offset ends its range) cover the range end to end, none of them straddling ``start``.
+    A commit without those fields (an older topiclake), a straddling append (a cut in its
+    middle) or a gap (the commits given do not reach back far enough) gives None, and the
+    caller scans the records instead.
+    """
+    if start >= end:
+        return AppendedRecords()
+    ranges: dict[int, tuple[int, AppendedRecords]] = {}
+    for commit in commits:
+        body = metadata_body(commit.user_metadata)
+        if body is None or body.get("operation") not in APPEND_OPERATIONS:
+            continue
+        try:
+            base, stop = int(body["base_offset"]), int(body["log_end_offset"])
+            if stop <= start:
+                continue
+            if base < start or body.get("bytes") is None:
+                return None
+            oldest = body.get("min_timestamp_ms")
+            ranges[base] = (stop, AppendedRecords(int(body["count"]), int(body["bytes"]),
+                                                  None if oldest is None else int(oldest)))
+        except (KeyError, TypeError, ValueError):
+            return None
+    records = size = 0
+    oldest_seen: list[int] = []
+    offset = start
+    while offset < end:
+        if offset not in ranges:
+            return None
+        offset, batch = ranges[offset]
+        records, size = records + batch.records, size + batch.bytes
+        if batch.records:
+            if batch.min_timestamp_ms is None:
+                return None
+            oldest_seen.append(batch.min_timestamp_ms)
+    if offset != end:
+        return None
+    return AppendedRecords(records, size, min(oldest_seen) if oldest_seen else None)
+
+
+@dataclass(frozen=True)
 class CommitEntry:
     """One Delta commit, as ``DeltaTable.history()`` reports it."""
 
@@ -123,14 +185,21 @@ def parse_metadata(user_metadata: str | None) -> LogState | None:
         return None
 
 
-def metadata_field(user_metadata: str | None, name: str):
-    """One extra field of a topiclake commit's metadata (e.g. ``operation``, ``producer_id``)."""
+def metadata_body(user_metadata: str | None) -> dict | None:
+    """A topiclake commit's metadata as a dict, or None for a commit topiclake did not write."""
     if not user_metadata:
         return None
     try:
-        return json.loads(user_metadata)[METADATA_KEY].get(name)
-    except (ValueError, KeyError, TypeError, AttributeError):
+        body = json.loads(user_metadata)[METADATA_KEY]
+    except (ValueError, KeyError, TypeError):
         return None
+    return body if isinstance(body, dict) else None
+
+
+def metadata_field(user_metadata: str | None, name: str):
+    """One extra field of a topiclake commit's metadata (e.g. ``operation``, ``producer_id``)."""
+    body = metadata_body(user_metadata)
+    return None if body is None else body.get(name)
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,10 @@ from framework.log.delta_commits import (
 )
 from framework.log.log_state import (
     NO_TIMESTAMP,
+    AppendedRecords,
     CommitEntry,
     LogState,
+    appended_between,
     fold,
     metadata_field,
     newest_timestamp,
@@ -76,6 +78,10 @@ class Snapshot:
 
     version: int
     state: LogState
+    #: the records from the checkpoint (or the log start, if later) to the log end, as the
+    #: append commits of the newest page of history describe them; None when they cannot
+    #: say exactly (``log_state.appended_between``), and then the records are scanned
+    past_checkpoint: AppendedRecords | None = None
 
     def __post_init__(self):
         if self.version < 0:
@@ -167,7 +173,9 @@ class PartitionLog:
         """The latest version and the bookkeeping as of it."""
         recent = self.commits(HISTORY_PAGES[0])
         version = recent[0].version
-        return Snapshot(version=version, state=self.states_at([version], first_page=recent)[version])
+        state = self.states_at([version], first_page=recent)[version]
+        past_checkpoint = appended_between(recent, max(state.checkpoint, state.log_start_offset), state.log_end_offset)
+        return Snapshot(version=version, state=state, past_checkpoint=past_checkpoint)
 
     def states_at(self, versions: Iterable[int], first_page: list[CommitEntry] | None = None) -> dict[int, LogState]:
         """The bookkeeping as of each of ``versions``, folded from the commit metadata up to
@@ -245,15 +253,18 @@ class PartitionLog:
         return self.read(version, as_of).select(*RECORD_COLUMNS).orderBy("offset")
 
     # ----------------------------------------------------------------- append
-    def append(self, records, count: int, max_timestamp_ms: int | None) -> AppendResult:
+    def append(self, records, appended: AppendedRecords, max_timestamp_ms: int | None) -> AppendResult:
         """Append ``records`` as one atomic commit, assigning offsets from the log end offset.
 
         ``records`` has key, value, timestamp, headers and ``_seq`` (0..count-1, the order
         offsets follow); the caller persists it, since a retry evaluates it again.
-        ``max_timestamp_ms`` is their newest timestamp (None if not known), for the state.
+        ``appended`` is their count, bytes and oldest timestamp, which the commit records so
+        that planning can measure them without a scan; ``max_timestamp_ms`` is their newest
+        timestamp (None if not known), for the state.
         """
         from pyspark.sql import functions as F
 
+        count = appended.records
         if count == 0:
             return AppendResult(self.partition, self.snapshot().state.log_end_offset, 0, None)
 
@@ -261,20 +272,23 @@ class PartitionLog:
             base = snap.state.log_end_offset
             frame = records.select((F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
                                    "timestamp", "key", "value", "headers")
-            return base, frame, snap.state.with_appended(count, max_timestamp_ms), {"base_offset": base, "count": count}
+            fields = {"base_offset": base, "count": count, "bytes": appended.bytes,
+                      "min_timestamp_ms": appended.min_timestamp_ms}
+            return base, frame, snap.state.with_appended(count, max_timestamp_ms), fields
 
         return self._claimed_append("produce", plan, count)
 
-    def append_ingested(self, records, count: int, start: int, last_offset: int, read_to: int,
+    def append_ingested(self, records, appended: AppendedRecords, start: int, last_offset: int, read_to: int,
                         max_timestamp_ms: int | None) -> AppendResult:
         """Append records that carry Kafka's offsets (``ingest``), as one atomic commit.
 
         ``records`` (offset, timestamp, key, value, headers) are Kafka's offsets ``[start,
-        read_to)``, the last of them ``last_offset``, the newest timestamp
-        ``max_timestamp_ms``; the commit records that range. A first ingest that starts
+        read_to)``, the last of them ``last_offset``, ``appended`` their count, bytes and oldest
+        timestamp, the newest timestamp ``max_timestamp_ms``; the commit records that range. A first ingest that starts
         past 0 moves the log start offset to Kafka's. Returns None's
         version when another ingest already appended from ``start`` (nothing is written twice).
         """
+        count = appended.records
 
         def plan(snap: Snapshot):
             state = snap.state
@@ -284,7 +298,8 @@ class PartitionLog:
             after = replace(state, log_start_offset=max(state.log_start_offset, log_start),
                             log_end_offset=last_offset + 1,
                             max_timestamp_ms=newest_timestamp([state.max_timestamp_ms, max_timestamp_ms]))
-            return start, records, after, {"base_offset": start, "count": count,
+            return start, records, after, {"base_offset": start, "count": count, "bytes": appended.bytes,
+                                           "min_timestamp_ms": appended.min_timestamp_ms,
                                            "kafka_offsets": [start, read_to]}
 
         return self._claimed_append("ingest", plan, count)

@@ -21,7 +21,7 @@ from framework import faults
 from framework.cleaner import rules as cleaner
 from framework.cleaner import spark_sql
 from framework.cleaner.rules import CompactionDecision, PartitionMeasure
-from framework.log.log_state import CleanSection, LogState
+from framework.log.log_state import AppendedRecords, CleanSection, LogState
 from framework.log.partition_log import PartitionLog, Snapshot
 from framework.spec import TopicConfig
 
@@ -57,16 +57,22 @@ def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_
 def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeasure:
     """Read what the due rule needs: U, the dirty section's and the head's sizes.
 
-    The clean section's summary comes from the commit metadata; only records at or
-    after the checkpoint are scanned (Delta skips files below it by their offset stats),
-    and U is looked for only when the metadata cannot rule out a record too young.
+    The clean section's summary comes from the commit metadata. When the metadata also
+    rules out a record too young to compact (U is the log end) and its append commits
+    describe every record past the checkpoint (``Snapshot.past_checkpoint``), the whole
+    measure is metadata: no Spark job. Otherwise only records at or after the checkpoint
+    are scanned (Delta skips files below it by their offset stats), and U is looked for
+    only when the metadata cannot rule out a record too young.
     """
     from pyspark.sql import functions as F
 
     state = snapshot.state
     config = log.spec.config
-    records = log.read(snapshot.version)
     checkpoint = max(state.checkpoint, state.log_start_offset)
+    if snapshot.past_checkpoint is not None and cleaner.none_newer_than(
+            state.max_timestamp_ms, cleaner.uncleanable_after_ms(now_ms, config)):
+        return _measure_from_appends(state, checkpoint, snapshot.past_checkpoint)
+    records = log.read(snapshot.version)
     u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset, state.max_timestamp_ms)
     head_from = max(checkpoint, u)
     in_dirty = (F.col("offset") >= checkpoint) & (F.col("offset") < u)
@@ -99,6 +105,19 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     )
 
 
+def _measure_from_appends(state: LogState, checkpoint: int, dirty: AppendedRecords) -> PartitionMeasure:
+    """The measure of a log with no head (U is its end) whose records past the checkpoint
+    are ``dirty``: what its append commits describe, or none at all."""
+    clean = state.clean
+    return PartitionMeasure(
+        log_start_offset=state.log_start_offset, log_end_offset=state.log_end_offset, checkpoint=checkpoint,
+        first_uncleanable_offset=state.log_end_offset, clean_records=clean.records, clean_bytes=clean.bytes,
+        dirty_records=dirty.records, dirty_bytes=dirty.bytes, oldest_dirty_timestamp_ms=dirty.min_timestamp_ms,
+        head_records=0, head_bytes=0, clean_tombstones=clean.tombstones,
+        min_delete_horizon_ms=clean.min_delete_horizon_ms,
+    )
+
+
 @dataclass(frozen=True)
 class CompactionPlan:
     partition: int
@@ -118,13 +137,7 @@ def settled_measure(state: LogState) -> PartitionMeasure | None:
     checkpoint = max(state.checkpoint, state.log_start_offset)
     if checkpoint < state.log_end_offset:
         return None
-    clean = state.clean
-    return PartitionMeasure(
-        log_start_offset=state.log_start_offset, log_end_offset=state.log_end_offset, checkpoint=checkpoint,
-        first_uncleanable_offset=state.log_end_offset, clean_records=clean.records, clean_bytes=clean.bytes,
-        dirty_records=0, dirty_bytes=0, oldest_dirty_timestamp_ms=None, head_records=0, head_bytes=0,
-        clean_tombstones=clean.tombstones, min_delete_horizon_ms=clean.min_delete_horizon_ms,
-    )
+    return _measure_from_appends(state, checkpoint, AppendedRecords())
 
 
 def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot | None = None) -> CompactionPlan:
@@ -145,7 +158,8 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
     return CompactionPlan(log.partition, snap, measured, decision, now_ms)
 
 
-def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms: int, checkpoint: int = 0):
+def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms: int, checkpoint: int = 0,
+                       log_start_offset: int = 0):
     """What a run does to each affected record below ``cleanable_end`` (U).
 
     Kafka's cleaner builds its offset map from the dirty section alone; so does this. The
@@ -177,13 +191,18 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     clean_end = min(checkpoint, cleanable_end)
     dirty = records.where((F.col("offset") >= clean_end) & (F.col("offset") < cleanable_end))
     dirty = dirty.select(*common, F.col("value").isNull().alias("_tomb"))
-    clean = records.where(F.col("offset") < clean_end).select(*common, has_horizon.alias("_tomb"))
-    if clean_end < cleanable_end:
-        dirty_keys = dirty.where(F.col("key").isNotNull()).select("key").distinct().withColumn("_dirty", F.lit(True))
-        clean = clean.join(dirty_keys, "key", "left").where(F.col("_dirty") | has_horizon).drop("_dirty")
+    if clean_end <= log_start_offset:
+        # No record lies below the log start, so there is no clean section to look up (a
+        # first run, or one after retention cut past the checkpoint): a join and a shuffle fewer.
+        below = dirty
     else:
-        clean = clean.where(has_horizon)
-    below = dirty.unionByName(clean)
+        clean = records.where(F.col("offset") < clean_end).select(*common, has_horizon.alias("_tomb"))
+        if clean_end < cleanable_end:
+            dirty_keys = dirty.where(F.col("key").isNotNull()).select("key").distinct().withColumn("_dirty", F.lit(True))
+            clean = clean.join(dirty_keys, "key", "left").where(F.col("_dirty") | has_horizon).drop("_dirty")
+        else:
+            clean = clean.where(has_horizon)
+        below = dirty.unionByName(clean)
     below = below.withColumn("_best", F.max(_rank(config)).over(Window.partitionBy("key"))["offset"])
 
     keyless = F.col("key").isNull()
@@ -252,7 +271,8 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
     records = log.read(snap.version)
-    actions = compaction_actions(records, config, end, compaction.now_ms, checkpoint).persist()
+    actions = compaction_actions(records, config, end, compaction.now_ms, checkpoint,
+                                 measured.log_start_offset).persist()
     try:
         is_delete = F.col("_action") == DELETE
         left_with_horizon = F.col("_action").isin(STAMP, KEEP)

@@ -97,7 +97,7 @@ def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPl
 
     actions = compaction.compaction_actions(log.read(planned.snapshot.version), log.spec.config,
                                             planned.measure.first_uncleanable_offset, planned.now_ms,
-                                            planned.measure.checkpoint)
+                                            planned.measure.checkpoint, planned.measure.log_start_offset)
     rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()
     return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
 
