@@ -17,9 +17,11 @@
    checkpoint: as shipped), B scans the records past the checkpoint (as before); both must
    end with the same offsets. Four more twins, the same way, for each of: the compaction
    frame without the clean section's lookup when no record lies below the log start (as
-   shipped) against with it (as before); one cleaner thread (the
-   default) against two (``--cleaner-threads 2``); bin-packing planned from the files the
-   version checksum lists (as shipped) against Delta's listing (as before); the history
+   shipped) against with it (as before); for topics with ``cleanup.policy=delete`` and the
+   history on, retention planned from the oldest-timestamp bound and the history's sizes
+   from the metadata (as shipped) against read from the records (as before); one cleaner
+   thread (the default) against two (``--cleaner-threads 2``); bin-packing planned from the
+   files the version checksum lists (as shipped) against Delta's listing (as before); the history
    (on for this pair) appended once per run (as shipped) against after every partition
    that committed (as before). Each twin then gets an idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
@@ -73,11 +75,11 @@ def _timed(label, results, action):
     return value
 
 
-def _spec(topic: str, partitions: int = 1):
+def _spec(topic: str, partitions: int = 1, policy: str = "compact"):
     from framework.spec import parse_spec
 
     return parse_spec({"topic": topic, "partitions": partitions, "config": {
-        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}}, "benchmark")
+        "cleanup.policy": policy, "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}}, "benchmark")
 
 
 def _value(n):
@@ -221,19 +223,22 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
     failed = first.failed or idle.failed
     same = _produce_twins(spark, warehouse, quarter, lines[:5000 * quarter // partitions], now, results)
     nothing = contextlib.nullcontext
-    for kind, sides, run_with, history in (
+    for kind, sides, run_with, history, policy in (
         ("measure", ("measured from the commits", "measured by a scan"),
-         lambda b: (_measure_scanned() if b else nothing(), {}), False),
+         lambda b: (_measure_scanned() if b else nothing(), {}), False, "compact"),
         ("clean", ("empty clean section skipped", "empty clean section joined"),
-         lambda b: (_empty_clean_section_joined() if b else nothing(), {}), False),
+         lambda b: (_empty_clean_section_joined() if b else nothing(), {}), False, "compact"),
+        ("retention", ("retention planned from the metadata", "retention planned by a scan"),
+         lambda b: (_retention_scanned() if b else nothing(), {}), True, "delete"),
         ("threads", ("one cleaner thread", "two cleaner threads"),
-         lambda b: (nothing(), {"cleaner_threads": 2 if b else 1}), False),
+         lambda b: (nothing(), {"cleaner_threads": 2 if b else 1}), False, "compact"),
         ("files", ("files from the version checksum", "files listed by Delta"),
-         lambda b: (_files_listed_by_delta() if b else nothing(), {}), False),
+         lambda b: (_files_listed_by_delta() if b else nothing(), {}), False, "compact"),
         ("history", ("history appended per run", "history appended per partition"),
-         lambda b: (_history_per_partition() if b else nothing(), {}), True),
+         lambda b: (_history_per_partition() if b else nothing(), {}), True, "compact"),
     ):
-        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter)) for name in ("a1", "b1", "b2", "a2")}
+        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy))
+                 for name in ("a1", "b1", "b2", "a2")}
         for twin in twins.values():
             produce(twin, parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark"), now)
         for run in ("first", "idle"):
@@ -310,6 +315,18 @@ def _empty_clean_section_joined():
     with mock.patch.object(compaction, "compaction_actions",
                            lambda records, config, end, now_ms, checkpoint=0, log_start_offset=0:
                            real(records, config, end, now_ms, checkpoint, log_start_offset=-1)):
+        yield
+
+
+@contextlib.contextmanager
+def _retention_scanned():
+    """Plan retention as topiclake did before the state carried the oldest-timestamp bound:
+    time retention reads the records, and the history's size columns come from a scan."""
+    from framework.cleaner import rules
+    from framework.log import partition_log
+
+    with mock.patch.object(rules, "all_newer_than", lambda bound, threshold: False), \
+            mock.patch.object(partition_log.Snapshot, "size_from_metadata", lambda self: None):
         yield
 
 
@@ -565,6 +582,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                     "two cleaner threads / one": ("two cleaner threads", "one cleaner thread"),
                     "empty clean section skipped / joined": (
                         "empty clean section skipped", "empty clean section joined"),
+                    "retention planned from the metadata / by a scan": (
+                        "retention planned from the metadata", "retention planned by a scan"),
                     "files from the version checksum / listed by Delta": (
                         "files from the version checksum", "files listed by Delta"),
                     "history appended per run / per partition": (

@@ -8,32 +8,21 @@ decision, and a scan whenever the run is due (forced, or a tombstone's horizon p
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
 
 import pytest
 
 from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
+from framework.log.log_state import AppendedRecords
 from framework.log.topic import Topic
 from framework.spec import parse_spec
 from framework.stages import compaction, retention
 from framework.stages.maintenance import Maintenance
+from tests.support.spark_jobs import spark_jobs
 
 SPEC = {"topic": "settled", "partitions": 1,
         "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": 1000}}
-
-
-def spark_jobs(spark, action):
-    """What ``action`` returns, and how many Spark jobs it ran."""
-    context = spark.sparkContext
-    group = f"plan-cost-{uuid.uuid4().hex}"  # the tracker keeps a group's jobs: one group per count
-    context.setJobGroup(group, "counting", False)
-    try:
-        result = action()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
-    return result, len(context.statusTracker().getJobIdsForGroup(group))
 
 
 @pytest.fixture
@@ -100,6 +89,8 @@ def test_the_append_commits_measure_what_a_scan_measures_through_a_logs_life(spa
         from_commits = compaction.measure(log, snapshot, now_ms)
         assert from_commits == scanned(log, snapshot, now_ms)
         used.append(snapshot.past_checkpoint is not None)
+        if used[-1]:  # the whole log's size too: the clean summary and the append commits
+            assert snapshot.size_from_metadata() == log.size(snapshot.version)
 
     def lines(first, timestamps):
         return parse_records([(i, {"key": f"k{(first + i) % 3}", "value": None if i % 4 == 3 else "vä" * i,
@@ -157,3 +148,18 @@ def test_u_comes_from_the_newest_timestamp_when_no_record_can_be_too_young(spark
     unknown = replace(snapshot, state=replace(snapshot.state, max_timestamp_ms=None))
     _, jobs = spark_jobs(spark, lambda: compaction.measure(log, unknown, 10))
     assert jobs >= 2  # U's scan and the measure's own
+
+
+def test_a_binary_topics_append_commits_measure_as_a_scan(spark, warehouse):
+    """Bytes, not text: the JSON-lines produce counts a binary key, value and header value
+    by their length, as the table's ``_size`` column does."""
+    spec = parse_spec({"topic": "bytes", "partitions": 1, "key": {"type": "binary"}, "value": {"type": "binary"},
+                       "config": {"cleanup.policy": "compact"}}, source="test")
+    topic = Topic(spark, warehouse, spec)
+    produce(topic, parse_records([(1, {"key": {"base64": "AAEC"}, "value": {"base64": "/w=="}, "timestamp": 5,
+                                       "headers": [["é", {"base64": "AAAAAAAAAAc="}], ["n", None]]}),
+                                  (2, {"key": {"base64": "AAEC"}, "value": None, "timestamp": 4})], spec, "test"), 0)
+    log = topic.partition(0)
+    snapshot = log.snapshot()
+    assert snapshot.past_checkpoint == AppendedRecords(2, 3 + 1 + 2 + 8 + 1 + 3, 4)
+    assert compaction.measure(log, snapshot, 10) == scanned(log, snapshot, 10)

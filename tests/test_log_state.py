@@ -2,7 +2,10 @@
 
 import json
 
+import pytest
+
 from framework.log.log_state import (
+    NO_RECORD_YET,
     NO_TIMESTAMP,
     AppendedRecords,
     CleanSection,
@@ -118,7 +121,7 @@ def test_commits_without_the_newest_timestamp_parse_as_unknown():
 def append(version, base, count, size, oldest, end=None, operation="produce", **drop):
     """An append commit of ``count`` records at ``[base, end)`` (end: base + count)."""
     body = json.loads(to_metadata(LogState(log_end_offset=base + count if end is None else end), operation,
-                                  version - 1, base_offset=base, count=count, bytes=size, min_timestamp_ms=oldest))
+                                  version - 1, base_offset=base, count=count, bytes=size, batch_min_timestamp_ms=oldest))
     for name in drop:
         del body["topiclake"][name]
     return CommitEntry(version, version - 1, json.dumps(body))
@@ -136,3 +139,21 @@ def test_the_append_commits_describe_the_records_past_the_checkpoint_when_they_t
     assert appended_between(commits, 0, 13) is None  # an append the commits do not show
     assert appended_between(commits[:-1] + [append(5, 9, 2, 0, 90, bytes=None)], 0, 11) is None  # older topiclake
     assert appended_between(list(reversed(commits)), 0, 12) == AppendedRecords(10, 63, 20)  # any order
+
+
+def test_the_oldest_timestamp_bound_only_falls_and_unknown_stays_unknown():
+    empty = LogState(min_timestamp_ms=NO_RECORD_YET)
+    assert empty.with_appended(2, 50, 30).min_timestamp_ms == 30
+    assert empty.with_appended(2, 50, 30).with_appended(1, 90, 70).min_timestamp_ms == 30
+    assert empty.with_appended(1, 50, None).min_timestamp_ms is None
+    assert LogState().with_appended(3, 70, 10).min_timestamp_ms is None  # a state from before the bound
+    # racing commits fold with min: a retention cut raised it, a producer that had not seen the cut did not
+    producer = entry(4, 3, LogState(log_end_offset=20, min_timestamp_ms=100))
+    cut = entry(5, 3, LogState(log_start_offset=10, log_end_offset=15, min_timestamp_ms=400))
+    assert fold([cut, producer]).state.min_timestamp_ms == 100
+    assert fold([cut]).state.min_timestamp_ms == 400
+
+
+def test_an_extra_field_cannot_stand_in_for_the_states_own():
+    with pytest.raises(ValueError, match="min_timestamp_ms"):
+        to_metadata(LogState(), "produce", 0, min_timestamp_ms=5)

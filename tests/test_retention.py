@@ -53,6 +53,48 @@ def test_time_retention_removes_only_a_prefix(spark, warehouse):
     assert topic.partition(0).snapshot().state.log_start_offset == 2
 
 
+def test_time_retention_reads_no_record_while_the_oldest_timestamp_bound_keeps_them_all(spark, warehouse):
+    """The state carries a lower bound of every record's timestamp (each append folds its
+    oldest in; a cut sets it to the oldest of what it keeps). While the bound is young
+    enough, retention's plan is metadata (no Spark job); whenever it plans, it plans what the
+    scan plans, with the bound unknown."""
+    from dataclasses import replace
+
+    from framework.stages import retention
+    from tests.support.spark_jobs import spark_jobs
+
+    topic = make_topic(spark, warehouse, **{"retention.ms": 1000})
+    log = topic.partition(0)
+    send(topic, [{"key": "a", "value": "1", "timestamp": 300}, {"key": "b", "value": "1", "timestamp": 900}])
+    send(topic, [{"key": "c", "value": "1", "timestamp": 4500}, {"key": "d", "value": "1", "timestamp": 200}])
+    assert log.snapshot().state.min_timestamp_ms == 200
+
+    def agrees(now_ms):
+        snapshot = log.snapshot()
+        planned, jobs = spark_jobs(spark, lambda: retention.plan(log, now_ms, None, snapshot=snapshot))
+        unknown = replace(snapshot, state=replace(snapshot.state, min_timestamp_ms=None))
+        scanned = retention.plan(log, now_ms, None, snapshot=unknown)
+        assert (planned.new_log_start, planned.boundaries) == (scanned.new_log_start, scanned.boundaries)
+        return planned, jobs
+
+    planned, jobs = agrees(1200)  # keeps t >= 200: every record
+    assert not planned.due and jobs == 0
+    planned, jobs = agrees(1350)  # keeps t >= 350: offsets 0 (t=300) goes; 3 (t=200) stays behind 1 and 2
+    assert planned.due and planned.new_log_start == 1 and jobs > 0
+    maintain(spark, topic, 1350)
+    assert offsets(topic) == [1, 2, 3]
+    assert log.snapshot().state.min_timestamp_ms == 200  # exact: the oldest kept, offset 3
+    planned, jobs = agrees(1200)
+    assert not planned.due and jobs == 0
+    delete_records(log, 3)
+    assert log.snapshot().state.min_timestamp_ms == 200  # offset 3 (t=200) is what is left
+    delete_records(log, 4)
+    send(topic, [{"key": "e", "value": "1", "timestamp": 5000}])
+    assert log.snapshot().state.min_timestamp_ms == 5000  # the empty log's bound, then the append's
+    planned, jobs = agrees(5900)
+    assert not planned.due and jobs == 0
+
+
 def test_size_retention_removes_the_oldest_until_it_fits(spark, warehouse):
     topic = make_topic(spark, warehouse, **{"retention.bytes": 5})
     # sizes: 2, 3, 2, 2 bytes (key + value)

@@ -44,6 +44,13 @@ def none_newer_than(max_timestamp_ms: int | None, threshold_ms: int) -> bool:
     return max_timestamp_ms is not None and not newer_than(max_timestamp_ms, threshold_ms)
 
 
+def all_newer_than(min_timestamp_ms: int | None, threshold_ms: int) -> bool:
+    """Every record is newer than the threshold: the oldest-timestamp bound (a lower bound of
+    every record's, None when unknown) is. Then time retention keeps the whole log without
+    reading a record."""
+    return min_timestamp_ms is not None and newer_than(min_timestamp_ms, threshold_ms)
+
+
 def max_lag_deadline_ms(now_ms: int, config: TopicConfig) -> int:
     """A dirty record older than this must be compacted now (KIP-354)."""
     return now_ms - config.max_compaction_lag_ms

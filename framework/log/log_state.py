@@ -19,6 +19,9 @@ bound of every record's timestamp (removing records only lowers the true maximum
 lets a run see from the metadata alone that no record is too young to compact. It is
 None (unknown) in the commits of a topiclake that did not record it, and stays unknown
 through any fold that meets such a commit; then the records are scanned, as before.
+``min_timestamp_ms`` is its mirror, a lower bound of every record's timestamp (removing
+records only raises the true minimum; a retention cut, which reads what it keeps, sets it
+exactly). It lets retention see from the metadata alone that no record is old enough to cut.
 
 This module is pure: it parses and folds; reading the Delta history is ``log.py``'s job.
 """
@@ -35,6 +38,9 @@ FORMAT_VERSION = 1
 #: An empty log's newest timestamp (Kafka's RecordBatch.NO_TIMESTAMP); any value is a valid
 #: bound for no records, and every append folds its own newest timestamp in.
 NO_TIMESTAMP = -1
+#: An empty log's oldest-timestamp bound: Spark's largest TIMESTAMP (9999-12-31), which no
+#: record's timestamp exceeds; every append folds its own oldest timestamp in.
+NO_RECORD_YET = 253402300799999
 
 
 @dataclass(frozen=True)
@@ -63,18 +69,29 @@ class LogState:
     #: the newest record timestamp ever appended (ms), an upper bound of every record's;
     #: None when unknown (a table written before topiclake recorded it)
     max_timestamp_ms: int | None = None
+    #: a lower bound of every record's timestamp (ms); None when unknown
+    min_timestamp_ms: int | None = None
 
-    def with_appended(self, count: int, max_timestamp_ms: int | None) -> "LogState":
-        """The state after appending ``count`` records whose newest timestamp is
-        ``max_timestamp_ms`` (None: not known, which makes the bound unknown)."""
+    def with_appended(self, count: int, max_timestamp_ms: int | None,
+                      min_timestamp_ms: int | None = None) -> "LogState":
+        """The state after appending ``count`` records whose newest and oldest timestamps are
+        ``max_timestamp_ms`` and ``min_timestamp_ms`` (None: not known, which makes that bound
+        unknown)."""
         return replace(self, log_end_offset=self.log_end_offset + count,
-                       max_timestamp_ms=newest_timestamp([self.max_timestamp_ms, max_timestamp_ms]))
+                       max_timestamp_ms=newest_timestamp([self.max_timestamp_ms, max_timestamp_ms]),
+                       min_timestamp_ms=oldest_timestamp([self.min_timestamp_ms, min_timestamp_ms]))
 
 
 def newest_timestamp(bounds: Iterable[int | None]) -> int | None:
-    """The fold of timestamp bounds: their maximum, or None when any is unknown."""
+    """The fold of upper timestamp bounds: their maximum, or None when any is unknown."""
     bounds = list(bounds)
     return None if any(b is None for b in bounds) else max(bounds)
+
+
+def oldest_timestamp(bounds: Iterable[int | None]) -> int | None:
+    """The fold of lower timestamp bounds: their minimum, or None when any is unknown."""
+    bounds = list(bounds)
+    return None if any(b is None for b in bounds) else min(bounds)
 
 
 @dataclass(frozen=True)
@@ -117,7 +134,7 @@ def appended_between(commits: Iterable["CommitEntry"], start: int, end: int) -> 
                 continue
             if base < start or body.get("bytes") is None:
                 return None
-            oldest = body.get("min_timestamp_ms")
+            oldest = body.get("batch_min_timestamp_ms")
             ranges[base] = (stop, AppendedRecords(int(body["count"]), int(body["bytes"]),
                                                   None if oldest is None else int(oldest)))
         except (KeyError, TypeError, ValueError):
@@ -137,6 +154,30 @@ def appended_between(commits: Iterable["CommitEntry"], start: int, end: int) -> 
     if offset != end:
         return None
     return AppendedRecords(records, size, min(oldest_seen) if oldest_seen else None)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A partition pinned at one table version, with the bookkeeping of that version."""
+
+    version: int
+    state: LogState
+    #: the records from the checkpoint (or the log start, if later) to the log end, as the
+    #: append commits of the newest page of history describe them; None when they cannot
+    #: say exactly (``log_state.appended_between``), and then the records are scanned
+    past_checkpoint: AppendedRecords | None = None
+
+    def __post_init__(self):
+        if self.version < 0:
+            raise ValueError("version must be >= 0")
+
+    def size_from_metadata(self) -> tuple[int, int] | None:
+        """Records and bytes of the whole log, from the clean section's summary and the append
+        commits past the checkpoint; None when those cannot say (then ``PartitionLog.size``)."""
+        if self.past_checkpoint is None:
+            return None
+        clean = self.state.clean
+        return clean.records + self.past_checkpoint.records, clean.bytes + self.past_checkpoint.bytes
 
 
 @dataclass(frozen=True)
@@ -160,7 +201,11 @@ def to_metadata(state: LogState, operation: str, based_on: int | None, **extra) 
     after the writer planned), and a commit landing in between would otherwise fall out
     of the fold below.
     """
-    body = {"format": FORMAT_VERSION, "operation": operation, **asdict(state), **extra}
+    fields = asdict(state)
+    clash = sorted(set(fields).intersection(extra))
+    if clash:  # an extra of that name would stand in for the state's own field when parsed
+        raise ValueError(f"commit metadata extras {clash} would overwrite the log state's fields")
+    body = {"format": FORMAT_VERSION, "operation": operation, **fields, **extra}
     if based_on is not None:
         body["based_on"] = int(based_on)
     return json.dumps({METADATA_KEY: body}, sort_keys=True, separators=(",", ":"))
@@ -180,6 +225,7 @@ def parse_metadata(user_metadata: str | None) -> LogState | None:
             active_segment=int(body["active_segment"]),
             clean=clean,
             max_timestamp_ms=None if body.get("max_timestamp_ms") is None else int(body["max_timestamp_ms"]),
+            min_timestamp_ms=None if body.get("min_timestamp_ms") is None else int(body["min_timestamp_ms"]),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -230,8 +276,8 @@ def fold(commits: Iterable[CommitEntry]) -> Fold:
 
 
 def merge_states(states: Iterable[LogState]) -> LogState:
-    """Max of the monotone fields (the timestamp bound unknown if any is); the clean summary
-    of the highest epoch."""
+    """Max of the monotone fields (the newest-timestamp bound unknown if any is), min of the
+    oldest-timestamp bounds; the clean summary of the highest epoch."""
     states = list(states)
     if not states:
         raise ValueError("merge_states needs at least one state")
@@ -243,6 +289,7 @@ def merge_states(states: Iterable[LogState]) -> LogState:
         active_segment=max(s.active_segment for s in states),
         clean=clean,
         max_timestamp_ms=newest_timestamp(s.max_timestamp_ms for s in states),
+        min_timestamp_ms=oldest_timestamp(s.min_timestamp_ms for s in states),
     )
 
 

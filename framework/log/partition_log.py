@@ -26,7 +26,6 @@ active segment. Producers never read the table, so they never lose to a cleaning
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
@@ -47,14 +46,17 @@ from framework.log.delta_commits import (
     session_confs,
 )
 from framework.log.log_state import (
+    NO_RECORD_YET,
     NO_TIMESTAMP,
     AppendedRecords,
     CommitEntry,
     LogState,
+    Snapshot,
     appended_between,
     fold,
     metadata_field,
     newest_timestamp,
+    oldest_timestamp,
     to_metadata,
 )
 from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
@@ -70,22 +72,6 @@ SEGMENT_ROLL_APP_ID = "topiclake.segment-roll"
 
 #: How many commits each read of the history takes, newest first, until the bookkeeping is settled.
 HISTORY_PAGES = (16, 256, None)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A partition pinned at one table version, with the bookkeeping of that version."""
-
-    version: int
-    state: LogState
-    #: the records from the checkpoint (or the log start, if later) to the log end, as the
-    #: append commits of the newest page of history describe them; None when they cannot
-    #: say exactly (``log_state.appended_between``), and then the records are scanned
-    past_checkpoint: AppendedRecords | None = None
-
-    def __post_init__(self):
-        if self.version < 0:
-            raise ValueError("version must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -138,7 +124,8 @@ class PartitionLog:
             builder = builder.property(key, value)
         builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
         faults.reached("create.before_commit", log=self)
-        with commit_metadata(self.spark, to_metadata(LogState(max_timestamp_ms=NO_TIMESTAMP), "create", None)):
+        with commit_metadata(self.spark, to_metadata(LogState(max_timestamp_ms=NO_TIMESTAMP, min_timestamp_ms=NO_RECORD_YET),
+                                                  "create", None)):
             builder.execute()
         faults.reached("create.after_commit", log=self)
         return True
@@ -273,8 +260,9 @@ class PartitionLog:
             frame = records.select((F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
                                    "timestamp", "key", "value", "headers")
             fields = {"base_offset": base, "count": count, "bytes": appended.bytes,
-                      "min_timestamp_ms": appended.min_timestamp_ms}
-            return base, frame, snap.state.with_appended(count, max_timestamp_ms), fields
+                      "batch_min_timestamp_ms": appended.min_timestamp_ms}
+            after = snap.state.with_appended(count, max_timestamp_ms, appended.min_timestamp_ms)
+            return base, frame, after, fields
 
         return self._claimed_append("produce", plan, count)
 
@@ -283,10 +271,11 @@ class PartitionLog:
         """Append records that carry Kafka's offsets (``ingest``), as one atomic commit.
 
         ``records`` (offset, timestamp, key, value, headers) are Kafka's offsets ``[start,
-        read_to)``, the last of them ``last_offset``, ``appended`` their count, bytes and oldest
-        timestamp, the newest timestamp ``max_timestamp_ms``; the commit records that range. A first ingest that starts
-        past 0 moves the log start offset to Kafka's. Returns None's
-        version when another ingest already appended from ``start`` (nothing is written twice).
+        read_to)``, the last of them ``last_offset``, ``appended`` their count, bytes and
+        oldest timestamp, the newest timestamp ``max_timestamp_ms``; the commit records that
+        range. A first ingest that starts past 0 moves the log start offset to Kafka's.
+        Returns None's version when another ingest already appended from ``start`` (nothing
+        is written twice).
         """
         count = appended.records
 
@@ -297,9 +286,10 @@ class PartitionLog:
             log_start = start if state.log_end_offset == state.log_start_offset else state.log_start_offset
             after = replace(state, log_start_offset=max(state.log_start_offset, log_start),
                             log_end_offset=last_offset + 1,
-                            max_timestamp_ms=newest_timestamp([state.max_timestamp_ms, max_timestamp_ms]))
+                            max_timestamp_ms=newest_timestamp([state.max_timestamp_ms, max_timestamp_ms]),
+                            min_timestamp_ms=oldest_timestamp([state.min_timestamp_ms, appended.min_timestamp_ms]))
             return start, records, after, {"base_offset": start, "count": count, "bytes": appended.bytes,
-                                           "min_timestamp_ms": appended.min_timestamp_ms,
+                                           "batch_min_timestamp_ms": appended.min_timestamp_ms,
                                            "kafka_offsets": [start, read_to]}
 
         return self._claimed_append("ingest", plan, count)
@@ -426,8 +416,3 @@ class PartitionLog:
 
 def _sql_string(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def describe_state(state: LogState) -> dict:
-    """A plain dict of a state, for JSON output."""
-    return json.loads(json.dumps(state, default=lambda o: o.__dict__))

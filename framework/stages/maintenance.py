@@ -315,9 +315,9 @@ class Maintenance:
             planned = retention.plan(log, run.now_ms, committed, cap=cap)
             state = planned.snapshot.state
             reasons = sorted(planned.boundaries)
-            # one aggregate pass, for the history's records/bytes columns only
-            records_before, bytes_before = (log.size(planned.snapshot.version) if self.history is not None
-                                            else (None, None))
+            # for the history's records/bytes columns only: the metadata's, else one aggregate pass
+            records_before, bytes_before = (None, None) if self.history is None else (
+                planned.snapshot.size_from_metadata() or log.size(planned.snapshot.version))
             row = self._row(
                 run, log, "retain", reasons=reasons, due=planned.due, version_before=planned.snapshot.version,
                 records_before=records_before, bytes_before=bytes_before, records_after=records_before,

@@ -15,7 +15,7 @@ from framework.cleaner import rules as cleaner
 from framework.cleaner import spark_sql
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
-from framework.log.log_state import CleanSection, LogState
+from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
 from framework.log.partition_log import PartitionLog, Snapshot
 
 
@@ -58,7 +58,9 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     """Where retention would cut at ``now_ms``; writes nothing.
 
     ``committed``: the listed groups' committed offsets for this partition, or None when
-    they could not be read. ``cap`` bounds the boundary (after a segment roll).
+    they could not be read. ``cap`` bounds the boundary (after a segment roll). Time
+    retention reads no record when the state's oldest-timestamp bound shows every record
+    young enough to keep.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -74,8 +76,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     if not config.delete:
         return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
-    if rules.keep_since_ms is not None:
-        # At or after keep_since is newer than keep_since - 1: U's predicate (data skipping included).
+    # At or after keep_since is newer than keep_since - 1: U's predicate (data skipping included).
+    if rules.keep_since_ms is not None and not cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1):
         young = F.expr(spark_sql.newer_than_sql(rules.keep_since_ms - 1)) if rules.keep_since_ms > 0 else F.lit(True)
         boundary = min(end, _first_offset(records, young, state.log_end_offset))
         if _has_record_below(records, start, boundary):
@@ -124,13 +126,17 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     state = snap.state
     records = log.read(snap.version)
     checkpoint = max(state.checkpoint, state.log_start_offset)
-    below = records.where(F.col("offset") < new_start)
-    row = below.agg(
-        F.count("*").alias("n"),
-        F.sum("_size").alias("b"),
-        F.count(F.when(F.col("offset") < checkpoint, 1)).alias("clean_n"),
-        F.sum(F.when(F.col("offset") < checkpoint, F.col("_size"))).alias("clean_b"),
-        F.count(F.when((F.col("offset") < checkpoint) & F.col("_delete_horizon").isNotNull(), 1)).alias("clean_t"),
+    below, kept = F.col("offset") < new_start, F.col("offset") >= new_start
+    clean = below & (F.col("offset") < checkpoint)
+    # One pass over the whole log: what goes, and the oldest timestamp of what stays (the
+    # state's lower bound, exact again after the cut).
+    row = records.agg(
+        F.count(F.when(below, 1)).alias("n"),
+        F.sum(F.when(below, F.col("_size"))).alias("b"),
+        F.count(F.when(clean, 1)).alias("clean_n"),
+        F.sum(F.when(clean, F.col("_size"))).alias("clean_b"),
+        F.count(F.when(clean & F.col("_delete_horizon").isNotNull(), 1)).alias("clean_t"),
+        F.min(F.when(kept, F.unix_millis("timestamp"))).alias("oldest_kept"),
     ).collect()[0]
     if row["n"] == 0 and not move_start_without_records:
         return None, state, 0, 0
@@ -148,7 +154,9 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
             tombstones=state.clean.tombstones - row["clean_t"],
             min_delete_horizon_ms=horizon,
         )
-    after = replace(state, log_start_offset=new_start, checkpoint=new_checkpoint, clean=clean)
+    oldest_kept = NO_RECORD_YET if row["oldest_kept"] is None else row["oldest_kept"]
+    after = replace(state, log_start_offset=new_start, checkpoint=new_checkpoint, clean=clean,
+                    min_timestamp_ms=oldest_kept)
     extra = dict(run_id=run_id, removed=row["n"], new_log_start=new_start)
     if row["n"]:
         def delete():
