@@ -124,8 +124,8 @@ class PartitionLog:
             builder = builder.property(key, value)
         builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
         faults.reached("create.before_commit", log=self)
-        with commit_metadata(self.spark, to_metadata(LogState(max_timestamp_ms=NO_TIMESTAMP, min_timestamp_ms=NO_RECORD_YET),
-                                                  "create", None)):
+        empty = LogState(max_timestamp_ms=NO_TIMESTAMP, min_timestamp_ms=NO_RECORD_YET)
+        with commit_metadata(self.spark, to_metadata(empty, "create", None)):
             builder.execute()
         faults.reached("create.after_commit", log=self)
         return True
