@@ -77,7 +77,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
         return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
     # At or after keep_since is newer than keep_since - 1: U's predicate (data skipping included).
-    if rules.keep_since_ms is not None and not cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1):
+    keeps_all = rules.keep_since_ms is None or cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1)
+    if not keeps_all:
         young = F.expr(spark_sql.newer_than_sql(rules.keep_since_ms - 1)) if rules.keep_since_ms > 0 else F.lit(True)
         boundary = min(end, _first_offset(records, young, state.log_end_offset))
         if _has_record_below(records, start, boundary):
@@ -127,15 +128,15 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     records = log.read(snap.version)
     checkpoint = max(state.checkpoint, state.log_start_offset)
     below, kept = F.col("offset") < new_start, F.col("offset") >= new_start
-    clean = below & (F.col("offset") < checkpoint)
+    in_clean = below & (F.col("offset") < checkpoint)
     # One pass over the whole log: what goes, and the oldest timestamp of what stays (the
     # state's lower bound, exact again after the cut).
     row = records.agg(
         F.count(F.when(below, 1)).alias("n"),
         F.sum(F.when(below, F.col("_size"))).alias("b"),
-        F.count(F.when(clean, 1)).alias("clean_n"),
-        F.sum(F.when(clean, F.col("_size"))).alias("clean_b"),
-        F.count(F.when(clean & F.col("_delete_horizon").isNotNull(), 1)).alias("clean_t"),
+        F.count(F.when(in_clean, 1)).alias("clean_n"),
+        F.sum(F.when(in_clean, F.col("_size"))).alias("clean_b"),
+        F.count(F.when(in_clean & F.col("_delete_horizon").isNotNull(), 1)).alias("clean_t"),
         F.min(F.when(kept, F.unix_millis("timestamp"))).alias("oldest_kept"),
     ).collect()[0]
     if row["n"] == 0 and not move_start_without_records:
