@@ -236,11 +236,22 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_files_listed_by_delta() if b else nothing(), {}), False, "compact"),
         ("history", ("history appended per run", "history appended per partition"),
          lambda b: (_history_per_partition() if b else nothing(), {}), True, "compact"),
+        ("claims", ("claims through the transaction API", "claims by DataFrame writes"),
+         lambda b: (_claims_by_dataframe_writes() if b else nothing(), {}), False, "compact"),
     ):
         twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy))
                  for name in ("a1", "b1", "b2", "a2")}
-        for twin in twins.values():
-            produce(twin, parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark"), now)
+        for name, twin in twins.items():
+            records = parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark")
+            if kind != "claims":
+                produce(twin, records, now)
+                continue
+            side = sides[name.startswith("b")]
+            with run_with(name.startswith("b"))[0]:
+                _timed(f"produce {len(records)} lines into {quarter} partitions, {side} ({name})", results,
+                       lambda: produce(twin, records, now))
+        if kind == "claims":
+            _mean_of_twins(results, f"produce {len(records)} lines into {quarter} partitions", sides)
         for run in ("first", "idle"):
             for name, twin in twins.items():
                 context, options = run_with(name.startswith("b"))
@@ -337,6 +348,16 @@ def _files_listed_by_delta():
     from framework.log import version_checksum
 
     with mock.patch.object(version_checksum, "live_adds", lambda path, version: None):
+        yield
+
+
+@contextlib.contextmanager
+def _claims_by_dataframe_writes():
+    """Commit appends and bookkeeping as topiclake did before it drove Delta's transaction API:
+    DataFrame writes with ``txnAppId``, each of which reconstructs the snapshot's state first."""
+    from framework.log import delta_transactions
+
+    with mock.patch.object(delta_transactions, "jvm_of", lambda spark: None):
         yield
 
 
@@ -575,6 +596,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                 results[f"{run} maintain of {quarter} partitions, measured from the commits"]
                 / results[f"{run} maintain of {quarter} partitions, measured by a scan"], 2)
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
+        ratios["produce lines, claims through the transaction API / by DataFrame writes"] = round(
+            results[f"{produced_lines}, claims through the transaction API"]
+            / results[f"{produced_lines}, claims by DataFrame writes"], 2)
         ratios["produce lines, rows through Arrow / as a Python list"] = round(
             results[f"{produced_lines}, rows through Arrow"] / results[f"{produced_lines}, rows as a Python list"], 2)
         for run in ("first", "idle"):
@@ -587,7 +611,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                     "files from the version checksum / listed by Delta": (
                         "files from the version checksum", "files listed by Delta"),
                     "history appended per run / per partition": (
-                        "history appended per run", "history appended per partition")}.items():
+                        "history appended per run", "history appended per partition"),
+                    "claims through the transaction API / by DataFrame writes": (
+                        "claims through the transaction API", "claims by DataFrame writes")}.items():
                 ratios[f"{run} maintain, {label}"] = round(
                     results[f"{run} maintain of {quarter} partitions, {shipped}"]
                     / results[f"{run} maintain of {quarter} partitions, {before}"], 2)

@@ -32,7 +32,6 @@ from typing import Callable, Iterable
 
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError, TimeTravelError
-from framework.local_rows import local_frame
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import (
     MAX_COMMIT_ATTEMPTS,
@@ -45,6 +44,7 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
     session_confs,
 )
+from framework.log.delta_transactions import WRITTEN_OR_SKIPPED, claimed_commit
 from framework.log.log_state import (
     NO_RECORD_YET,
     NO_TIMESTAMP,
@@ -68,6 +68,8 @@ RECORDS_PER_APPEND_FILE = 500_000
 #: SetTransaction app ids: every maintenance commit claims the next epoch of the first.
 MAINTENANCE_APP_ID = "topiclake.maintenance"
 SEGMENT_ROLL_APP_ID = "topiclake.segment-roll"
+#: every append (produce, ingest) claims base offset + 1 of this one
+APPEND_APP_ID = "topiclake.append"
 
 
 #: How many commits each read of the history takes, newest first, until the bookkeeping is settled.
@@ -299,9 +301,9 @@ class PartitionLog:
 
         ``plan(snapshot)`` gives (base offset, frame with offsets, state after, metadata
         fields), or None when the snapshot shows the append is no longer wanted. The base is
-        claimed with a Delta SetTransaction whose app id names it, so two writers can never
-        both write from the same base: the later one either conflicts (and plans again from
-        the new snapshot) or is skipped by Delta, which :meth:`_landed` detects.
+        claimed with a Delta SetTransaction (:data:`APPEND_APP_ID`, version base + 1), so two
+        writers can never both write from the same base: the later one either conflicts (and
+        plans again from the new snapshot) or finds the claim taken and writes nothing.
         """
         from pyspark.sql import functions as F
 
@@ -321,20 +323,17 @@ class PartitionLog:
             metadata = to_metadata(after, operation, snap.version, producer_id=producer_id, **fields)
             faults.reached(f"{operation}.before_commit", log=self, base_offset=base, count=count)
             try:
-                (
-                    frame.write.format("delta")
-                    .mode("append")
-                    .option("txnAppId", f"topiclake.produce.{base}")
-                    .option("txnVersion", 1)
-                    .option("userMetadata", metadata)
-                    .save(self.path)
-                )
+                # The claim's version is base + 1: bases only grow, so one app id serves every
+                # append and the version checksum's list of them stays short.
+                landed = claimed_commit(self.spark, self.path, table_schema(self.spec), APPEND_APP_ID, base + 1,
+                                        metadata, frame)
             except Exception as error:  # noqa: BLE001
                 if not is_retryable_conflict(error):
                     raise
                 backoff(attempt)
                 continue
-            landed = self._landed(producer_id, snap.version)
+            if landed == WRITTEN_OR_SKIPPED:
+                landed = self._landed(producer_id, snap.version)
             if landed is not None:
                 faults.reached(f"{operation}.after_commit", log=self, base_offset=base, count=count, version=landed)
                 return AppendResult(self.partition, base, count, landed)
@@ -394,15 +393,7 @@ class PartitionLog:
 
     def _empty_commit(self, metadata: str, app_id: str, txn_version: int) -> None:
         """A commit with no data (Delta skips an empty append unless it carries a SetTransaction)."""
-        empty = local_frame(self.spark, [], table_schema(self.spec))
-        (
-            empty.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", int(txn_version))
-            .option("userMetadata", metadata)
-            .save(self.path)
-        )
+        claimed_commit(self.spark, self.path, table_schema(self.spec), app_id, txn_version, metadata)
 
     def roll_segment(self, snap: Snapshot) -> LogState:
         """Start a new active segment at the log end offset, so appends leave older ones alone."""

@@ -37,6 +37,7 @@ from typing import Sequence
 from framework import faults
 from framework.log import version_checksum
 from framework.log.delta_commits import commit_metadata
+from framework.log.delta_transactions import DeltaJvm, jvm_of
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog, Snapshot
 
@@ -149,30 +150,6 @@ class PackResult:
         return self.version_after is not None
 
 
-class _Delta:
-    """The few pieces of Delta's JVM transaction API this stage needs."""
-
-    def __init__(self, spark):
-        self.spark = spark
-        self.jvm = spark._jvm
-        self.scala = getattr(self.jvm, "scala.jdk.javaapi.CollectionConverters")
-
-    def cls(self, name: str):
-        return getattr(self.jvm, name)
-
-    def seq(self, items):
-        java = self.jvm.java.util.ArrayList()
-        for item in items:
-            java.add(item)
-        return self.scala.asScala(java).toList()
-
-    def none(self):
-        return self.cls("scala.Option").apply(None)
-
-    def delta_log(self, path: str):
-        return self.cls("org.apache.spark.sql.delta.DeltaLog").forTable(self.spark._jsparkSession, path)
-
-
 def _data_files(spark, snapshot_files) -> list[DataFile]:
     """The live files of a Delta snapshot, from their add actions (metadata only; no data is read)."""
     from pyspark.sql import DataFrame
@@ -205,7 +182,7 @@ def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
     """What bin-packing would rewrite now; writes nothing."""
     snap = snapshot or log.snapshot()
     unavailable = None
-    if _jvm(log.spark) is None:
+    if jvm_of(log.spark) is None:
         unavailable = "bin-packing needs a classic Spark session (Spark Connect has no Delta transaction API)"
     elif log.spark.conf.get("spark.databricks.delta.stats.collect", "true").lower() == "false":
         # The rewrite is checked record for record against the files' statistics.
@@ -218,7 +195,7 @@ def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
     if adds is not None:  # a small local table: its files are listed in the version's checksum
         files = [_data_file_of_add(add) for add in adds]
     else:
-        delta = _Delta(log.spark)
+        delta = DeltaJvm(log.spark)
         table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
         files = _data_files(log.spark, table.allFiles())
     target = log.spec.config.segment_bytes
@@ -234,7 +211,7 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
     if not packing.due:
         return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
     spark = log.spark
-    delta = _Delta(spark)
+    delta = DeltaJvm(spark)
     txn = delta.delta_log(log.path).startTransaction()
     table = txn.snapshot()
     wanted = {f.path for g in packing.groups for f in g}
@@ -275,13 +252,6 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
         version = int(txn.commit(delta.seq(actions), operation))
     faults.reached("optimize.after_commit", log=log, version=version)
     return PackResult(packing, snap.version, version, files_after, kept_bytes + added_bytes)
-
-
-def _jvm(spark):
-    try:
-        return spark._jvm
-    except Exception:  # noqa: BLE001 - a Spark Connect session has no JVM to reach
-        return None
 
 
 def _java_list(java_list) -> list:

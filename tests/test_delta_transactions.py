@@ -1,0 +1,106 @@
+"""Claimed commits through Delta's transaction API (framework/log/delta_transactions.py):
+the same claim semantics as a DataFrame write with ``txnAppId``, without its state
+reconstruction."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support.spark_jobs import spark_jobs  # noqa: E402
+
+from framework.log.delta_commits import is_retryable_conflict  # noqa: E402
+from framework.log.delta_transactions import DeltaJvm, claimed_commit  # noqa: E402
+
+
+@pytest.fixture
+def table(spark, tmp_path):
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("offset", LongType(), False), StructField("v", StringType(), True)])
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(0, "a"), (1, "b")], schema).write.format("delta").save(path)
+    return path, schema
+
+
+def _last_commit(path: str) -> list[dict]:
+    newest = sorted(glob.glob(os.path.join(path, "_delta_log", "*.json")))[-1]
+    return [json.loads(line) for line in Path(newest).read_text().splitlines()]
+
+
+def _rows(spark, path):
+    return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+
+
+def _version(spark, path) -> int:
+    return max(int(Path(name).stem) for name in glob.glob(os.path.join(path, "_delta_log", "*.json")))
+
+
+def test_a_claim_lands_once_with_its_rows_and_metadata_and_a_held_claim_writes_nothing(spark, table):
+    path, schema = table
+    rows = spark.createDataFrame([("c", 2)], ["v", "offset"])  # column order is the table's business
+    assert claimed_commit(spark, path, schema, "topiclake.append", 3, '{"n": 1}', rows) == 1
+    commit = _last_commit(path)
+    info = next(a["commitInfo"] for a in commit if "commitInfo" in a)
+    assert (info["operation"], info["userMetadata"], info["isBlindAppend"]) == ("WRITE", '{"n": 1}', True)
+    assert [a["txn"]["appId"] for a in commit if "txn" in a] == ["topiclake.append"]
+    assert all(a["add"]["dataChange"] for a in commit if "add" in a)
+    assert _rows(spark, path) == [(0, "a"), (1, "b"), (2, "c")]
+    # the version held, or an older one: nothing written, as Delta's writers skip it
+    for older in (3, 2):
+        assert claimed_commit(spark, path, schema, "topiclake.append", older, "{}", rows) is None
+    assert _version(spark, path) == 1 and len(_rows(spark, path)) == 3
+    # a newer claim with no rows is a commit of the claim alone
+    assert claimed_commit(spark, path, schema, "topiclake.append", 4, '{"n": 2}') == 2
+    assert _rows(spark, path) == [(0, "a"), (1, "b"), (2, "c")]
+    assert [a["txn"]["version"] for a in _last_commit(path) if "txn" in a] == [4]
+
+
+def test_the_claim_comes_from_the_version_checksum_without_a_spark_job(spark, table):
+    path, schema = table
+    for app_id, version in (("a", 1), ("b", 7), ("a", 2)):
+        claimed_commit(spark, path, schema, app_id, version, "{}")
+    delta = DeltaJvm(spark)
+    txn = delta.delta_log(path).startTransaction()
+    claims, jobs = spark_jobs(spark, lambda: [delta.claimed_version(txn, app) for app in ("a", "b", "c")])
+    assert (claims, jobs) == ([2, 7, -1], 0)
+    # Delta's own answer, from the snapshot's state, is the same
+    fresh = delta.delta_log(path).startTransaction()
+    assert [fresh.txnVersion(app) for app in ("a", "b", "c")] == [2, 7, -1]
+    _, jobs = spark_jobs(spark, lambda: claimed_commit(spark, path, schema, "a", 3, "{}"))
+    assert jobs == 0
+
+
+def test_without_a_checksum_the_snapshots_state_answers(spark, table):
+    path, schema = table
+    claimed_commit(spark, path, schema, "a", 5, "{}")
+    os.remove(os.path.join(path, "_delta_log", f"{1:020d}.crc"))
+    DeltaJvm(spark).cls("org.apache.spark.sql.delta.DeltaLog").invalidateCache(spark._jsparkSession,
+                                                                              spark._jvm.org.apache.hadoop.fs.Path(path))
+    delta = DeltaJvm(spark)
+    txn = delta.delta_log(path).startTransaction()
+    assert not txn.snapshot().checksumOpt().isDefined()
+    assert delta.claimed_version(txn, "a") == 5
+    assert claimed_commit(spark, path, schema, "a", 5, "{}") is None
+    assert claimed_commit(spark, path, schema, "a", 6, "{}") == 2
+
+
+def test_a_concurrent_claim_of_the_same_app_id_makes_the_later_commit_conflict(spark, table):
+    path, schema = table
+    delta = DeltaJvm(spark)
+    txn = delta.delta_log(path).startTransaction()
+    assert delta.claimed_version(txn, "topiclake.maintenance") == -1
+    # another writer claims the same app id first
+    assert claimed_commit(spark, path, schema, "topiclake.maintenance", 1, "{}") == 1
+    claim = delta.cls("org.apache.spark.sql.delta.actions.SetTransaction")("topiclake.maintenance", 1, delta.none())
+    with pytest.raises(Exception) as raised:
+        txn.commit(delta.seq([claim]), delta.append_operation("{}"))
+    assert is_retryable_conflict(raised.value)
+    assert _version(spark, path) == 1
