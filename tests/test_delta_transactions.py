@@ -104,3 +104,39 @@ def test_a_concurrent_claim_of_the_same_app_id_makes_the_later_commit_conflict(s
         txn.commit(delta.seq([claim]), delta.append_operation("{}"))
     assert is_retryable_conflict(raised.value)
     assert _version(spark, path) == 1
+
+
+def test_a_partition_tables_claims_come_from_its_checksum(spark, warehouse, monkeypatch):
+    """On a topic's own table (its properties and layout): an append runs one Spark job for
+    its claim and files (the write), and a bookkeeping commit none. A table property that
+    makes Delta leave the SetTransactions out of the checksum
+    (``delta.setTransactionRetentionDuration``) would bring back the state's three jobs."""
+    from dataclasses import replace
+
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log import partition_log
+    from framework.log.topic import Topic
+    from framework.spec import parse_spec
+
+    topic = Topic(spark, warehouse, parse_spec({"topic": "orders", "partitions": 1, "config": {
+        "cleanup.policy": "compact"}}, "orders.yaml"))
+    topic.create()
+    produce(topic, parse_records([(0, {"key": "k", "value": "v1", "timestamp": 500})], topic.spec, "test"), 1_000)
+    log = topic.partition(0)
+    assert "delta.setTransactionRetentionDuration" not in log.properties()
+    writes = []
+    real = partition_log.claimed_commit
+
+    def counted(*args, **kwargs):
+        version, jobs = spark_jobs(spark, lambda: real(*args, **kwargs))
+        writes.append(jobs)
+        return version
+
+    monkeypatch.setattr(partition_log, "claimed_commit", counted)
+    produce(topic, parse_records([(1, {"key": "k", "value": "v2", "timestamp": 1_500})], topic.spec, "test"), 2_000)
+    snap = log.snapshot()
+    log.commit_maintenance(replace(snap.state, checkpoint=snap.state.log_end_offset), "compact", None, snap.version)
+    assert writes == [1, 0]
+    assert log.snapshot().state.checkpoint == 2
+    assert [r["value"] for r in log.records().collect()] == ["v1", "v2"]
