@@ -140,3 +140,26 @@ def test_a_partition_tables_claims_come_from_its_checksum(spark, warehouse, monk
     assert writes == [1, 0]
     assert log.snapshot().state.checkpoint == 2
     assert [r["value"] for r in log.records().collect()] == ["v1", "v2"]
+
+
+def test_a_delta_whose_jvm_api_has_another_shape_gets_a_dataframe_write(spark, table, monkeypatch):
+    """Another Delta version or platform may name or shape these JVM calls differently; then
+    the commit is the DataFrame write it replaced, with the same claim, not a failure."""
+    from py4j.protocol import Py4JError
+
+    from framework.log import delta_transactions
+    from framework.log.delta_transactions import WRITTEN_OR_SKIPPED
+
+    path, schema = table
+
+    def missing(self, metadata):
+        raise Py4JError("Constructor org.apache.spark.sql.delta.DeltaOperations$Write does not exist")
+
+    monkeypatch.setattr(delta_transactions.DeltaJvm, "append_operation", missing)
+    rows = spark.createDataFrame([(2, "c")], schema)
+    assert claimed_commit(spark, path, schema, "a", 1, '{"n": 1}', rows) == WRITTEN_OR_SKIPPED
+    assert _rows(spark, path) == [(0, "a"), (1, "b"), (2, "c")]
+    assert next(a["commitInfo"] for a in _last_commit(path) if "commitInfo" in a)["userMetadata"] == '{"n": 1}'
+    # the DataFrame write honours the claim too: the same version again writes nothing
+    claimed_commit(spark, path, schema, "a", 1, "{}", rows)
+    assert _version(spark, path) == 1

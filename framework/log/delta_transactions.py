@@ -95,16 +95,28 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
     holds ``app_id`` at ``txn_version`` or later (nothing is written).
 
     ``schema`` is the table's; ``frame`` has its columns. Raises Delta's conflicts as a
-    DataFrame write does. Without a JVM (Spark Connect) the commit is a DataFrame write,
-    and the answer :data:`WRITTEN_OR_SKIPPED`.
+    DataFrame write does. Without a JVM (Spark Connect), or when this Delta's JVM API has
+    another shape (another version or platform), the commit is a DataFrame write, and the
+    answer :data:`WRITTEN_OR_SKIPPED`.
     """
-    if jvm_of(spark) is None:
-        rows = frame if frame is not None else local_frame(spark, [], schema)
-        (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", int(txn_version))
-         .option("userMetadata", metadata).save(path))
-        return WRITTEN_OR_SKIPPED
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    if jvm_of(spark) is not None:
+        try:
+            return _commit_through_the_jvm(spark, path, schema, app_id, txn_version, metadata, frame)
+        except Py4JError as error:
+            if isinstance(error, Py4JJavaError):  # Delta's own answer (a conflict, ...), not a missing method
+                raise
+    rows = frame if frame is not None else local_frame(spark, [], schema)
+    (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", int(txn_version))
+     .option("userMetadata", metadata).save(path))
+    return WRITTEN_OR_SKIPPED
+
+
+def _commit_through_the_jvm(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame):
     delta = DeltaJvm(spark)
     txn = delta.delta_log(path).startTransaction()
+    operation = delta.append_operation(metadata)  # every JVM call whose shape may differ comes before the write
     if delta.claimed_version(txn, app_id) >= txn_version:
         return None
     actions = []
@@ -113,4 +125,4 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
         actions = delta.items(txn.writeFiles(rows._jdf, delta.none(), False, delta.seq([])))
     claim = delta.cls("org.apache.spark.sql.delta.actions.SetTransaction")(
         app_id, int(txn_version), delta.some(int(time.time() * 1000)))
-    return int(txn.commit(delta.seq([*actions, claim]), delta.append_operation(metadata)))
+    return int(txn.commit(delta.seq([*actions, claim]), operation))
