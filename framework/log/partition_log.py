@@ -378,22 +378,25 @@ class PartitionLog:
         epoch = state.clean.epoch
         point = operation if operation in ("compact", "delete_records") else "retain"
         faults.reached(f"{point}.before_commit", log=self, operation=operation, read_version=read_version)
+        version = WRITTEN_OR_SKIPPED
         if action is None:
-            self._empty_commit(metadata, MAINTENANCE_APP_ID, epoch)
+            version = self._empty_commit(metadata, MAINTENANCE_APP_ID, epoch)
         else:
             settings = {USER_METADATA_CONF: metadata, TXN_APP_ID_CONF: MAINTENANCE_APP_ID, TXN_VERSION_CONF: str(epoch)}
             settings.update(confs or {})
             with session_confs(self.spark, settings):
                 action()
-        version = self.find_commit("commit_id", commit_id, read_version)
+        if version == WRITTEN_OR_SKIPPED:  # a DML or DataFrame write: only the commits tell
+            version = self.find_commit("commit_id", commit_id, read_version)
         if version is None:
             raise StaleSnapshotError(f"{self.name}: another maintenance run committed epoch {epoch} first")
         faults.reached(f"{point}.after_commit", log=self, operation=operation, version=version)
         return version
 
-    def _empty_commit(self, metadata: str, app_id: str, txn_version: int) -> None:
-        """A commit with no data (Delta skips an empty append unless it carries a SetTransaction)."""
-        claimed_commit(self.spark, self.path, table_schema(self.spec), app_id, txn_version, metadata)
+    def _empty_commit(self, metadata: str, app_id: str, txn_version: int):
+        """A commit with no data (Delta skips an empty append unless it carries a SetTransaction);
+        what :func:`claimed_commit` answers."""
+        return claimed_commit(self.spark, self.path, table_schema(self.spec), app_id, txn_version, metadata)
 
     def roll_segment(self, snap: Snapshot) -> LogState:
         """Start a new active segment at the log end offset, so appends leave older ones alone."""

@@ -227,7 +227,7 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
                                                           delta.cls("scala.Option").apply("Optimize")), spark)
         # one file per group, in offset order, so file statistics keep skipping by offset
         ordered = frame.repartition(1).sortWithinPartitions("offset")
-        written = _java_list(delta.scala.asJava(txn.writeFiles(ordered._jdf, delta.none(), True, delta.seq([]))))
+        written = delta.items(txn.writeFiles(ordered._jdf, delta.none(), True, delta.seq([])))
         records = 0
         for add in written:
             body = json.loads(add.json())
