@@ -26,8 +26,10 @@ TEST_CONF = {
 }
 
 #: Child JVMs get CHILD_JVM_OPTIONS through the variables Spark's launch scripts read;
-#: values set outside the run are left alone.
-_OWN_CHILD_OPTIONS = [name for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS") if name not in os.environ]
+#: values set outside the run are left alone (a pytest-xdist worker inherits the ones its
+#: controller set: those are this run's own too).
+_OWN_CHILD_OPTIONS = [name for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS")
+                      if os.environ.get(name, CHILD_JVM_OPTIONS) == CHILD_JVM_OPTIONS]
 os.environ.update(dict.fromkeys(_OWN_CHILD_OPTIONS, CHILD_JVM_OPTIONS))
 
 
