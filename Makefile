@@ -28,7 +28,7 @@ quickstart: setup
 TEST_WORKERS ?= 2
 
 test: setup .kafka/lib/.fetched
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
