@@ -1,5 +1,5 @@
 """Shared fixtures: one local Spark session with Delta and one real Kafka broker for the whole
-run, and paths."""
+run of each pytest-xdist worker, and paths; how the files are shared out between the workers."""
 
 from __future__ import annotations
 
