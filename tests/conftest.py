@@ -81,6 +81,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: (rank[_group(item.path.name)], order[item.path.name]))
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, which the test extra installs
 def pytest_xdist_make_scheduler(config, log):
     """``make test`` runs on two pytest-xdist workers (``-n 2 --dist loadfile``): a test
     mostly keeps one core busy (one Spark task at a time on these tables, a child JVM
