@@ -116,13 +116,14 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
 def _commit_through_the_jvm(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame):
     delta = DeltaJvm(spark)
     txn = delta.delta_log(path).startTransaction()
-    operation = delta.append_operation(metadata)  # every JVM call whose shape may differ comes before the write
+    # every JVM call whose shape may differ comes before the write
+    operation = delta.append_operation(metadata)
+    claim = delta.cls("org.apache.spark.sql.delta.actions.SetTransaction")(
+        app_id, int(txn_version), delta.some(int(time.time() * 1000)))
     if delta.claimed_version(txn, app_id) >= txn_version:
         return None
     actions = []
     if frame is not None:
         rows = frame.select(*schema.fieldNames())
         actions = delta.items(txn.writeFiles(rows._jdf, delta.none(), False, delta.seq([])))
-    claim = delta.cls("org.apache.spark.sql.delta.actions.SetTransaction")(
-        app_id, int(txn_version), delta.some(int(time.time() * 1000)))
     return int(txn.commit(delta.seq([*actions, claim]), operation))
