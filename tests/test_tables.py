@@ -1,6 +1,7 @@
 """Partition tables: layout, idempotent creation, specs that no longer fit, and appends."""
 
 import threading
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -55,6 +56,54 @@ def test_create_is_idempotent_and_syncs_properties(spark, warehouse):
     assert desired_properties(changed.spec, 0)["delta.logRetentionDuration"] == "interval 86400000 milliseconds"
     grown = Topic(spark, warehouse, spec(3))
     assert grown.create() == {0: "updated", 1: "created", 2: "created"}
+
+
+def _killed_create(path: Path) -> Path:
+    """What Delta's create leaves when killed before its first commit (seen in the crash test):
+    the log folder with its ``_staged_commits``, and maybe a commit's temp file not yet renamed."""
+    log = path / "_delta_log"
+    (log / "_staged_commits").mkdir(parents=True)
+    (log / ".00000000000000000000.json.8f1c2b7e.tmp").write_text('{"commitInfo":{')
+    return log
+
+
+def test_a_create_killed_before_its_first_commit_is_cleared_and_made_again(spark, warehouse):
+    """Delta says no table is there, yet refused to create one (DELTA_TABLE_NOT_FOUND): the
+    partition, and topiclake's own tables, stayed broken for every later run."""
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from framework.log.warehouse import create_own_table
+
+    topic = Topic(spark, warehouse, spec(2))
+    _killed_create(Path(topic.partition(1).path))
+    assert not topic.partition(1).exists()
+    produce(topic, records(topic, [{"key": f"k{i}", "value": "v", "timestamp": 0} for i in range(8)]), 0)
+    assert topic.create() == {0: "exists", 1: "exists"}
+    offsets = sorted(r["offset"] for r in topic.partition(1).read().select("offset").collect())
+    assert offsets and offsets == list(range(len(offsets)))
+    assert topic.partition(0).read().count() + len(offsets) == 8
+
+    _killed_create(Path(warehouse.consumer_offsets_path))
+    create_own_table(spark, warehouse.consumer_offsets_path, StructType([StructField("offset", LongType())]))
+    assert DeltaTable.isDeltaTable(spark, warehouse.consumer_offsets_path)
+
+
+def test_a_log_folder_that_may_hold_a_commit_is_never_cleared(spark, tmp_path):
+    from framework.log.delta_create import clear_uncommitted_log
+
+    for name in ("00000000000000000000.json", "_last_checkpoint", "00000000000000000000.crc"):
+        log = _killed_create(tmp_path / name)
+        (log / name).write_text("{}")
+        assert not clear_uncommitted_log(spark, str(tmp_path / name))
+        assert (log / name).exists() and (log / "_staged_commits").is_dir(), name
+    staged = _killed_create(tmp_path / "staged") / "_staged_commits" / "00000000000000000000.uuid.json"
+    staged.write_text("{}")
+    assert not clear_uncommitted_log(spark, str(tmp_path / "staged")) and staged.exists()
+    assert clear_uncommitted_log(spark, str(tmp_path / "killed")) is False  # no folder at all
+    _killed_create(tmp_path / "killed")
+    assert clear_uncommitted_log(spark, str(tmp_path / "killed"))
+    assert not (tmp_path / "killed" / "_delta_log").exists()
 
 
 def test_specs_that_no_longer_fit_are_refused(spark, warehouse):

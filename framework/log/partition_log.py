@@ -44,6 +44,7 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
     session_confs,
 )
+from framework.log.delta_create import create_table
 from framework.log.delta_transactions import WRITTEN_OR_SKIPPED, claimed_commit
 from framework.log.log_state import (
     NO_RECORD_YET,
@@ -128,7 +129,7 @@ class PartitionLog:
         faults.reached("create.before_commit", log=self)
         empty = LogState(max_timestamp_ms=NO_TIMESTAMP, min_timestamp_ms=NO_RECORD_YET)
         with commit_metadata(self.spark, to_metadata(empty, "create", None)):
-            builder.execute()
+            create_table(self.spark, self.path, builder)
         faults.reached("create.after_commit", log=self)
         return True
 

@@ -1,0 +1,59 @@
+"""Creating a Delta table by path, after clearing what a create killed before its first commit left.
+
+Delta's create makes ``_delta_log/`` (with ``_delta_log/_staged_commits/``) before it writes
+commit 0. A process killed in between leaves that folder with no commit in it, and Delta then
+disagrees with itself: ``DeltaTable.isDeltaTable`` says there is no table, but a create by
+path finds the folder and takes the table as there (``CREATE TABLE IF NOT EXISTS`` does
+nothing, ``DeltaTable.createIfNotExists`` fails with ``DELTA_TABLE_NOT_FOUND``), so every
+later run failed on that partition. Nothing was ever committed in such a folder, so clearing
+it loses nothing, and the create runs again.
+
+Only what a killed create leaves is cleared: an empty ``_staged_commits/`` and hidden
+``.tmp`` files (a log store writes a commit to one, then renames it). A folder holding
+anything else may hold a commit, and is never touched; each removal is non-recursive, so a
+create in flight elsewhere that has just written its commit makes the clearing stop there.
+"""
+
+from __future__ import annotations
+
+from framework.log.commit_log import DELTA_LOG
+
+STAGED_COMMITS = "_staged_commits"
+
+
+def create_table(spark, path: str, builder) -> None:
+    """Run ``builder`` (a ``DeltaTableBuilder`` for ``path``), clearing a killed create's folder first."""
+    clear_uncommitted_log(spark, path)
+    builder.execute()
+
+
+def clear_uncommitted_log(spark, path: str) -> bool:
+    """Remove the ``_delta_log`` folder of ``path`` if it holds no commit; True when removed.
+
+    Goes through Hadoop's file system (any storage Spark reads); a Spark Connect session has
+    none here, and leaves the folder to Delta's own error.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
+    log = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + "/" + DELTA_LOG)
+    try:
+        files = log.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+        if not files.exists(log):
+            return False
+        leftovers = []
+        for status in files.listStatus(log):
+            name = status.getPath().getName()
+            if name == STAGED_COMMITS and status.isDirectory() and len(files.listStatus(status.getPath())) == 0:
+                leftovers.append(status.getPath())
+            elif name.startswith(".") and name.endswith((".tmp", ".tmp.crc")):
+                leftovers.append(status.getPath())
+            else:  # a commit, a checkpoint or anything else Delta may read: never touched
+                return False
+        for leftover in leftovers:
+            files.delete(leftover, False)
+        return bool(files.delete(log, False))
+    except Py4JJavaError:  # a create elsewhere wrote into the folder meanwhile: it is theirs now
+        return False
