@@ -23,8 +23,12 @@ quickstart: setup
 	scripts/fetch-kafka.sh
 	touch $@
 
+# Two pytest-xdist workers, each with its own Spark session (tests/conftest.py groups the
+# files and puts the longest first; TEST_WORKERS=0 runs in one process).
+TEST_WORKERS ?= 2
+
 test: setup .kafka/lib/.fetched
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

@@ -1,5 +1,5 @@
 """Shared fixtures: one local Spark session with Delta and one real Kafka broker for the whole
-run, and paths."""
+run of each pytest-xdist worker, and paths; how the files are shared out between the workers."""
 
 from __future__ import annotations
 
@@ -26,9 +26,80 @@ TEST_CONF = {
 }
 
 #: Child JVMs get CHILD_JVM_OPTIONS through the variables Spark's launch scripts read;
-#: values set outside the run are left alone.
-_OWN_CHILD_OPTIONS = [name for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS") if name not in os.environ]
+#: values set outside the run are left alone (a pytest-xdist worker inherits the ones its
+#: controller set: those are this run's own too).
+_OWN_CHILD_OPTIONS = [name for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS")
+                      if os.environ.get(name, CHILD_JVM_OPTIONS) == CHILD_JVM_OPTIONS]
 os.environ.update(dict.fromkeys(_OWN_CHILD_OPTIONS, CHILD_JVM_OPTIONS))
+
+
+#: Files whose tests share a session-wide server run on the same pytest-xdist worker, so
+#: that a run starts the Kafka broker once and builds the wheel (into the repo's
+#: ``build/`` folder) from one process only. The collection hook below refuses a file that
+#: uses one of these fixtures and is not listed with it.
+SHARED_SERVER_FILES = {
+    "test_catalog.py": "kafka_broker", "test_ingest.py": "kafka_broker", "test_kafka_broker.py": "kafka_broker",
+    "test_kafka_configs.py": "kafka_broker", "test_kafka_referee.py": "kafka_broker",
+    "test_cluster.py": "built_wheel", "test_wheel.py": "built_wheel",
+}
+
+#: The longest files first (seconds in the fresh-clone run at a0e9d9d): a worker that drew
+#: one of them last would run it alone at the end. The rest follow in collection order.
+LONGEST_FIRST = (
+    "test_properties.py",   # 403
+    "test_cluster.py",      # 109, with test_wheel.py's 42
+    "test_catalog.py",      # 72, with the referee's 42 and the ingest tests
+    "test_notebooks.py",    # 88
+    "test_crashes.py",      # 65
+    "test_long_run.py",     # 63
+    "test_maintenance_runs.py",
+    "test_consume.py",
+    "test_acceptance.py",
+)
+
+
+def _group(file_name: str) -> str:
+    return SHARED_SERVER_FILES.get(file_name, file_name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Order the run for :func:`pytest_xdist_make_scheduler`: each group's files together,
+    the longest groups first. Refuse a file that shares a server without being grouped."""
+    by_file: dict[str, list] = {}
+    for item in items:
+        by_file.setdefault(item.path.name, []).append(item)
+    for name, file_items in by_file.items():
+        used = {fixture for item in file_items for fixture in item.fixturenames}
+        for fixture in sorted(used & set(SHARED_SERVER_FILES.values())):
+            if SHARED_SERVER_FILES.get(name) != fixture:
+                raise pytest.UsageError(f"{name} uses {fixture}: list it in SHARED_SERVER_FILES (tests/conftest.py)")
+    rank: dict[str, int] = {}
+    for name in (*LONGEST_FIRST, *by_file):
+        rank.setdefault(_group(name), len(rank))
+    order = {name: position for position, name in enumerate(by_file)}
+    items.sort(key=lambda item: (rank[_group(item.path.name)], order[item.path.name]))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, which the test extra installs
+def pytest_xdist_make_scheduler(config, log):
+    """``make test`` runs on two pytest-xdist workers (``-n 2 --dist loadfile``): a test
+    mostly keeps one core busy (one Spark task at a time on these tables, a child JVM
+    starting), so two processes, each with its own Spark session, use both cores. Each
+    file goes to one worker whole (its module fixtures run once), the files of a
+    :data:`SHARED_SERVER_FILES` group together, in the collection's order
+    (``--no-loadscope-reorder``). pytest-xdist's own ``loadgroup`` would take marks, but
+    it renames the items' node ids in a way pytest 9 no longer reads."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return SHARED_SERVER_FILES.get(file.rsplit("/", 1)[-1], file)
+
+    return FileGroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
