@@ -50,7 +50,7 @@ def in_order(spark, items: Sequence[Item], work: Callable[[object, Item], Result
         if session is None:
             session = local.session = sessions.get_nowait()
             # the engine passes its session explicitly; make it the thread's active one too
-            session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+            getattr(session._jvm, "org.apache.spark.sql.SparkSession").setActiveSession(session._jsparkSession)
         return work(session, item)
 
     # pyspark keeps one process-wide "active session" in a class attribute, which work in any

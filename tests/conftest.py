@@ -128,7 +128,7 @@ def suite_session_stays_active(request):
         from pyspark.sql import SparkSession
 
         spark = request.getfixturevalue("spark")
-        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        getattr(spark._jvm, "org.apache.spark.sql.SparkSession").setActiveSession(spark._jsparkSession)
         SparkSession._activeSession = spark
 
 

@@ -412,8 +412,8 @@ def forget_tables(session, folder: str) -> None:
         if "_delta_log" in dirnames:
             dirnames.clear()
             try:
-                jvm.org.apache.spark.sql.delta.DeltaLog.invalidateCache(
-                    session._jsparkSession, jvm.org.apache.hadoop.fs.Path(dirpath))
+                getattr(jvm, "org.apache.spark.sql.delta.DeltaLog").invalidateCache(
+                    session._jsparkSession, getattr(jvm, "org.apache.hadoop.fs.Path")(dirpath))
             except Exception:  # noqa: BLE001 - only a cache
                 pass
 
@@ -444,7 +444,7 @@ class Pool:
             for key, value in WORKER_CONF.items():
                 session.conf.set(key, value)
         # The engine passes its session explicitly; make it the thread's active one too.
-        session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)
+        getattr(session._jvm, "org.apache.spark.sql.SparkSession").setActiveSession(session._jsparkSession)
         return session
 
     def _one(self, key: str, scenario: dict, guarantees: bool) -> str | None:

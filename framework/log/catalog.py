@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from framework.errors import TableMismatchError
+from framework.log.delta_create import is_delta_table
 from framework.log.warehouse import Warehouse
 from framework.spec import TopicSpec
 
@@ -50,14 +51,12 @@ def check_names(spark, warehouse: Warehouse, spec: TopicSpec) -> None:
 def register(spark, warehouse: Warehouse, spec: TopicSpec) -> list[str]:
     """Name every existing partition table of ``spec`` (and the own tables) in its catalog
     schema; returns the names this call registered."""
-    from delta.tables import DeltaTable
-
     if spec.table is None:
         return []
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {spec.table.namespace}")
     registered = []
     for name, path in _wanted(warehouse, spec):
-        if DeltaTable.isDeltaTable(spark, path) and not _exists(spark, name):
+        if is_delta_table(spark, path) and not _exists(spark, name):
             spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION '{_sql_literal(path)}'")
             registered.append(name)
     return registered

@@ -14,6 +14,7 @@ from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError
 from framework.local_rows import local_frame
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
+from framework.log.delta_create import is_delta_table
 from framework.log.warehouse import Warehouse, create_own_table
 from framework.spec import TopicSpec
 
@@ -36,9 +37,7 @@ class ConsumerOffsets:
         self.path = warehouse.consumer_offsets_path
 
     def _ensure(self) -> None:
-        from delta.tables import DeltaTable
-
-        if not DeltaTable.isDeltaTable(self.spark, self.path):
+        if not is_delta_table(self.spark, self.path):
             create_own_table(self.spark, self.path, self.spark.createDataFrame([], SCHEMA).schema)
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
@@ -74,10 +73,9 @@ class ConsumerOffsets:
 
     def committed(self, topic: str, partition: int, groups: tuple[str, ...] | None = None) -> dict[str, int]:
         """The committed offsets of ``groups`` (all groups when None) for a topic partition."""
-        from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
-        if not DeltaTable.isDeltaTable(self.spark, self.path):
+        if not is_delta_table(self.spark, self.path):
             return {}
         rows = (
             self.spark.read.format("delta").load(self.path)
@@ -104,8 +102,6 @@ class ConsumerOffsets:
 
     def all(self):
         """Every committed offset as a DataFrame (empty if nothing was ever committed)."""
-        from delta.tables import DeltaTable
-
-        if not DeltaTable.isDeltaTable(self.spark, self.path):
+        if not is_delta_table(self.spark, self.path):
             return self.spark.createDataFrame([], SCHEMA)
         return self.spark.read.format("delta").load(self.path)

@@ -1,4 +1,5 @@
-"""Creating a Delta table by path, after clearing what a create killed before its first commit left.
+"""Whether a Delta table is at a path, and creating one there after clearing what a create
+killed before its first commit left.
 
 Delta's create makes ``_delta_log/`` (with ``_delta_log/_staged_commits/``) before it writes
 commit 0. A process killed in between leaves that folder with no commit in it, and Delta then
@@ -21,6 +22,18 @@ from framework.log.commit_log import DELTA_LOG
 STAGED_COMMITS = "_staged_commits"
 
 
+def is_delta_table(spark, path: str) -> bool:
+    """``DeltaTable.isDeltaTable`` in one Py4J call. delta-spark's Python walks
+    ``jvm.io.delta.tables`` a package at a time, and each step is a failed class load across
+    every jar: 2.0 ms a call against 0.4 ms, asked several times per partition and run."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: no JVM here, delta-spark's own call
+        from delta.tables import DeltaTable
+
+        return DeltaTable.isDeltaTable(spark, path)
+    return bool(getattr(jvm, "io.delta.tables.DeltaTable").isDeltaTable(spark._jsparkSession, path))
+
+
 def create_table(spark, path: str, builder) -> None:
     """Run ``builder`` (a ``DeltaTableBuilder`` for ``path``), clearing a killed create's folder first."""
     clear_uncommitted_log(spark, path)
@@ -38,7 +51,7 @@ def clear_uncommitted_log(spark, path: str) -> bool:
     jvm = getattr(spark, "_jvm", None)
     if jvm is None:
         return False
-    log = jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + "/" + DELTA_LOG)
+    log = getattr(jvm, "org.apache.hadoop.fs.Path")(path.rstrip("/") + "/" + DELTA_LOG)
     try:
         files = log.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
         if not files.exists(log):

@@ -49,7 +49,7 @@ class DeltaJvm:
         return getattr(self.jvm, name)
 
     def seq(self, items):
-        java = self.jvm.java.util.ArrayList()
+        java = getattr(self.jvm, "java.util.ArrayList")()
         for item in items:
             java.add(item)
         return self.scala.asScala(java).toList()

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from framework.local_rows import local_frame
 from framework.log.commit_log import read_commits
+from framework.log.delta_create import is_delta_table
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
 #: The newest runs of each partition the history keeps (the report reads as many).
@@ -133,9 +134,7 @@ class MaintenanceHistory:
         self._appends = 0
 
     def exists(self) -> bool:
-        from delta.tables import DeltaTable
-
-        return DeltaTable.isDeltaTable(self.spark, self.path)
+        return is_delta_table(self.spark, self.path)
 
     def append(self, rows: list[HistoryRow]) -> None:
         if not rows:

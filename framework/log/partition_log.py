@@ -44,7 +44,7 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
     session_confs,
 )
-from framework.log.delta_create import create_table
+from framework.log.delta_create import create_table, is_delta_table
 from framework.log.delta_transactions import WRITTEN_OR_SKIPPED, claimed_commit
 from framework.log.log_state import (
     NO_RECORD_YET,
@@ -106,9 +106,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ table
     def exists(self) -> bool:
-        from delta.tables import DeltaTable
-
-        return DeltaTable.isDeltaTable(self.spark, self.path)
+        return is_delta_table(self.spark, self.path)
 
     def delta_table(self):
         from delta.tables import DeltaTable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from framework.errors import TableMismatchError
+from framework.log.delta_create import is_delta_table
 from framework.log.partition_log import PartitionLog
 from framework.log.warehouse import Warehouse
 from framework.side_by_side import each
@@ -38,14 +39,12 @@ class Topic:
         With ``skip_unreadable``, a table whose schema cannot be read is left out rather
         than failing the call (maintenance lets that one partition fail on its own).
         """
-        from delta.tables import DeltaTable
-
         if self.spec.table is not None:
             from framework.log.catalog import check_names
 
             check_names(self.spark, self.warehouse, self.spec)
         beyond_path = self.warehouse.partition_path(self.spec.topic, self.spec.partitions)
-        if DeltaTable.isDeltaTable(self.spark, beyond_path):
+        if is_delta_table(self.spark, beyond_path):
             raise TableMismatchError(
                 f"{self.spec.source}: partitions: the spec says {self.spec.partitions} but the "
                 f"warehouse already has {beyond_path}; Kafka topics can gain partitions, never lose them"

@@ -39,10 +39,10 @@ def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
     """VACUUM each of topiclake's own tables that exists, with its own window
     (``delta.deletedFileRetentionDuration``: a week), so the files their prunes, upserts and
     auto compaction replace leave the disk."""
-    from delta.tables import DeltaTable
+    from framework.log.delta_create import is_delta_table
 
     for path in (warehouse.maintenance_history_path, warehouse.consumer_offsets_path):
-        if DeltaTable.isDeltaTable(spark, path):
+        if is_delta_table(spark, path):
             spark.sql(f"VACUUM {delta_table_sql(path)}").collect()
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from framework.log.delta_create import is_delta_table
 from framework.log.history import MaintenanceHistory
 from framework.log.warehouse import Warehouse, delta_table_sql
 
@@ -202,11 +203,9 @@ def shape(rows: list[dict]) -> tuple[list[PartitionHistory], list[RunSummary]]:
 
 def dirty_ratio_threshold(spark, warehouse: Warehouse, topic: str, partition: int) -> float | None:
     """The partition table's ``min.cleanable.dirty.ratio``, or None if the table or property is gone."""
-    from delta.tables import DeltaTable
-
     path = warehouse.partition_path(topic, partition)
     try:
-        if not DeltaTable.isDeltaTable(spark, path):
+        if not is_delta_table(spark, path):
             return None
         rows = spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(path)}").collect()
         value = {r["key"]: r["value"] for r in rows}.get(THRESHOLD_PROPERTY)
