@@ -13,6 +13,8 @@ Only what a killed create leaves is cleared: an empty ``_staged_commits/`` and h
 ``.tmp`` files (a log store writes a commit to one, then renames it). A folder holding
 anything else may hold a commit, and is never touched; each removal is non-recursive, so a
 create in flight elsewhere that has just written its commit makes the clearing stop there.
+One that is still writing its temporary file (a window of milliseconds) may lose that file
+and fail with nothing committed, as a create racing another always could.
 """
 
 from __future__ import annotations
