@@ -20,6 +20,7 @@ and fail with nothing committed, as a create racing another always could.
 from __future__ import annotations
 
 from framework.log.commit_log import DELTA_LOG
+from framework.log.delta_transactions import jvm_of
 
 STAGED_COMMITS = "_staged_commits"
 
@@ -28,7 +29,7 @@ def is_delta_table(spark, path: str) -> bool:
     """``DeltaTable.isDeltaTable`` in one Py4J call. delta-spark's Python walks
     ``jvm.io.delta.tables`` a package at a time, and each step is a failed class load across
     every jar: 2.0 ms a call against 0.4 ms, asked several times per partition and run."""
-    jvm = getattr(spark, "_jvm", None)
+    jvm = jvm_of(spark)
     if jvm is None:  # Spark Connect: no JVM here, delta-spark's own call
         from delta.tables import DeltaTable
 
@@ -50,7 +51,7 @@ def clear_uncommitted_log(spark, path: str) -> bool:
     """
     from py4j.protocol import Py4JJavaError
 
-    jvm = getattr(spark, "_jvm", None)
+    jvm = jvm_of(spark)
     if jvm is None:
         return False
     log = getattr(jvm, "org.apache.hadoop.fs.Path")(path.rstrip("/") + "/" + DELTA_LOG)
