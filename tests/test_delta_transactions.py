@@ -163,3 +163,18 @@ def test_a_delta_whose_jvm_api_has_another_shape_gets_a_dataframe_write(spark, t
     # the DataFrame write honours the claim too: the same version again writes nothing
     claimed_commit(spark, path, schema, "a", 1, "{}", rows)
     assert _version(spark, path) == 1
+
+
+def test_a_scala_seq_is_read_without_a_java_exception(spark, monkeypatch):
+    """Iterating a Java list through py4j ends in a Java NoSuchElementException, which
+    pyspark converts through a dozen class lookups (about 50 ms on a busy JVM, and every
+    append read two lists so); the items are read by index instead."""
+    from pyspark.errors.exceptions import captured
+
+    converted = []
+    original = captured.convert_exception
+    monkeypatch.setattr(captured, "convert_exception", lambda error: converted.append(error) or original(error))
+    delta = DeltaJvm(spark)
+    assert delta.items(delta.seq(["a", "b", "c"])) == ["a", "b", "c"]
+    assert delta.items(delta.seq([])) == []
+    assert converted == []

@@ -37,7 +37,7 @@ from typing import Sequence
 from framework import faults
 from framework.log import version_checksum
 from framework.log.delta_commits import commit_metadata
-from framework.log.delta_transactions import DeltaJvm, jvm_of
+from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog, Snapshot
 
@@ -215,7 +215,7 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
     txn = delta.delta_log(log.path).startTransaction()
     table = txn.snapshot()
     wanted = {f.path for g in packing.groups for f in g}
-    adds = {a.path(): a for a in _java_list(table.allFiles().filter(_path_in(spark, wanted)).collectAsList())}
+    adds = {a.path(): a for a in java_list_items(table.allFiles().filter(_path_in(spark, wanted)).collectAsList())}
     if set(adds) != wanted:  # a file is gone since the plan: another maintenance run got there first
         return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
     action = delta.cls("org.apache.spark.sql.delta.actions.Action")
@@ -252,10 +252,6 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
         version = int(txn.commit(delta.seq(actions), operation))
     faults.reached("optimize.after_commit", log=log, version=version)
     return PackResult(packing, snap.version, version, files_after, kept_bytes + added_bytes)
-
-
-def _java_list(java_list) -> list:
-    return [java_list.get(i) for i in range(java_list.size())]
 
 
 def _path_in(spark, paths: set[str]):
