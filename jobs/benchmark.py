@@ -10,7 +10,10 @@
    naive rewrite. All must keep the same
    key -> offset set, and both checks must pass with the same verdict.
 2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
-   the command line's code, the first maintain, then an idle maintain (nothing due). Then
+   the command line's code, the first maintain, then an idle maintain (nothing due). Twin
+   topics of a quarter of the partitions, their tables created, get the same lines, A B B A:
+   the driver's rows through Arrow against a Python list, and Java lists read by index
+   against iterated through py4j (each as shipped against as before). Then
    four twin topics of a quarter of the partitions, with the same records, get their first
    maintain in the order A B B A: A measures each partition from its commit metadata (the
    newest timestamp rules out young records, the append commits give the records past the
@@ -267,23 +270,39 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
 
 
 def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: dict) -> bool:
-    """The same lines into twin topics, A B B A: the driver's rows through Arrow (a JVM local
-    relation) against the Python list (a Python RDD, as before); the same offsets either way."""
+    """The same lines into twin topics whose tables exist, A B B A, for each pair of ways:
+    the driver's rows through Arrow (a JVM local relation) against the Python list (a
+    Python RDD, as before); Java lists read by index against iterated through py4j (as
+    before: the iterator ends in a Java exception that pyspark converts). The same offsets
+    every way."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
 
     label = f"produce {len(lines)} lines into {partitions} partitions"
-    sides = ("rows through Arrow", "rows as a Python list")
-    twins = {name: Topic(spark, warehouse, _spec(f"wide-rows-{name}", partitions)) for name in ("a1", "b1", "b2", "a2")}
-    for name, twin in twins.items():
-        twin.ensure()
-        records = parse_records(lines, twin.spec, "benchmark")
-        as_list = name.startswith("b")
-        with _rows_as_python_lists() if as_list else contextlib.nullcontext():
-            _timed(f"{label}, {sides[as_list]} ({name})", results, lambda: produce(twin, records, now))
-    _mean_of_twins(results, label, sides)
-    return _same_offsets(twins, partitions)
+    same = True
+    for kind, sides, before in (("rows", ("rows through Arrow", "rows as a Python list"), _rows_as_python_lists),
+                                ("lists", ("Java lists read by index", "Java lists iterated"), _java_lists_iterated)):
+        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", partitions))
+                 for name in ("a1", "b1", "b2", "a2")}
+        for name, twin in twins.items():
+            twin.ensure()
+            records = parse_records(lines, twin.spec, "benchmark")
+            as_before = name.startswith("b")
+            with before() if as_before else contextlib.nullcontext():
+                _timed(f"{label}, {sides[as_before]} ({name})", results, lambda: produce(twin, records, now))
+        _mean_of_twins(results, label, sides)
+        same = _same_offsets(twins, partitions) and same
+    return same
+
+
+@contextlib.contextmanager
+def _java_lists_iterated():
+    """Read Java lists as topiclake did before: iterated through py4j."""
+    from framework.log.delta_transactions import DeltaJvm
+
+    with mock.patch.object(DeltaJvm, "items", lambda self, scala_seq: list(self.scala.asJava(scala_seq))):
+        yield
 
 
 def _mean_of_twins(results: dict, label: str, sides: tuple[str, str]) -> None:
@@ -601,6 +620,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
             / results[f"{produced_lines}, claims by DataFrame writes"], 2)
         ratios["produce lines, rows through Arrow / as a Python list"] = round(
             results[f"{produced_lines}, rows through Arrow"] / results[f"{produced_lines}, rows as a Python list"], 2)
+        ratios["produce lines, Java lists read by index / iterated"] = round(
+            results[f"{produced_lines}, Java lists read by index"] / results[f"{produced_lines}, Java lists iterated"], 2)
         for run in ("first", "idle"):
             for label, (shipped, before) in {
                     "two cleaner threads / one": ("two cleaner threads", "one cleaner thread"),
