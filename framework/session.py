@@ -16,6 +16,7 @@ import sys
 import tempfile
 from typing import Iterator, Mapping
 
+from framework import class_archive, engine_jars
 from framework.errors import EngineNotInstalledError
 
 #: Settings for the embedded session, sized for a small (2-core) machine.
@@ -122,13 +123,21 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     if metastore is not None:
         settings.update(hive_metastore_conf(metastore))
     settings.update(conf or {})
+    # HotSpot maps the classes a set-up run archived instead of loading them (framework/class_archive.py)
+    settings["spark.driver.extraJavaOptions"] = class_archive.java_options(settings["spark.driver.extraJavaOptions"])
     builder = SparkSession.builder.master(os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]"))
     builder = builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    packages = [SPARK_KAFKA_PACKAGE] if kafka else []
+    jars = engine_jars.resolved_jars(packages, settings)
     with _jvm_output_to_log():
-        packages = [SPARK_KAFKA_PACKAGE] if kafka else None
-        spark = configure_spark_with_delta_pip(builder, extra_packages=packages).getOrCreate()
+        if jars is None:
+            spark = configure_spark_with_delta_pip(builder, extra_packages=packages).getOrCreate()
+            engine_jars.remember(packages, spark.sparkContext.getConf())
+        else:
+            # the jars an earlier start resolved: no Ivy resolution, no copies (framework/engine_jars.py)
+            spark = builder.config("spark.jars", jars).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("TOPICLAKE_SPARK_LOG_LEVEL", "ERROR"))
     return spark
 

@@ -11,13 +11,12 @@ import functools
 import importlib.metadata
 import json
 import math
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable
 
+from framework import user_cache
 from framework.spec.names import (
     CLEANUP_POLICIES,
     COMPACTION_STRATEGIES,
@@ -212,25 +211,18 @@ def known_expectation_types() -> frozenset[str] | None:
     registry), or None if it is not installed.
 
     Importing great_expectations takes seconds, too long for a git hook's lint, so the
-    list is kept per installed version in topiclake's cache folder
-    (``$TOPICLAKE_CACHE``, else ``$XDG_CACHE_HOME/topiclake`` or ``~/.cache/topiclake``).
+    list is kept per installed version in topiclake's cache folder (:mod:`framework.user_cache`).
     """
     version = _installed_gx_version()
     if version is None:
         return None
-    cache = _cache_folder() / f"gx-expectation-types-{version}.json"
+    cache = user_cache.folder() / f"gx-expectation-types-{version}.json"
     try:
         return frozenset(json.loads(cache.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError):
         pass
     names = _registered_expectation_types()
-    try:  # whole or not at all: a reader never sees half a list
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(f".{os.getpid()}.partial")
-        partial.write_text(json.dumps(sorted(names)), encoding="utf-8")
-        os.replace(partial, cache)
-    except OSError:
-        pass  # a read-only home: ask the registry each time
+    user_cache.write_whole(cache, json.dumps(sorted(names)))  # a read-only home: ask the registry each time
     return names
 
 
@@ -239,13 +231,6 @@ def _installed_gx_version() -> str | None:
         return importlib.metadata.version("great_expectations")
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _cache_folder() -> Path:
-    if os.environ.get("TOPICLAKE_CACHE"):
-        return Path(os.environ["TOPICLAKE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "topiclake"
 
 
 def _registered_expectation_types() -> frozenset[str]:

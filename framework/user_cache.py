@@ -1,0 +1,30 @@
+"""topiclake's cache folder: what is worth keeping between commands on one machine (the
+expectation types Great Expectations registers, the jars Ivy resolved, HotSpot's class
+archive). Everything in it can be rebuilt; a folder that cannot be written costs only time."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Overrides the folder (default ``$XDG_CACHE_HOME/topiclake``, else ``~/.cache/topiclake``).
+CACHE_ENV = "TOPICLAKE_CACHE"
+
+
+def folder() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "topiclake"
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a reader, in another process too, never sees half
+    of it); where the folder cannot be written, write nothing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:
+        pass

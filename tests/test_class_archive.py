@@ -1,0 +1,78 @@
+"""HotSpot's class archive for the embedded session's JVM: built once, mapped by later starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from framework import class_archive, user_cache
+from tests.support.acceptance_files import REPO
+
+
+@pytest.fixture
+def archive(tmp_path, monkeypatch):
+    path = tmp_path / "classes.jsa"
+    monkeypatch.setenv(class_archive.ARCHIVE_ENV, str(path))
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
+    return path
+
+
+def test_a_session_maps_the_archive_once_it_exists(archive):
+    assert class_archive.java_options("-Dx=1") == "-Dx=1"
+    archive.write_bytes(b"")
+    assert class_archive.java_options("-Dx=1") == f"-Dx=1 -XX:SharedArchiveFile={archive}"
+    assert class_archive.java_options("") == f"-XX:SharedArchiveFile={archive}"
+
+
+@pytest.mark.parametrize("chosen", ["-Xshare:off", "-XX:SharedArchiveFile=/elsewhere.jsa",
+                                    "-XX:ArchiveClassesAtExit=/new.jsa"])
+def test_options_that_choose_what_to_share_are_left_alone(archive, monkeypatch, chosen):
+    archive.write_bytes(b"")
+    assert class_archive.java_options(f"-Dx=1 {chosen}") == f"-Dx=1 {chosen}"
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", chosen)
+    assert class_archive.java_options("-Dx=1") == "-Dx=1"
+
+
+def test_off_turns_the_archive_off(monkeypatch, tmp_path):
+    monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(tmp_path))
+    class_archive.archive_path().write_bytes(b"")
+    assert class_archive.java_options("-Dx=1") == "-Dx=1"
+
+
+CHILD = """
+import json, sys
+from framework.session import local_session
+spark = local_session("class-archive-test")
+spark.range(3).write.format("delta").save(sys.argv[1])
+print(json.dumps({"rows": spark.read.format("delta").load(sys.argv[1]).count(),
+                  "options": spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")}))
+"""
+
+
+@pytest.mark.slow
+def test_a_started_session_loads_most_of_its_classes_from_the_archive(tmp_path):
+    """The set-up's archive (built here when it is missing) maps into a new session: its JVM
+    loads Spark's and Delta's classes from it ("shared objects file (top)", the dynamic
+    layer), and the session writes and reads a Delta table."""
+    env = {key: value for key, value in os.environ.items() if key != class_archive.ARCHIVE_ENV}
+    built = subprocess.run([sys.executable, str(REPO / "jobs" / "class_archive.py"), "--if-missing"], env=env,
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    loads = tmp_path / "class-load.log"
+    env["SPARK_SUBMIT_OPTS"] = f"{env.get('SPARK_SUBMIT_OPTS', '')} -Xlog:class+load=info:file={loads}"
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "table")], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["rows"] == 3
+    assert f"-XX:SharedArchiveFile={class_archive.archive_path()}" in seen["options"]
+    lines = loads.read_text().splitlines()
+    from_archive = sum("shared objects file (top)" in line for line in lines)
+    assert from_archive > len(lines) // 2, f"{from_archive} of {len(lines)} classes from the archive"
