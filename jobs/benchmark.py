@@ -44,6 +44,9 @@
    before), alternating, in one process, against the compaction they check.
 7. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
+8. ``start``: ``topiclake create`` of the shipped specs in new processes, A B C C B A twice:
+   as shipped (the jars Ivy resolved handed to Spark by path, HotSpot's class archive
+   mapped), without the archive, and with neither (as before).
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -55,6 +58,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,7 +71,7 @@ from framework.cli.main import guarded  # noqa: E402
 from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
-SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "lint")
+SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "lint", "start")
 
 
 def _timed(label, results, action):
@@ -585,6 +589,42 @@ def bench_lint(results: dict) -> None:
     _timed("lint", results, lambda: subprocess.run(lint, cwd=repo, check=True, capture_output=True))
 
 
+START_SIDES = ("jars listed, classes archived", "jars listed, no class archive", "jars resolved by Ivy, no class archive")
+
+
+def bench_start(results: dict, rounds: int = 2) -> dict:
+    """``topiclake create`` of the shipped specs in a new process (a JVM start, a session and
+    seven Delta creates), in the order A B C C B A per round: as shipped (the jars Ivy
+    resolved handed to Spark by path, HotSpot's class archive mapped), the jar list
+    without the archive, and neither (a fresh cache folder: Ivy resolves, as before)."""
+    from framework import class_archive, user_cache
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    archived = class_archive.archive_path().is_file()
+    if not archived:
+        print("  no class archive: run jobs/class_archive.py first (the set-up does)", file=sys.stderr)
+    spent: dict[str, list[float]] = {side: [] for side in START_SIDES}
+    created = set()
+    for _ in range(rounds):
+        for side in (*START_SIDES, *reversed(START_SIDES)):
+            with tempfile.TemporaryDirectory(prefix="topiclake-start-") as scratch:
+                env = dict(os.environ)
+                if side == START_SIDES[1]:
+                    env[class_archive.ARCHIVE_ENV] = "off"
+                elif side == START_SIDES[2]:
+                    env[user_cache.CACHE_ENV] = os.path.join(scratch, "cache")
+                command = [sys.executable, "-m", "framework.cli", "--warehouse", os.path.join(scratch, "w"),
+                           "--specs", "table_specs", "create"]
+                started = time.perf_counter()
+                done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
+                spent[side].append(round(time.perf_counter() - started, 2))
+                created.add(done.stdout.count(": created") if done.returncode == 0 else -1)
+                print(f"  topiclake create, {side:<40} {spent[side][-1]:8.2f} s", file=sys.stderr, flush=True)
+    for side, times in spent.items():  # the median: a start beside other work can take twice as long
+        results[f"topiclake create, {side}"] = round(statistics.median(times), 3)
+    return {"class_archive": archived, "runs": spent, "same_tables_every_way": len(created) == 1 and -1 not in created}
+
+
 def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: int) -> dict:
     ratios = {}
     for case in cases:
@@ -652,6 +692,12 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     if checked:
         for label in ("now: GE pandas engine", "before: GE Spark engine"):
             ratios[f"checks / compaction, {label}"] = round(results[f"checks of one compaction, {label}"] / checked, 2)
+    listed_and_archived = results.get(f"topiclake create, {START_SIDES[0]}")
+    if listed_and_archived:
+        before = results[f"topiclake create, {START_SIDES[2]}"]
+        ratios["topiclake create, jars listed and classes archived / as before"] = round(listed_and_archived / before, 2)
+        ratios["topiclake create, jars listed / as before"] = round(results[f"topiclake create, {START_SIDES[1]}"]
+                                                                   / before, 2)
     if "lint" in results:
         ratios["lint / bare interpreter"] = round(results["lint"] / results["bare interpreter"], 2)
     return ratios
@@ -697,6 +743,8 @@ def run(argv) -> int:
         others["checks"] = bench_checks(spark, warehouse, args.check_runs, now, results)
     if "lint" in sections:
         bench_lint(results)
+    if "start" in sections:
+        others["start"] = bench_start(results)
     summary = {"seconds": results, "ratios": _ratios(results, cases, args.partitions, args.produce),
                "compaction": cases, **others}
     print(json.dumps(summary, indent=2))
@@ -709,6 +757,7 @@ def run(argv) -> int:
     failed = any(v.get("first_failed") or v.get("idle_failed") for v in others.values() if isinstance(v, dict))
     failed = failed or not others.get("files", {}).get("same_records", True)
     failed = failed or not others.get("checks", {}).get("checks_passed", True)
+    failed = failed or not others.get("start", {}).get("same_tables_every_way", True)
     return 0 if exact and not failed else 1
 
 

@@ -215,11 +215,14 @@ def test_console_script_is_installed_and_works():
 def test_a_first_command_prints_what_topiclake_says_not_sparks_start_up(tmp_path):
     """Ivy's resolution report and the JVM's start-up lines go to a log file (--verbose shows
     them), and so does what Delta prints on the JVM's stdout: ``--json`` output stays JSON
-    when a VACUUM runs (it prints "Deleted 0 files ...")."""
+    when a VACUUM runs (it prints "Deleted 0 files ..."). A first command: topiclake's cache
+    folder is empty, so Ivy resolves (and the jars it resolved are written down there)."""
+    cache = tmp_path / "cache"
     process = subprocess.Popen([sys.executable, "-m", "framework.cli", "--warehouse", str(tmp_path / "w"), "--specs",
                                 str(REPO / "table_specs"), "--json", "vacuum", "--topic", "prices-feed",
                                 "--partition", "0", "--retention-ms", "0", "--unsafe-shorter-time-travel"],
-                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TOPICLAKE_CACHE": str(cache)})
     out, err = process.communicate(timeout=240)
     assert process.returncode == 0, err[-2000:]
     run = json.loads(out)
@@ -230,4 +233,5 @@ def test_a_first_command_prints_what_topiclake_says_not_sparks_start_up(tmp_path
     log = Path(tempfile.gettempdir()) / "topiclake-spark" / f"spark-{process.pid}.log"
     text = log.read_text(errors="replace")
     assert "delta-spark" in text  # Ivy resolved Delta's jars into it
+    assert list(cache.glob("spark-jars-*.txt")), "the first start wrote down no jars"
     assert "Deleted 0 files and directories" in text  # VACUUM's console line
