@@ -1,11 +1,11 @@
 """HotSpot's class-data sharing for the embedded session's JVM.
 
-A Spark session with Delta loads some 20,000 classes before its first query, and a
-``topiclake`` command is mostly that start. A dynamic class-data-sharing archive (JDK 13+)
-holds those classes already parsed and verified; a JVM started with it maps the archive
-instead (README, "Performance"). ``jobs/class_archive.py`` builds it (the set-up runs it) by running the
-main job once in a JVM that writes the classes it loaded at its exit; :func:`java_options`
-gives later sessions the option that maps it.
+A ``topiclake create`` of the shipped specs loads some 17,000 classes, and a short command
+is mostly that start. A dynamic class-data-sharing archive (JDK 13+) holds such classes
+already parsed and verified; a JVM started with it maps them instead (12,000 of that
+command's; README, "Performance"). ``jobs/class_archive.py`` builds it (the set-up runs
+it) by running the main job once in a JVM that writes the classes it loaded at its exit;
+:func:`java_options` gives later sessions the option that maps it.
 
 The archive is only an optimisation: the JVM checks that its own build and class path are
 the ones the archive was made with and, when they are not, starts without it (HotSpot's
