@@ -15,8 +15,6 @@ Java runtime (:func:`archive_path`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -45,9 +43,8 @@ def archive_path() -> Path:
 
     import pyspark
 
-    key = json.dumps([os.path.dirname(os.path.realpath(pyspark.__file__)), pyspark.__version__,
-                      version("delta-spark"), _java()])
-    return user_cache.folder() / f"spark-classes-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    key = [os.path.dirname(os.path.realpath(pyspark.__file__)), pyspark.__version__, version("delta-spark"), _java()]
+    return user_cache.keyed("spark-classes", key, ".jsa")
 
 
 def java_options(driver_options: str) -> str:

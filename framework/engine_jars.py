@@ -13,8 +13,6 @@ settings that steer the resolution themselves (:data:`RESOLUTION_SETTINGS`) turn
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -35,8 +33,7 @@ def _list_path(extra_packages: Iterable[str]) -> Path:
 
     import pyspark
 
-    key = json.dumps([pyspark.__version__, version("delta-spark"), sorted(extra_packages)])
-    return user_cache.folder() / f"spark-jars-{hashlib.sha256(key.encode()).hexdigest()[:16]}.txt"
+    return user_cache.keyed("spark-jars", [pyspark.__version__, version("delta-spark"), sorted(extra_packages)], ".txt")
 
 
 def _local_file(jar: str) -> str:

@@ -4,6 +4,8 @@ archive). Everything in it can be rebuilt; a folder that cannot be written costs
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -16,6 +18,13 @@ def folder() -> Path:
         return Path(os.environ[CACHE_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "topiclake"
+
+
+def keyed(name: str, key: list, suffix: str) -> Path:
+    """``<folder>/<name>-<hash of key><suffix>``: one entry per value of ``key`` (the versions
+    and installations the cached thing was made for)."""
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+    return folder() / f"{name}-{digest}{suffix}"
 
 
 def write_whole(path: Path, text: str) -> None:

@@ -3,7 +3,7 @@
 Runs the main job once (the shipped specs, a few sample records, the guarantee checks and
 the report) in a temporary warehouse, in a JVM that writes every class it loaded to the
 archive when it exits, then ends that JVM. Later embedded sessions map the archive instead
-of loading those classes. The set-up runs this; it takes about a minute.
+of loading those classes. The set-up runs this; it takes about two minutes.
 
     python jobs/class_archive.py [--if-missing]
 

@@ -82,7 +82,7 @@ print(json.dumps({"packages": conf.get("spark.jars.packages"), "jars": conf.get(
 
 
 @pytest.mark.slow
-def test_a_start_with_the_list_resolves_nothing_and_reads_and_writes_delta(spark, tmp_path):
+def test_a_start_with_the_list_resolves_nothing_and_reads_and_writes_delta(spark, tmp_path, monkeypatch):
     """The suite's own session resolved (or was handed the list); a child process handed the
     same jars by path starts without Ivy, copies no jar onto its ``sys.path``, and writes and
     reads a Delta table."""
@@ -90,12 +90,10 @@ def test_a_start_with_the_list_resolves_nothing_and_reads_and_writes_delta(spark
     assert "delta-spark" in jars
     cache = tmp_path / "cache"
     env = {**os.environ, user_cache.CACHE_ENV: str(cache), "PYTHONPATH": str(REPO)}
-    os.environ[user_cache.CACHE_ENV] = str(cache)
-    try:
+    with monkeypatch.context() as patch:
+        patch.setenv(user_cache.CACHE_ENV, str(cache))
         engine_jars.remember([], Conf({"spark.jars.packages": "written by this test", "spark.jars": jars}))
         assert engine_jars.resolved_jars([], {}) == jars
-    finally:
-        del os.environ[user_cache.CACHE_ENV]
     done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "table")], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
