@@ -43,7 +43,10 @@ def archive_path() -> Path:
 
     import pyspark
 
-    key = [os.path.dirname(os.path.realpath(pyspark.__file__)), pyspark.__version__, version("delta-spark"), _java()]
+    home = os.path.dirname(os.path.realpath(pyspark.__file__))
+    # the JVM refuses an archive whose class path jars changed (a reinstall at the same path): a new key
+    jars = os.stat(os.path.join(home, "jars")).st_mtime_ns
+    key = [home, jars, pyspark.__version__, version("delta-spark"), _java()]
     return user_cache.keyed("spark-classes", key, ".jsa")
 
 
