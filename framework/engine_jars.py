@@ -9,13 +9,19 @@ always does, the jars it resolved are written down, and a later start with the s
 pyspark, delta-spark and packages gives Spark those paths (``spark.jars``) instead. A list
 with a jar missing is not used (Ivy resolves again and the list is written anew), and
 settings that steer the resolution themselves (:data:`RESOLUTION_SETTINGS`) turn the list off.
+A start that resolves holds a lock in the cache folder while it does: two processes that
+resolve into one Ivy cache at once spoil each other's downloads (a fresh machine's set-up
+beside a test run, 2026-11-26: "Downloaded file size (0) doesn't match expected Content
+Length"), so the second waits and then starts from the first one's list.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
 from framework import user_cache
@@ -64,3 +70,25 @@ def remember(extra_packages: Iterable[str], spark_conf) -> None:
     if not jars:
         return
     user_cache.write_whole(_list_path(extra_packages), jars)  # several processes may start at once
+
+
+@contextlib.contextmanager
+def resolution(extra_packages: Iterable[str], settings: Mapping[str, str]) -> Iterator[str | None]:
+    """:func:`resolved_jars`, and when there are none (Ivy is to resolve them), an exclusive
+    lock on the cache folder held until the block ends; the list is looked up again once the
+    lock is held, since the process that held it before may have just written it. Where the
+    lock cannot be taken (a folder that cannot be written), Ivy resolves without it."""
+    extra_packages = list(extra_packages)
+    jars = resolved_jars(extra_packages, settings)
+    if jars is not None or RESOLUTION_SETTINGS & set(settings):
+        yield jars
+        return
+    try:
+        user_cache.folder().mkdir(parents=True, exist_ok=True)
+        lock = open(user_cache.folder() / "spark-jars.lock", "a")
+    except OSError:
+        yield None
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, by a killed process too
+        yield resolved_jars(extra_packages, settings)

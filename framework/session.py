@@ -130,8 +130,7 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     for key, value in settings.items():
         builder = builder.config(key, value)
     packages = [SPARK_KAFKA_PACKAGE] if kafka else []
-    jars = engine_jars.resolved_jars(packages, settings)
-    with _jvm_output_to_log():
+    with engine_jars.resolution(packages, settings) as jars, _jvm_output_to_log():
         if jars is None:
             spark = configure_spark_with_delta_pip(builder, extra_packages=packages).getOrCreate()
             engine_jars.remember(packages, spark.sparkContext.getConf())

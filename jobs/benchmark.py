@@ -29,7 +29,10 @@
    that committed (as before). Each twin then gets an idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
-   (twice each, alternating; the faster kept, and the first produce reported too).
+   (twice each, alternating; the faster kept, and the first produce reported too). Then
+   the same records into a topic of 12 partitions, Kafka's partitioner run on Arrow
+   batches (as shipped) against once per record in a Python UDF with a window numbering
+   each partition (as before), A B B A; both must put the same keys at the same offsets.
 4. ``files``: 300 produce calls of 100 records (mostly new keys, a few updates and
    tombstones) into one partition, six ``maintain`` runs between them, then a last one;
    a twin partition gets the same calls and runs without the bin-packing stage. Counted:
@@ -423,7 +426,62 @@ def bench_produce(spark, warehouse, count: int, now: int, results: dict) -> dict
     written = [Topic(spark, warehouse, _spec(f"ingress{n}", 1)).partition(0).read().count() for n in range(2)]
     if written != [count, count]:
         raise AssertionError(f"produce wrote {written} records, not {count} each time")
-    return {"records": count}
+    # Into a topic of several partitions: Kafka's partitioner on Arrow batches and the records
+    # numbered where they are (as shipped) against a Python call per record and a window over
+    # the frame's order (as before), A B B A; the faster of each side is kept.
+    label = f"produce {count} records (DataFrame) into {MANY_PARTITIONS} partitions"
+    twins = []
+    for side, attempt in (("vectorised partitioner", 1), ("row-at-a-time partitioner", 1),
+                          ("row-at-a-time partitioner", 2), ("vectorised partitioner", 2)):
+        topic = Topic(spark, warehouse, _spec(f"spread{len(twins)}", MANY_PARTITIONS))
+        topic.ensure()
+        twins.append(topic)
+        with contextlib.nullcontext() if side.startswith("vectorised") else _partitioner_as_before():
+            _timed(f"{label}, {side}, try {attempt}", results, lambda: produce_frame(topic, frame(), now))
+    for side in ("vectorised partitioner", "row-at-a-time partitioner"):
+        results[f"{label}, {side}"] = min(results[f"{label}, {side}, try {n}"] for n in (1, 2))
+    first = _placed(twins[0])
+    if any(_placed(twin).count() != count for twin in twins) or any(
+            first.exceptAll(_placed(twin)).count() for twin in twins[1:]):
+        raise AssertionError("the two partitioners put different records at different offsets")
+    return {"records": count, "partitions of the spread topic": MANY_PARTITIONS}
+
+
+#: The topic the partitioner is measured on: records spread by Kafka's partitioner.
+MANY_PARTITIONS = 12
+
+
+def _placed(topic):
+    """(partition, offset, key) of every record of ``topic``, as a DataFrame."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    return reduce(lambda a, b: a.unionByName(b), (
+        log.read().select(F.lit(p).alias("partition"), "offset", "key") for p, log in enumerate(topic.partitions())))
+
+
+@contextlib.contextmanager
+def _partitioner_as_before():
+    """Partition and number records as produce_frame did before 2026-11-26: Kafka's
+    partitioner as a Python UDF, called once per record, and each partition numbered by a
+    window over the frame's order (a shuffle and a sort of the whole frame)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from framework.clients import produce
+    from framework.clients.partitioner import default_partition
+
+    def partitioned(shaped, partitions: int, given: bool):
+        kafka_partition = F.udf(lambda key: None if key is None else default_partition(key, partitions), "int")
+        partition = kafka_partition(F.col("key").cast("binary"))
+        marked = shaped.withColumn("_partition", F.coalesce(F.col("_given"), partition) if given else partition)
+        index = F.row_number().over(Window.partitionBy("_partition").orderBy("_order")) - 1
+        return marked.select(*[c for c in marked.columns if c not in ("_order", "_given")],
+                             F.lit(0).alias("_spark_partition"), index.cast("long").alias("_index")).persist()
+
+    with mock.patch.object(produce, "_partitioned", partitioned):
+        yield
 
 
 def _full_scan(spark, path: str) -> float:
@@ -684,6 +742,11 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["produce, records per s, first in the process"] = round(
             produce_count / results[f"produce {produce_count} records (DataFrame), try 1"])
         ratios["produce / bare Delta append"] = round(produced / results["bare Delta append of the same frame"], 2)
+        spread = f"produce {produce_count} records (DataFrame) into {MANY_PARTITIONS} partitions"
+        ratios[f"produce into {MANY_PARTITIONS} partitions, records per s"] = round(
+            produce_count / results[f"{spread}, vectorised partitioner"])
+        ratios[f"produce into {MANY_PARTITIONS} partitions, vectorised / row-at-a-time partitioner"] = round(
+            results[f"{spread}, vectorised partitioner"] / results[f"{spread}, row-at-a-time partitioner"], 2)
     fresh = results.get("full scan, fresh one-file copy")
     if fresh:
         for name in ("packed", "unpacked"):

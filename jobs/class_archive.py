@@ -36,24 +36,27 @@ def build(path: Path) -> bool:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    with tempfile.TemporaryDirectory(prefix="topiclake-class-archive-") as scratch:
-        spark = local_session("topiclake-class-archive", conf={
-            "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch} {class_archive.dump_option(partial)}"})
-        status = topiclake(["--warehouse", os.path.join(scratch, "warehouse"), "--specs", str(REPO / "table_specs"),
-                            "maintain", "--with-sample-data", "--sample-records", SAMPLE_RECORDS])
-        gateway = spark.sparkContext._gateway
-        spark.stop()  # Spark's side first (its Python accumulator server too), then the JVM
-        try:
-            # HotSpot writes the archive on the way out of a JVM that exits, not one that is killed
-            gateway.jvm.java.lang.System.exit(0)
-        except Exception:  # noqa: BLE001 - the JVM ends under the call; that is the point
-            pass
-        gateway.proc.wait(timeout=600)
-    if status != 0 or not partial.is_file():
+    try:
+        with tempfile.TemporaryDirectory(prefix="topiclake-class-archive-") as scratch:
+            spark = local_session("topiclake-class-archive", conf={
+                "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch} {class_archive.dump_option(partial)}"})
+            status = topiclake(["--warehouse", os.path.join(scratch, "warehouse"), "--specs", str(REPO / "table_specs"),
+                                "maintain", "--with-sample-data", "--sample-records", SAMPLE_RECORDS])
+            gateway = spark.sparkContext._gateway
+            spark.stop()  # Spark's side first (its Python accumulator server too), then the JVM
+            try:
+                # HotSpot writes the archive on the way out of a JVM that exits, not one that is killed
+                gateway.jvm.java.lang.System.exit(0)
+            except Exception:  # noqa: BLE001 - the JVM ends under the call; that is the point
+                pass
+            gateway.proc.wait(timeout=600)
+        if status != 0 or not partial.is_file():
+            return False
+        os.replace(partial, path)
+        return True
+    finally:
+        # a JVM that failed to start still writes what it loaded (40 MB): no leftovers
         partial.unlink(missing_ok=True)
-        return False
-    os.replace(partial, path)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,8 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"class archive: {path} (there already)")
         return 0
     started = time.monotonic()
-    if not build(path):
-        print("class archive: not built; topiclake starts without it", file=sys.stderr)
+    try:
+        built = build(path)
+    except Exception as error:  # noqa: BLE001 - the JVM did not start: say so in a line, go on without
+        print(f"class archive: {type(error).__name__}: {error}", file=sys.stderr)
+        built = False
+    if not built:
+        from framework.session import spark_log_path
+
+        print(f"class archive: not built; topiclake starts without it (the JVM's output: {spark_log_path()})",
+              file=sys.stderr)
         return 1
     print(f"class archive: {path} ({path.stat().st_size / 1e6:.0f} MB, built in {time.monotonic() - started:.0f} s)")
     return 0

@@ -28,5 +28,7 @@ fi
 # HotSpot's class archive for the embedded session's JVM (framework/class_archive.py): runs
 # the main job once (about two minutes, the first Ivy resolution included); later sessions
 # map the classes instead of loading them and start about a third faster.
-.venv/bin/python jobs/class_archive.py --if-missing || echo "setup: going on without the class archive"
+# A second try when the first fails (a jar download from Maven Central can fail once).
+.venv/bin/python jobs/class_archive.py --if-missing || .venv/bin/python jobs/class_archive.py --if-missing \
+  || echo "setup: going on without the class archive"
 echo "setup: .venv ready ($(.venv/bin/python --version), $(java -version 2>&1 | head -1))"

@@ -69,6 +69,39 @@ def test_an_unwritable_cache_folder_is_no_error(tmp_path, monkeypatch):
     assert engine_jars.resolved_jars([], {}) is None
 
 
+def test_a_second_start_waits_for_the_first_resolution_and_takes_its_list(cache, tmp_path):
+    # Two processes resolving into one Ivy cache at once spoil each other's downloads. The
+    # first start holds the lock while it resolves; the second waits, then gets its list.
+    # (flock conflicts between two open files of one process too, so threads stand in for
+    # processes here.)
+    import threading
+
+    jars = _jars(tmp_path, "delta.jar")
+    second: list = []
+    with engine_jars.resolution([], {}) as first:
+        assert first is None  # nothing written down: Ivy resolves, under the lock
+        waiter = threading.Thread(target=lambda: second.append(engine_jars.resolution([], {}).__enter__()))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not second  # still waiting for the lock
+        engine_jars.remember([], Conf({"spark.jars.packages": "io.delta:delta-spark_4.1_2.13:4.4.0", "spark.jars": jars}))
+    waiter.join(10)
+    assert second == [jars]
+
+
+def test_steering_settings_and_a_written_list_take_no_lock(cache, tmp_path):
+    import fcntl
+
+    engine_jars.remember([], Conf({"spark.jars.packages": "p", "spark.jars": _jars(tmp_path, "delta.jar")}))
+    cache.mkdir(exist_ok=True)
+    with open(cache / "spark-jars.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with engine_jars.resolution([], {}) as jars:  # would block if it took the lock
+            assert jars
+        with engine_jars.resolution([SPARK_KAFKA_PACKAGE], {"spark.jars.ivy": "/x"}) as jars:
+            assert jars is None
+
+
 CHILD = """
 import json, sys
 from framework.session import local_session

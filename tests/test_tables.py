@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
+from framework.clients.partitioner import default_partition
 from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
 from framework.errors import RecordError, TableMismatchError
@@ -171,6 +172,29 @@ def test_produce_frame_partitions_like_kafka_and_checks_in_spark(spark, warehous
     with pytest.raises(RecordError, match="without a key"):
         produce_frame(topic, bad, 0)
     assert sum(log.snapshot().state.log_end_offset for log in topic.partitions()) == 4
+
+
+def test_produce_frame_keeps_the_frames_order_in_every_partition(spark, warehouse):
+    # Many Spark partitions, and Arrow batches smaller than them (the partitioner and the
+    # numbering carry on from batch to batch), binary keys, some records with an explicit
+    # partition: each partition gets its records in the frame's order at offsets 0..n-1,
+    # each where Kafka's partitioner (or the record) puts it.
+    topic = Topic(spark, warehouse, spec(5, key_type="binary"))
+    rows = [(f"key-{n % 700}".encode(), f"{n}", n, 4 if n % 11 == 0 else None) for n in range(5000)]
+    frame = spark.createDataFrame(rows, "key binary, value string, timestamp long, partition int").repartition(7)
+    frame = frame.orderBy("timestamp")  # the frame's order, across its Spark partitions
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "300")
+    try:
+        produce_frame(topic, frame, 0)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    expected = {}
+    for key, value, _ts, given in rows:
+        expected.setdefault(given if given is not None else default_partition(key, 5), []).append(value)
+    for partition, values in expected.items():
+        got = topic.partition(partition).read().orderBy("offset").select("offset", "value").collect()
+        assert [r["offset"] for r in got] == list(range(len(values)))
+        assert [r["value"] for r in got] == values, partition
 
 
 def test_concurrent_producers_never_share_an_offset(spark, warehouse):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from framework.clients.partitioner import murmur2
+from framework.clients.partitioner import default_partitions
 from framework.clients.records import ProducerRecord, assign_partitions
 from framework.errors import ArgumentError, PolicyViolationError, Problem, RecordError
 from framework.local_rows import local_frame
@@ -92,28 +92,73 @@ def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
                 APPEND_THREADS, name="append", own_sessions=False)
 
 
-def _numbered_in_frame_order(shaped) -> tuple:
-    """Number every row 0..n-1 in the frame's order without a sort or a shuffle.
+#: Bits of ``monotonically_increasing_id`` that hold a row's index in its Spark partition.
+_INDEX_BITS = 33
 
-    ``monotonically_increasing_id`` is the Spark partition id in the upper 31 bits and the
-    row's index inside its Spark partition in the lower 33: one small job counts the rows
-    of each Spark partition, and each row's number is the rows before its partition plus
-    its index (what ``RDD.zipWithIndex`` does). The frame is persisted first, so the ids
-    the count saw are the ids numbered. Returns the numbered frame and the persisted one.
-    """
+
+def _kafka_partitions(partitions: int, given_column: str | None):
+    """The function ``mapInArrow`` runs on each Spark partition's Arrow batches: Kafka's
+    partitioner on a whole batch (:func:`default_partitions`, numpy; a Python call per
+    record bounded a produce at its rate), and each record's index among the records of
+    its Kafka partition in this Spark partition so far (``_index``), in the frame's order.
+    Adds ``_spark_partition``, ``_partition`` (null: neither a key nor a partition) and
+    ``_index``; drops ``given_column``."""
+
+    def run(batches):
+        import numpy as np
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        spark_partition = TaskContext.get().partitionId()
+        seen: dict[int, int] = {}  # Kafka partition -> its records in earlier batches
+        for batch in batches:
+            keys = batch.column("key")  # a string key hashes as its UTF-8 bytes
+            chosen = default_partitions(keys, partitions)
+            unplaced = keys.is_null().to_numpy(zero_copy_only=False).copy()
+            if given_column is not None:
+                given = batch.column(given_column)
+                named = given.is_valid().to_numpy(zero_copy_only=False)
+                chosen = np.where(named, given.fill_null(0).to_numpy(zero_copy_only=False), chosen).astype(np.int32)
+                unplaced &= ~named
+            order = np.argsort(chosen, kind="stable")
+            groups, starts, counts = np.unique(chosen[order], return_index=True, return_counts=True)
+            earlier = np.array([seen.get(int(g), 0) for g in groups], dtype=np.int64)
+            index = np.empty(len(chosen), dtype=np.int64)
+            index[order] = np.arange(len(chosen), dtype=np.int64) - np.repeat(starts - earlier, counts)
+            for group, count in zip(groups.tolist(), counts.tolist()):
+                seen[group] = seen.get(group, 0) + count
+            kept = [name for name in batch.schema.names if name != given_column]
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(name) for name in kept]
+                + [pa.array(np.full(len(chosen), spark_partition, dtype=np.int32)),
+                   pa.array(chosen, mask=unplaced), pa.array(index)],
+                names=kept + ["_spark_partition", "_partition", "_index"])
+
+    return run
+
+
+def _partitioned(shaped, partitions: int, given: bool):
+    """``shaped`` with ``_spark_partition``, ``_partition`` and ``_index`` (above), persisted,
+    so that the numbers the counts see are the numbers written. A one-partition topic needs
+    no partitioner and no Python: its index is the row's index in its Spark partition,
+    from ``monotonically_increasing_id``."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    shaped = shaped.withColumn("_spark_partition", F.spark_partition_id()).persist()
-    counts = sorted((r["_spark_partition"], r["n"]) for r in
-                    shaped.groupBy("_spark_partition").agg(F.count("*").alias("n")).collect())
-    before, base = 0, {}
-    for spark_partition, n in counts:
-        base[spark_partition] = before
-        before += n
-    bases = F.create_map(*[F.lit(x) for pair in base.items() for x in pair]) if base else F.create_map()
-    index = F.col("_order").bitwiseAND(F.lit((1 << 33) - 1))
-    numbered = shaped.withColumn("_seq", (F.element_at(bases, F.col("_spark_partition")) + index).cast("long"))
-    return numbered.drop("_order", "_spark_partition"), shaped
+    if partitions == 1 and not given:
+        marked = shaped.select(
+            *[c for c in shaped.columns if c != "_order"],
+            F.spark_partition_id().alias("_spark_partition"),
+            F.when(F.col("key").isNotNull(), F.lit(0)).alias("_partition"),  # a null key is refused
+            F.col("_order").bitwiseAND(F.lit((1 << _INDEX_BITS) - 1)).alias("_index"))
+    else:
+        keyed = shaped.drop("_order")
+        schema = T.StructType([f for f in keyed.schema.fields if f.name != "_given"] + [
+            T.StructField("_spark_partition", T.IntegerType(), False),
+            T.StructField("_partition", T.IntegerType(), True),
+            T.StructField("_index", T.LongType(), False)])
+        marked = keyed.mapInArrow(_kafka_partitions(partitions, "_given" if given else None), schema)
+    return marked.persist()
 
 
 def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -> list[AppendResult]:
@@ -123,7 +168,6 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
     ``timestamp`` may be a TIMESTAMP or epoch milliseconds (BIGINT). Checks run as one
     Spark aggregation before anything is written.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -147,64 +191,62 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
     else:
         ts = F.timestamp_millis(F.col("timestamp").cast("long"))
     headers = F.col("headers") if "headers" in columns else F.array().cast(HEADERS_TYPE)
-    kafka_partition = F.udf(lambda key: None if key is None else (murmur2(key) & 0x7FFFFFFF) % spec.partitions,
-                            T.IntegerType())
-    key_bytes = F.col("key").cast("binary")
-    # Kafka's partitioner on a one-partition topic answers 0 for every key: skip the hashing.
-    one_partition = spec.partitions == 1 and "partition" not in columns
-    if one_partition:
-        partition = F.when(F.col("key").isNotNull(), F.lit(0))  # a null key is refused as before
-    elif "partition" in columns:
-        partition = F.coalesce(F.col("partition").cast("int"), kafka_partition(key_bytes))
-    else:
-        partition = kafka_partition(key_bytes)
+    given = "partition" in columns
     shaped = frame.select(
         F.monotonically_increasing_id().alias("_order"),
         F.col("key").cast(spec.key_type).alias("key"),
         F.col("value").cast(spec.value_type).alias("value"),
         ts.alias("timestamp"),
         headers.cast(HEADERS_TYPE).alias("headers"),
-        partition.alias("_partition"),
+        *([F.col("partition").cast("int").alias("_given")] if given else []),
     )
-    # Order inside each partition follows the frame's order; number it 0..n-1.
-    if one_partition:
-        numbered, cached = _numbered_in_frame_order(shaped)
-    else:
-        numbered = shaped.withColumn(
-            "_seq", F.row_number().over(Window.partitionBy("_partition").orderBy("_order")) - 1
-        ).drop("_order")
-        numbered = cached = numbered.persist()
+    partitioned = _partitioned(shaped, spec.partitions, given)
     try:
-        checks = numbered.agg(
+        # One job over the persisted frame: the checks and, per Spark partition and Kafka
+        # partition, what the appends need (record counts number the offsets).
+        groups = partitioned.groupBy("_spark_partition", "_partition").agg(
+            F.count("*").alias("n"),
             F.count(F.when(F.col("key").isNull(), 1)).alias("null_keys"),
             F.count(F.when(F.col("timestamp").isNull(), 1)).alias("null_timestamps"),
-            F.count(F.when(F.col("_partition").isNull(), 1)).alias("no_partition"),
-            F.count(F.when((F.col("_partition") < 0) | (F.col("_partition") >= spec.partitions), 1)).alias(
-                "out_of_range"
-            ),
-        ).collect()[0]
+            F.sum(record_size_column()).alias("bytes"),
+            F.min(F.unix_millis("timestamp")).alias("oldest"),
+            F.max(F.unix_millis("timestamp")).alias("newest"),
+        ).collect()
+        null_keys = sum(g["null_keys"] for g in groups)
+        null_timestamps = sum(g["null_timestamps"] for g in groups)
+        no_partition = sum(g["n"] for g in groups if g["_partition"] is None)
+        out_of_range = sum(g["n"] for g in groups if g["_partition"] is not None
+                           and not 0 <= g["_partition"] < spec.partitions)
         problems = []
-        if spec.config.compact and checks["null_keys"]:
-            problems.append(Problem(source, None, None, "key", f"{checks['null_keys']} record(s) without a key; "
+        if spec.config.compact and null_keys:
+            problems.append(Problem(source, None, None, "key", f"{null_keys} record(s) without a key; "
                                     "a compacted topic needs a key on every record"))
-        if checks["null_timestamps"]:
-            problems.append(Problem(source, None, None, "timestamp",
-                                    f"{checks['null_timestamps']} record(s) without a timestamp"))
-        if checks["out_of_range"]:
-            problems.append(Problem(source, None, None, "partition", f"{checks['out_of_range']} record(s) with a "
+        if null_timestamps:
+            problems.append(Problem(source, None, None, "timestamp", f"{null_timestamps} record(s) without a timestamp"))
+        if out_of_range:
+            problems.append(Problem(source, None, None, "partition", f"{out_of_range} record(s) with a "
                                     f"partition outside 0..{spec.partitions - 1}"))
-        if checks["no_partition"] and not spec.config.compact:
-            problems.append(Problem(source, None, None, "partition", f"{checks['no_partition']} record(s) with "
+        if no_partition and not spec.config.compact:
+            problems.append(Problem(source, None, None, "partition", f"{no_partition} record(s) with "
                                     "neither a key nor a partition"))
         if problems:
             raise RecordError(problems)
-        counts = {r["_partition"]: (AppendedRecords(r["n"], r["bytes"], r["oldest"]), r["newest"])
-                  for r in numbered.groupBy("_partition").agg(
-                      F.count("*").alias("n"), F.sum(record_size_column()).alias("bytes"),
-                      F.min(F.unix_millis("timestamp")).alias("oldest"),
-                      F.max(F.unix_millis("timestamp")).alias("newest")).collect()}
+        batches = {}
+        for partition in sorted({g["_partition"] for g in groups}):
+            mine = sorted((g for g in groups if g["_partition"] == partition), key=lambda g: g["_spark_partition"])
+            # a record's offset in the append: the records of its Kafka partition in the
+            # Spark partitions before its own, plus its index in its own
+            bases, before = {}, 0
+            for g in mine:
+                bases[g["_spark_partition"]] = before
+                before += g["n"]
+            base = F.element_at(F.create_map(*[F.lit(x) for pair in bases.items() for x in pair]),
+                                F.col("_spark_partition"))
+            records = partitioned.where(F.col("_partition") == partition).select(
+                "key", "value", "timestamp", "headers", (base + F.col("_index")).cast("long").alias("_seq"))
+            appended = AppendedRecords(before, sum(g["bytes"] for g in mine), min(g["oldest"] for g in mine))
+            batches[partition] = (records, appended, max(g["newest"] for g in mine))
         topic.ensure()
-        return _append_all(topic, {p: (numbered.where(F.col("_partition") == p).drop("_partition"), appended, newest)
-                                   for p, (appended, newest) in counts.items()})
+        return _append_all(topic, batches)
     finally:
-        cached.unpersist()
+        partitioned.unpersist()
