@@ -80,7 +80,11 @@ def test_a_second_start_waits_for_the_first_resolution_and_takes_its_list(cache,
     second: list = []
     with engine_jars.resolution([], {}) as first:
         assert first is None  # nothing written down: Ivy resolves, under the lock
-        waiter = threading.Thread(target=lambda: second.append(engine_jars.resolution([], {}).__enter__()))
+        def start():
+            with engine_jars.resolution([], {}) as jars:
+                second.append(jars)
+
+        waiter = threading.Thread(target=start)
         waiter.start()
         waiter.join(0.5)
         assert waiter.is_alive() and not second  # still waiting for the lock

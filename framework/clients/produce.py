@@ -114,7 +114,7 @@ def _kafka_partitions(partitions: int, given_column: str | None):
         for batch in batches:
             keys = batch.column("key")  # a string key hashes as its UTF-8 bytes
             chosen = default_partitions(keys, partitions)
-            unplaced = keys.is_null().to_numpy(zero_copy_only=False).copy()
+            unplaced = chosen == -1  # a null key
             if given_column is not None:
                 given = batch.column(given_column)
                 named = given.is_valid().to_numpy(zero_copy_only=False)
@@ -231,9 +231,11 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
                                     "neither a key nor a partition"))
         if problems:
             raise RecordError(problems)
+        by_partition: dict[int, list] = {}
+        for g in sorted(groups, key=lambda g: g["_spark_partition"]):
+            by_partition.setdefault(g["_partition"], []).append(g)
         batches = {}
-        for partition in sorted({g["_partition"] for g in groups}):
-            mine = sorted((g for g in groups if g["_partition"] == partition), key=lambda g: g["_spark_partition"])
+        for partition, mine in sorted(by_partition.items()):
             # a record's offset in the append: the records of its Kafka partition in the
             # Spark partitions before its own, plus its index in its own
             bases, before = {}, 0
