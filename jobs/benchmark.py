@@ -248,6 +248,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_history_per_partition() if b else nothing(), {}), True, "compact"),
         ("claims", ("claims through the transaction API", "claims by DataFrame writes"),
          lambda b: (_claims_by_dataframe_writes() if b else nothing(), {}), False, "compact"),
+        ("codegen", ("interpreted when small", "compiled always"),
+         lambda b: (_compiled_always() if b else nothing(), {}), False, "compact"),
     ):
         twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy))
                  for name in ("a1", "b1", "b2", "a2")}
@@ -384,6 +386,16 @@ def _claims_by_dataframe_writes():
     from framework.log import delta_transactions
 
     with mock.patch.object(delta_transactions, "jvm_of", lambda spark: None):
+        yield
+
+
+@contextlib.contextmanager
+def _compiled_always():
+    """Run every partition's queries with the session's code generation, as topiclake did
+    before small partitions ran interpreted."""
+    from framework.log import small_partitions
+
+    with mock.patch.object(small_partitions, "SMALL_PARTITION_RECORDS", 0):
         yield
 
 
@@ -732,7 +744,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                     "history appended per run / per partition": (
                         "history appended per run", "history appended per partition"),
                     "claims through the transaction API / by DataFrame writes": (
-                        "claims through the transaction API", "claims by DataFrame writes")}.items():
+                        "claims through the transaction API", "claims by DataFrame writes"),
+                    "interpreted when small / compiled always": ("interpreted when small", "compiled always")}.items():
                 ratios[f"{run} maintain, {label}"] = round(
                     results[f"{run} maintain of {quarter} partitions, {shipped}"]
                     / results[f"{run} maintain of {quarter} partitions, {before}"], 2)

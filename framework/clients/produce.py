@@ -15,6 +15,7 @@ from framework.errors import ArgumentError, PolicyViolationError, Problem, Recor
 from framework.local_rows import local_frame
 from framework.log.log_state import AppendedRecords
 from framework.log.partition_log import AppendResult
+from framework.log.small_partitions import interpreted_if_small
 from framework.log.table_layout import HEADERS_TYPE, record_size_column
 from framework.log.topic import Topic
 from framework.side_by_side import each
@@ -50,12 +51,19 @@ def refuse_kafka_fed(topic: Topic) -> None:
 
 def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source: str = "input") -> list[AppendResult]:
     """Append checked records; LogAppendTime stamps them with ``now_ms``."""
-    from pyspark.sql import functions as F
-
     refuse_kafka_fed(topic)
     if not records:
         return []
-    topic.ensure()
+    with interpreted_if_small(topic.spark, len(records)):
+        batches = _batches(topic, records, now_ms, source)
+        topic.ensure()
+        return _append_all(topic, batches)
+
+
+def _batches(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source: str) -> dict[int, tuple]:
+    """Each partition's records as a frame, what it appends, and its newest timestamp."""
+    from pyspark.sql import functions as F
+
     log_append_time = topic.spec.config.message_timestamp_type == "LogAppendTime"
     schema = _input_schema(topic)
     batches = {}
@@ -74,7 +82,7 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
         frame = frame.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).drop("timestamp_ms")
         appended = AppendedRecords(len(rows), sum(record.size() for record in batch), min(row[3] for row in rows))
         batches[partition] = (frame, appended, max(row[3] for row in rows))
-    return _append_all(topic, batches)
+    return batches
 
 
 #: Appends into different partitions run side by side: each is its own Delta table and

@@ -1,0 +1,44 @@
+"""Interpreted expressions for the queries of a small partition.
+
+Spark compiles generated Java for the expressions of every new query (whole-stage code
+generation, and the projections, predicates and orderings of the expression factory).
+The generated code holds the query's literals (offsets, versions, timestamps), so every
+partition's queries compile afresh, and for a partition of a few thousand records the
+compiling costs more than the rows. Below ``SMALL_PARTITION_RECORDS`` the work on a
+partition therefore runs with Spark's interpreted expressions: the same results (Spark
+itself falls back to them whenever code generation fails, and the test suite's sessions
+run that way throughout), without the compile. Above it, the session's own settings hold.
+
+Measured (``jobs/benchmark.py --only partitions``; README, Performance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ContextManager
+
+from framework.log.delta_commits import session_confs
+
+__all__ = ["INTERPRETED", "SMALL_PARTITION_RECORDS", "interpreted_if_small", "is_small"]
+
+#: A partition whose offsets span fewer records than this is small (an upper bound of its
+#: records: compaction and retention leave gaps). At this size an interpreted projection of
+#: every record takes well under a second, less than compiling a query's code.
+SMALL_PARTITION_RECORDS = 100_000
+#: Spark's settings for interpreted expressions.
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
+def is_small(records: int) -> bool:
+    """Whether work over this many records should run interpreted."""
+    return records < SMALL_PARTITION_RECORDS
+
+
+def interpreted_if_small(spark, records: int) -> ContextManager[None]:
+    """Run the block's queries on ``spark`` interpreted when ``records`` is small; the
+    session's settings come back after it. Like every session conf the engine sets, one
+    session per thread (``framework.side_by_side``)."""
+    return session_confs(spark, INTERPRETED) if is_small(records) else contextlib.nullcontext()

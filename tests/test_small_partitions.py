@@ -1,0 +1,95 @@
+"""Small partitions run their queries with interpreted expressions (framework/log/small_partitions.py).
+
+The suite's own session is interpreted throughout (tests/conftest.py), so these tests give
+the session Spark's defaults (code generation on) for their duration: a maintain must then
+switch a small partition to interpreted expressions for its stages and checks, give the
+session its settings back, leave a large partition to the session's settings, and leave the
+same tables either way.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
+from framework.log import small_partitions
+from framework.log.delta_commits import session_confs
+from framework.log.topic import Topic
+from framework.log.warehouse import Warehouse
+from framework.spec import parse_spec
+from framework.stages.maintenance import Maintenance
+from framework.stages.stage_check import ValidationOutcome
+
+WHOLE_STAGE, FACTORY = "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"
+#: Spark's defaults: generated code, falling back to interpreted expressions only on failure
+COMPILED = {WHOLE_STAGE: "true", FACTORY: "FALLBACK"}
+NOW = 1_767_225_600_000
+
+
+def _topic(spark, warehouse: Warehouse, name: str) -> Topic:
+    spec = parse_spec({"topic": name, "partitions": 2, "config": {
+        "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "retention.ms": 3_600_000,
+        "delete.retention.ms": 1000}}, source="test")
+    topic = Topic(spark, warehouse, spec)
+    # keys repeat (compaction removes), some values are tombstones (stamped), some records are
+    # older than retention.ms (retention removes), every record has a header
+    lines = [(i, {"key": f"k{i % 7}", "value": None if i % 5 == 4 else f"v{i}",
+                  "timestamp": NOW - 7_200_000 + i * 60_000, "headers": {"n": str(i)}}) for i in range(90)]
+    produce(topic, parse_records(lines, spec, "test"), NOW)
+    return topic
+
+
+def _seen_settings(spark, seen: list):
+    """A validator that writes down the code-generation settings its check's queries run with."""
+    def validator(check) -> ValidationOutcome:
+        seen.append((check.stage, check.log.spark.conf.get(WHOLE_STAGE), check.log.spark.conf.get(FACTORY)))
+        return ValidationOutcome(True)
+    return validator
+
+
+def _tables(spark, topic: Topic) -> list[list[tuple]]:
+    return [[tuple(row) for row in spark.read.format("delta").load(log.path).orderBy("offset").collect()]
+            for log in topic.partitions()]
+
+
+def test_a_small_partition_runs_interpreted_and_the_session_gets_its_settings_back(spark, tmp_path):
+    warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
+    topic = _topic(spark, warehouse, "small")
+    seen: list = []
+    with session_confs(spark, COMPILED):
+        run = Maintenance(spark, warehouse, [topic.spec], validator=_seen_settings(spark, seen),
+                          record_history=False).run(NOW, stages=("compact",))
+        assert [spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)] == ["true", "FALLBACK"]
+    assert not run.failed
+    assert seen == [("compact", "false", "NO_CODEGEN")] * 2  # both partitions' checks
+
+
+def test_a_large_partition_keeps_the_sessions_settings(spark, tmp_path, monkeypatch):
+    warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
+    topic = _topic(spark, warehouse, "large")
+    monkeypatch.setattr(small_partitions, "SMALL_PARTITION_RECORDS", 10)  # each partition holds more
+    seen: list = []
+    # the stages themselves are not run: what matters is the settings they would run with
+    monkeypatch.setattr(Maintenance, "_maintain_partition", lambda self, log, *rest: seen.append(
+        (log.name, log.spark.conf.get(WHOLE_STAGE), log.spark.conf.get(FACTORY))))
+    with session_confs(spark, COMPILED):
+        Maintenance(spark, warehouse, [topic.spec], record_history=False).run(NOW)
+    assert seen == [("large-0", "true", "FALLBACK"), ("large-1", "true", "FALLBACK")]
+
+
+@pytest.mark.slow
+def test_interpreted_and_compiled_leave_the_same_tables(spark, tmp_path, monkeypatch):
+    """Twins: the same records, maintained interpreted (as a small partition is) and with
+    generated code (as a large one is); every column of every partition must be equal."""
+    warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
+    interpreted, compiled = _topic(spark, warehouse, "interpreted"), _topic(spark, warehouse, "compiled")
+    with session_confs(spark, COMPILED):
+        Maintenance(spark, warehouse, [interpreted.spec], record_history=False).run(NOW)
+        with monkeypatch.context() as patch:
+            patch.setattr(small_partitions, "SMALL_PARTITION_RECORDS", 0)
+            Maintenance(spark, warehouse, [compiled.spec], record_history=False).run(NOW)
+    left, right = _tables(spark, interpreted), _tables(spark, compiled)
+    assert all(left), "the twins must keep records for the comparison to mean something"
+    assert len(sum(left, [])) < 90, "maintenance must have removed records"
+    assert left == right
