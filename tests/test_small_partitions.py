@@ -78,6 +78,28 @@ def test_a_large_partition_keeps_the_sessions_settings(spark, tmp_path, monkeypa
     assert seen == [("large-0", "true", "FALLBACK"), ("large-1", "true", "FALLBACK")]
 
 
+def test_a_small_produce_and_delete_records_run_interpreted(spark, tmp_path, monkeypatch):
+    from framework.clients import produce as producing
+    from framework.stages import retention
+
+    seen: list = []
+
+    def settings(what):
+        seen.append((what, spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)))
+
+    real_append_all = producing._append_all
+    monkeypatch.setattr(producing, "_append_all", lambda topic, batches: (settings("produce"),
+                                                                          real_append_all(topic, batches))[1])
+    # the cut itself is not made: what matters is the settings it would run with
+    monkeypatch.setattr(retention, "_cut", lambda log, snap, *rest, **options: (settings("delete_records"),
+                                                                               (None, snap.state, 0, 0))[1])
+    with session_confs(spark, COMPILED):
+        topic = _topic(spark, Warehouse.resolve(str(tmp_path / "warehouse")), "cut")
+        retention.delete_records(topic.partition(0), 3)
+        assert [spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)] == ["true", "FALLBACK"]
+    assert seen == [("produce", "false", "NO_CODEGEN"), ("delete_records", "false", "NO_CODEGEN")]
+
+
 @pytest.mark.slow
 def test_interpreted_and_compiled_leave_the_same_tables(spark, tmp_path, monkeypatch):
     """Twins: the same records, maintained interpreted (as a small partition is) and with
