@@ -2,9 +2,9 @@
 
 The suite's own session is interpreted throughout (tests/conftest.py), so these tests give
 the session Spark's defaults (code generation on) for their duration: a maintain must then
-switch a small partition to interpreted expressions for its stages and checks, give the
-session its settings back, leave a large partition to the session's settings, and leave the
-same tables either way.
+switch a small partition to interpreted expressions for its stages and checks (and a small
+produce and delete-records theirs), give the session its settings back, leave a large
+partition to the session's settings, and leave the same tables either way.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def _topic(spark, warehouse: Warehouse, name: str) -> Topic:
         "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "retention.ms": 3_600_000,
         "delete.retention.ms": 1000}}, source="test")
     topic = Topic(spark, warehouse, spec)
-    # keys repeat (compaction removes), some values are tombstones (stamped), some records are
-    # older than retention.ms (retention removes), every record has a header
+    # keys repeat (compaction removes), some values are tombstones (stamped), the oldest
+    # records are older than retention.ms, every record has a header
     lines = [(i, {"key": f"k{i % 7}", "value": None if i % 5 == 4 else f"v{i}",
                   "timestamp": NOW - 7_200_000 + i * 60_000, "headers": {"n": str(i)}}) for i in range(90)]
     produce(topic, parse_records(lines, spec, "test"), NOW)
