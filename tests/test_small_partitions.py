@@ -100,6 +100,19 @@ def test_a_small_produce_and_delete_records_run_interpreted(spark, tmp_path, mon
     assert seen == [("produce", "false", "NO_CODEGEN"), ("delete_records", "false", "NO_CODEGEN")]
 
 
+def test_two_blocks_on_one_session_leave_it_its_own_settings(spark):
+    """A produce call that starts while another on the same session is inside its block, and
+    ends after it: the session must end with its own settings, not the interpreted ones."""
+    with session_confs(spark, COMPILED):
+        first = small_partitions.interpreted_if_small(spark, 10)
+        first.__enter__()
+        second = small_partitions.interpreted_if_small(spark, 10)
+        second.__enter__()
+        first.__exit__(None, None, None)
+        second.__exit__(None, None, None)
+        assert [spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)] == ["true", "FALLBACK"]
+
+
 @pytest.mark.slow
 def test_interpreted_and_compiled_leave_the_same_tables(spark, tmp_path, monkeypatch):
     """Twins: the same records, maintained interpreted (as a small partition is) and with

@@ -39,6 +39,10 @@ def is_small(records: int) -> bool:
 
 def interpreted_if_small(spark, records: int) -> ContextManager[None]:
     """Run the block's queries on ``spark`` interpreted when ``records`` is small; the
-    session's settings come back after it. Like every session conf the engine sets, one
-    session per thread (``framework.side_by_side``)."""
-    return session_confs(spark, INTERPRETED) if is_small(records) else contextlib.nullcontext()
+    session's settings come back after it. Only settings that differ are set (and put
+    back), so a block inside another, or two produce calls from threads that share a
+    session, never take the interpreted settings for the session's own and leave them."""
+    if not is_small(records):
+        return contextlib.nullcontext()
+    return session_confs(spark, {key: value for key, value in INTERPRETED.items()
+                                 if spark.conf.get(key, None) != value})
