@@ -97,7 +97,7 @@ def dirty_from(stage: str, before: LogState) -> int:
 def worth_scoping(dirty_from: int, before: LogState) -> bool:
     """Pair only the change when the log is large, the part paired whole is a small share
     of it (else scoping saves little) and its keys fit a broadcast."""
-    span = before.log_end_offset - before.log_start_offset
+    span = before.offset_span
     whole = max(0, before.log_end_offset - dirty_from)
     return span >= MIN_SCOPED_RECORDS and whole <= MAX_SCOPED_DIRTY and whole <= MAX_WHOLE_SHARE * span
 

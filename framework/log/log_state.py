@@ -72,6 +72,12 @@ class LogState:
     #: a lower bound of every record's timestamp (ms); None when unknown
     min_timestamp_ms: int | None = None
 
+    @property
+    def offset_span(self) -> int:
+        """Offsets from the log start to the log end: an upper bound of the records the
+        partition holds (compaction leaves gaps)."""
+        return self.log_end_offset - self.log_start_offset
+
     def with_appended(self, count: int, max_timestamp_ms: int | None,
                       min_timestamp_ms: int | None = None) -> "LogState":
         """The state after appending ``count`` records whose newest and oldest timestamps are

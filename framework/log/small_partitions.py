@@ -21,8 +21,8 @@ from framework.log.delta_commits import session_confs
 
 __all__ = ["INTERPRETED", "SMALL_PARTITION_RECORDS", "interpreted_if_small", "is_small"]
 
-#: A partition whose offsets span fewer records than this is small (an upper bound of its
-#: records: compaction and retention leave gaps). At this size an interpreted projection of
+#: A partition whose offsets span fewer records than this is small (``LogState.offset_span``,
+#: an upper bound of its records). At this size an interpreted projection of
 #: every record takes well under a second, less than compiling a query's code.
 SMALL_PARTITION_RECORDS = 100_000
 #: Spark's settings for interpreted expressions.

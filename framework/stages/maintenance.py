@@ -166,8 +166,7 @@ class Maintenance:
         part = PartitionRun(log.spec.topic, log.partition)
         try:
             self.progress(f"[{index}/{total}] {log.name}")
-            state = log.snapshot().state
-            with interpreted_if_small(log.spark, state.log_end_offset - state.log_start_offset):
+            with interpreted_if_small(log.spark, log.snapshot().state.offset_span):
                 self._maintain_partition(log, run, part, stages, force, vacuum_retention_ms, unsafe_vacuum)
         except TopiclakeError as error:
             if error.exit_code == 2:

@@ -199,7 +199,7 @@ def delete_records(log: PartitionLog, before_offset: int, run_id: str = "", snap
         )
     if before_offset <= state.log_start_offset:
         return RetentionResult(None, "delete_records", snap.version, None, state, state)
-    with interpreted_if_small(log.spark, state.log_end_offset - state.log_start_offset):
+    with interpreted_if_small(log.spark, state.offset_span):
         version, after, removed, removed_bytes = _cut(log, snap, before_offset, "delete_records", run_id,
                                                       move_start_without_records=True)
     return RetentionResult(None, "delete_records", snap.version, version, state, after, removed, removed_bytes)
