@@ -44,7 +44,9 @@
 6. ``checks``: a small partition (500 records over 50 keys) compacted; then its guarantee
    checks run ``--check-runs`` times with Great Expectations judging the one-row metrics
    frame on its pandas engine (how topiclake judges) against its Spark engine (how it judged
-   before), alternating, in one process, against the compaction they check.
+   before), alternating, in one process, against the compaction they check; then the same
+   checks reading both versions from the files their checksums list (as shipped) against
+   through Delta's time travel (as before), alternating.
 7. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
 8. ``start``: ``topiclake create`` of the shipped specs in new processes, A B C C B A twice:
@@ -612,6 +614,14 @@ def _judged_by_spark(spark, warehouse):
     return undo
 
 
+def _read_through_delta():
+    """The checks' pinned reads through Delta's snapshots (as before the version checksum's
+    file list was read)."""
+    from framework.log.partition_log import PartitionLog
+
+    return mock.patch.object(PartitionLog, "read_files", PartitionLog.read)
+
+
 def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce
@@ -645,10 +655,20 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                 spent[engine] += time.perf_counter() - started
         finally:
             undo()
+    # The same, GE's pandas engine both ways: the two versions read from the files their
+    # checksums list (as shipped) against through Delta's snapshots (as before).
+    for reader in ("files", "delta", "files", "delta"):
+        with _read_through_delta() if reader == "delta" else contextlib.nullcontext():
+            guarantees.check_stage(check)
+            for _ in range(runs // 2):
+                started = time.perf_counter()
+                passed = guarantees.check_stage(check).passed and passed
+                spent[reader] = spent.get(reader, 0.0) + time.perf_counter() - started
     runs = 2 * (runs // 2)
-    for engine, label in (("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine")):
+    for engine, label in (("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine"),
+                          ("files", "versions read from their files"), ("delta", "versions read through Delta")):
         results[f"checks of one compaction, {label}"] = round(spent[engine] / runs, 3)
-        print(f"  checks of one compaction, {label:<24} {spent[engine] / runs:8.2f} s", file=sys.stderr, flush=True)
+        print(f"  checks of one compaction, {label:<32} {spent[engine] / runs:8.2f} s", file=sys.stderr, flush=True)
     return {"runs": runs, "checks_passed": passed}
 
 
@@ -768,6 +788,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     if checked:
         for label in ("now: GE pandas engine", "before: GE Spark engine"):
             ratios[f"checks / compaction, {label}"] = round(results[f"checks of one compaction, {label}"] / checked, 2)
+        ratios["checks, versions read from their files / through Delta"] = round(
+            results["checks of one compaction, versions read from their files"]
+            / results["checks of one compaction, versions read through Delta"], 2)
     listed_and_archived = results.get(f"topiclake create, {START_SIDES[0]}")
     if listed_and_archived:
         before = results[f"topiclake create, {START_SIDES[2]}"]

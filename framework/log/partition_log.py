@@ -32,6 +32,7 @@ from typing import Callable, Iterable
 
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError, TimeTravelError
+from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import (
     MAX_COMMIT_ATTEMPTS,
@@ -222,6 +223,13 @@ class PartitionLog:
                 first_line = text.strip().splitlines()[0]
                 raise TimeTravelError(f"{self.name}: cannot read that version: {first_line}") from None
             raise
+
+    def read_files(self, version: int):
+        """All columns at ``version``, read from the files its checksum lists when that is
+        the version (no snapshot state to rebuild: most of a small table's pinned read),
+        else through Delta (:meth:`read`)."""
+        frame = version_checksum.read_plain(self.spark, self.path, version)
+        return self.read(version) if frame is None else frame
 
     def size(self, version: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
         """Records and bytes (the contract's byte measure) at ``version``, of the offsets in

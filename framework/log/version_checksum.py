@@ -9,19 +9,43 @@ collect, about 0.5 s; the checksum is one small local file. So a small partition
 listed from here, and anything else (no checksum written yet, more files than the
 threshold, a session that turned it off, storage that is not local) goes the JVM way.
 ``tests/test_optimize.py`` pins the two listings together.
+
+:func:`plain_files` and :func:`read_plain` go one step further, for the readers of a
+pinned version: when the version's records are exactly the rows of its files and the
+partition values their folders name (no deletion vectors, no column mapping), a read of
+those files with the table's schema is the version, without the snapshot state Delta
+would rebuild first (three Spark jobs and their planning on a small table).
+``tests/test_version_checksum.py`` pins that read to Delta's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote
 
 from framework.log.commit_log import DELTA_LOG, local_folder
 
+_PLAIN = re.compile(r"[A-Za-z0-9_.-]+")
+#: characters Spark's file sources read as a glob pattern in a path
+_GLOB = re.compile(r"[*?\[\]{}\\]")
 
-def live_adds(path: str, version: int) -> list[dict] | None:
-    """The ``add`` actions of the files live at ``version`` (dicts as in the Delta log), or
-    None when the checksum does not list them."""
+
+@dataclass(frozen=True)
+class PlainFiles:
+    """The data files of a version whose records are exactly their rows."""
+
+    #: the table schema, as Delta's metadata writes it (Spark's JSON form)
+    schema_json: str
+    #: the table's folder (where Spark's partition discovery starts)
+    folder: str
+    #: absolute local paths of the live data files
+    paths: tuple[str, ...]
+
+
+def _checksum(path: str, version: int) -> tuple[str, dict] | None:
     folder = local_folder(path)
     if folder is None:
         return None
@@ -30,7 +54,67 @@ def live_adds(path: str, version: int) -> list[dict] | None:
             checksum = json.load(handle)
     except (OSError, ValueError):  # not written (yet), or not ours to read
         return None
+    return (folder, checksum) if isinstance(checksum, dict) else None
+
+
+def _adds(checksum: dict) -> list[dict] | None:
     adds = checksum.get("allFiles")
     if not isinstance(adds, list) or len(adds) != checksum.get("numFiles"):
         return None
     return adds
+
+
+def live_adds(path: str, version: int) -> list[dict] | None:
+    """The ``add`` actions of the files live at ``version`` (dicts as in the Delta log), or
+    None when the checksum does not list them."""
+    found = _checksum(path, version)
+    return None if found is None else _adds(found[1])
+
+
+def _in_its_partition_folder(add: dict, columns: list[str]) -> bool:
+    """Whether the file's folder names its partition values exactly as a Hive-style path
+    (``_segment=3/part-...``), so that Spark's partition discovery reads the values the
+    log holds; only plain values (no escaping, no nulls) count."""
+    values = add.get("partitionValues") or {}
+    if set(values) != set(columns) or not all(isinstance(v, str) and _PLAIN.fullmatch(v) for v in values.values()):
+        return False
+    return os.path.dirname(unquote(add["path"])) == "/".join(f"{c}={values[c]}" for c in columns)
+
+
+def plain_files(path: str, version: int) -> PlainFiles | None:
+    """The files and schema of ``version`` when reading its files is reading the version,
+    else None: no checksum or file list; a deletion vector hides rows of a file; column
+    mapping renames the files' columns; a partition value the file's folder does not name."""
+    found = _checksum(path, version)
+    if found is None:
+        return None
+    folder, checksum = found
+    if _GLOB.search(folder):
+        return None
+    adds = _adds(checksum)
+    metadata = checksum.get("metadata")
+    if adds is None or not isinstance(metadata, dict) or not isinstance(metadata.get("schemaString"), str):
+        return None
+    columns = metadata.get("partitionColumns") or []
+    if (metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none":
+        return None
+    for add in adds:
+        if (not isinstance(add, dict) or add.get("deletionVector") or not isinstance(add.get("path"), str)
+                or "://" in add["path"] or add["path"].startswith("/") or _GLOB.search(unquote(add["path"]))
+                or not _in_its_partition_folder(add, columns)):
+            return None
+    return PlainFiles(metadata["schemaString"], folder, tuple(os.path.join(folder, unquote(a["path"])) for a in adds))
+
+
+def read_plain(spark, path: str, version: int):
+    """The records of ``version`` as a read of its files (:func:`plain_files`), or None."""
+    from pyspark.sql.types import StructType
+
+    files = plain_files(path, version)
+    if files is None:
+        return None
+    schema = StructType.fromJson(json.loads(files.schema_json))
+    if not files.paths:
+        return spark.createDataFrame([], schema)
+    frame = spark.read.schema(schema).option("basePath", files.folder).parquet(*files.paths)
+    return frame.select(*(frame[name] for name in schema.fieldNames()))  # the table's column order

@@ -95,7 +95,8 @@ def plan_partition(log: PartitionLog, now_ms: int, offsets: ConsumerOffsets, for
 def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPlan) -> dict[str, dict[str, int]]:
     from pyspark.sql import functions as F
 
-    actions = compaction.compaction_actions(log.read(planned.snapshot.version), log.spec.config,
+    # the whole version, so its files are as good as Delta's read of it, without a snapshot state
+    actions = compaction.compaction_actions(log.read_files(planned.snapshot.version), log.spec.config,
                                             planned.measure.first_uncleanable_offset, planned.now_ms,
                                             planned.measure.checkpoint, planned.measure.log_start_offset)
     rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()

@@ -1,0 +1,169 @@
+"""A pinned version read from the files its checksum lists is the version Delta reads.
+
+The guarantee checks of a small partition read the two versions they pair from the data
+files ``_delta_log/<version>.crc`` lists (``framework.log.version_checksum.read_plain``),
+not through Delta's time travel, which rebuilds the version's snapshot state first. These
+tests pin that read to Delta's on every version of real partitions (segments rolled,
+tombstones stamped, records compacted, retained, deleted and bin-packed), and show where
+it must step aside: deletion vectors, no checksum, column mapping, a file outside its
+partition's folder, a path Spark would read as a glob.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from framework.checks.guarantees import Guarantees
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
+from framework.log import version_checksum
+from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
+from framework.spec import MIB, parse_spec
+from framework.stages import retention
+from framework.stages.maintenance import Maintenance
+
+NOW = 1_767_225_600_000
+DAY_MS = 86_400_000
+SPEC = {"topic": "listed", "partitions": 2,
+        "config": {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "segment.bytes": MIB,
+                   "retention.ms": 3 * DAY_MS, "delete.retention.ms": DAY_MS}}
+
+
+def _produce(topic, spec, first: int, count: int, now: int) -> None:
+    raw = [(i, {"key": f"k{(first + i) % 7}", "value": None if (first + i) % 5 == 0 else f"v{first + i}",
+                "timestamp": now - DAY_MS + i, "headers": {"h": f"{first + i}\n"}})
+           for i in range(count)]
+    produce(topic, parse_records(raw, spec, "test"), now)
+
+
+def _rows(frame) -> list[tuple]:
+    return sorted((tuple(row) for row in frame.collect()), key=repr)
+
+
+def _checksum_path(log, version: int) -> str:
+    return os.path.join(log.path, "_delta_log", f"{version:020d}.crc")
+
+
+@pytest.fixture(scope="module")
+def lived(spark, tmp_path_factory):
+    """A two-partition topic through a life: appends over three segments, compactions
+    that remove records and stamp tombstones, retention by time, delete-records and
+    bin-packing; every version of both partitions stays on disk."""
+    from framework.log.warehouse import Warehouse
+
+    warehouse = Warehouse.resolve(str(tmp_path_factory.mktemp("lived")))
+    spec = parse_spec(SPEC, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    for round_, now in enumerate((NOW - 4 * DAY_MS, NOW - 2 * DAY_MS, NOW)):
+        _produce(topic, spec, 40 * round_, 40, now)
+        for log in topic.partitions():
+            log.roll_segment(log.snapshot())
+        assert not Maintenance(spark, warehouse, [spec], record_history=False).run(now, force=True).failed
+    log = topic.partition(0)
+    retention.delete_records(log, log.snapshot().state.log_start_offset + 2)
+    return topic
+
+
+def test_every_version_read_from_its_files_is_the_version_delta_reads(spark, lived):
+    versions = 0
+    segments = set()
+    for log in lived.partitions():
+        for version in range(log.snapshot().version + 1):
+            files = version_checksum.plain_files(log.path, version)
+            assert files is not None, f"{log.name} version {version}: its checksum lists no plain files"
+            segments.update(os.path.dirname(os.path.relpath(p, log.path)) for p in files.paths)
+            from_files, from_delta = version_checksum.read_plain(spark, log.path, version), log.read(version)
+            assert [(f.name, f.dataType) for f in from_files.schema] == [(f.name, f.dataType) for f in from_delta.schema]
+            assert _rows(from_files) == _rows(from_delta), f"{log.name} version {version}"
+            versions += 1
+    assert versions >= 12 and len(segments) >= 3, (versions, segments)
+    # the life did what it says: records compacted and retained away, tombstones stamped
+    log = lived.partition(0)
+    latest = log.read()
+    assert latest.count() < 60 and latest.where("_delete_horizon IS NOT NULL").count() > 0
+
+
+def test_a_version_with_deletion_vectors_is_read_through_delta(spark, warehouse):
+    spec = parse_spec({**SPEC, "topic": "hidden", "partitions": 1}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    _produce(topic, spec, 0, 30, NOW)
+    log.delta_table().delete("offset % 3 = 0")
+    version = log.snapshot().version
+    assert any(add.get("deletionVector") for add in version_checksum.live_adds(log.path, version))
+    assert version_checksum.plain_files(log.path, version) is None
+    assert version_checksum.read_plain(spark, log.path, version) is None
+    assert _rows(log.read_files(version)) == _rows(log.read(version))
+    assert log.read_files(version).count() == 20
+
+
+def test_without_a_checksum_or_with_column_mapping_the_read_goes_through_delta(spark, warehouse):
+    spec = parse_spec({**SPEC, "topic": "plainer", "partitions": 1}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    log = topic.partition(0)
+    _produce(topic, spec, 0, 10, NOW)
+    version = log.snapshot().version
+    assert version_checksum.plain_files(log.path, version) is not None
+    os.remove(_checksum_path(log, version))
+    assert version_checksum.plain_files(log.path, version) is None
+    assert _rows(log.read_files(version)) == _rows(log.read(version))
+
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ("
+              "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5', 'delta.columnMapping.mode' = 'name')")
+    mapped = log.snapshot().version
+    assert os.path.exists(_checksum_path(log, mapped))
+    assert version_checksum.plain_files(log.path, mapped) is None
+
+
+def test_a_file_outside_its_partition_folder_or_a_glob_in_the_path_is_not_read_plainly(lived, tmp_path):
+    log = lived.partition(1)
+    version = log.snapshot().version
+    with open(_checksum_path(log, version), encoding="utf-8") as handle:
+        checksum = json.load(handle)
+    assert checksum["metadata"]["partitionColumns"] == ["_segment"]
+
+    copy = tmp_path / "moved"
+    shutil.copytree(log.path, copy)
+    first = checksum["allFiles"][0]
+    first["partitionValues"] = {"_segment": str(int(first["partitionValues"]["_segment"]) + 1)}
+    with open(copy / "_delta_log" / f"{version:020d}.crc", "w", encoding="utf-8") as handle:
+        json.dump(checksum, handle)
+    assert version_checksum.plain_files(str(copy), version) is None
+
+    globbed = tmp_path / "tables[1]"
+    shutil.copytree(log.path, globbed)
+    assert version_checksum.live_adds(str(globbed), version) is not None  # the listing itself is fine
+    assert version_checksum.plain_files(str(globbed), version) is None
+
+
+def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spark, warehouse, monkeypatch):
+    """The check of a compaction reads the after version from its files (the before version
+    is the frame the compaction read), and still passes."""
+    spec = parse_spec({**SPEC, "topic": "checked", "partitions": 1}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    _produce(topic, spec, 0, 30, NOW)
+    read = []
+    plain = version_checksum.read_plain
+
+    def counted(session, path, version):
+        frame = plain(session, path, version)
+        read.append((version, frame is not None))
+        return frame
+
+    monkeypatch.setattr(version_checksum, "read_plain", counted)
+    run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse).check_stage,
+                      record_history=False).run(NOW, stages=("compact",))
+    assert not run.failed, [(p.error, p.failed_guarantees) for p in run.partitions]
+    compacted = next(row for row in run.partitions[0].rows if row.stage == "compact")
+    assert compacted.validation == "passed" and compacted.removed_records > 0
+    assert read == [(compacted.version_after, True)]
