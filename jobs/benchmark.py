@@ -583,9 +583,10 @@ def bench_metadata(spark, warehouse, runs: int, now: int, results: dict) -> dict
             "history_log": _log_size(history.path)}
 
 
+@contextlib.contextmanager
 def _judged_by_spark(spark, warehouse):
-    """Patches the guarantees back to GE's Spark engine (how they were judged before), for
-    the side-by-side ``checks`` section; returns the undo."""
+    """The guarantees judged on GE's Spark engine (how they were judged before) inside the
+    block, for the side-by-side ``checks`` section."""
     from pyspark.sql import types as T
 
     from framework.checks import gx_project, gx_suites
@@ -607,11 +608,10 @@ def _judged_by_spark(spark, warehouse):
         return spark.createDataFrame([tuple(values)], T.StructType(fields))
 
     gx_suites.metrics_frame, gx_suites.METRICS_DATASOURCE = spark_metrics, spark_source
-
-    def undo():
+    try:
+        yield
+    finally:
         gx_suites.metrics_frame, gx_suites.METRICS_DATASOURCE = pandas_metrics, pandas_source
-
-    return undo
 
 
 def _read_through_delta():
@@ -642,28 +642,21 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                        cleaned_up_to=outcome.cleaned_up_to)
     guarantees = Guarantees(spark, warehouse)
     guarantees.check_stage(check)  # warm: the GE project, its suite and definitions exist
-    spent = {"pandas": 0.0, "spark": 0.0}
+    # Each pair in blocks A B A B, each block warmed by one untimed check (switching re-binds
+    # GE's definitions): GE judging on its pandas engine against its Spark engine; then,
+    # pandas both ways, the two versions read from the files their checksums list (as
+    # shipped) against through Delta's snapshots (as before).
+    sides = {"pandas": contextlib.nullcontext, "spark": lambda: _judged_by_spark(spark, warehouse),
+             "files": contextlib.nullcontext, "delta": _read_through_delta}
+    spent = dict.fromkeys(sides, 0.0)
     passed = True
-    # Blocks A B A B, each warmed by one untimed check (switching re-binds GE's definitions).
-    for engine in ("pandas", "spark", "pandas", "spark"):
-        undo = _judged_by_spark(spark, warehouse) if engine == "spark" else (lambda: None)
-        try:
+    for side in ("pandas", "spark", "pandas", "spark", "files", "delta", "files", "delta"):
+        with sides[side]():
             guarantees.check_stage(check)
             for _ in range(runs // 2):
                 started = time.perf_counter()
                 passed = guarantees.check_stage(check).passed and passed
-                spent[engine] += time.perf_counter() - started
-        finally:
-            undo()
-    # The same, GE's pandas engine both ways: the two versions read from the files their
-    # checksums list (as shipped) against through Delta's snapshots (as before).
-    for reader in ("files", "delta", "files", "delta"):
-        with _read_through_delta() if reader == "delta" else contextlib.nullcontext():
-            guarantees.check_stage(check)
-            for _ in range(runs // 2):
-                started = time.perf_counter()
-                passed = guarantees.check_stage(check).passed and passed
-                spent[reader] = spent.get(reader, 0.0) + time.perf_counter() - started
+                spent[side] += time.perf_counter() - started
     runs = 2 * (runs // 2)
     for engine, label in (("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine"),
                           ("files", "versions read from their files"), ("delta", "versions read through Delta")):

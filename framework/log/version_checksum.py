@@ -71,14 +71,15 @@ def live_adds(path: str, version: int) -> list[dict] | None:
     return None if found is None else _adds(found[1])
 
 
-def _in_its_partition_folder(add: dict, columns: list[str]) -> bool:
-    """Whether the file's folder names its partition values exactly as a Hive-style path
-    (``_segment=3/part-...``), so that Spark's partition discovery reads the values the
-    log holds; only plain values (no escaping, no nulls) count."""
+def _in_its_partition_folder(relative: str, add: dict, columns: list[str]) -> bool:
+    """Whether the file (at ``relative``, unquoted) sits in the folder that names its
+    partition values exactly as a Hive-style path (``_segment=3/part-...``), so that
+    Spark's partition discovery reads the values the log holds; only plain values (no
+    escaping, no nulls) count."""
     values = add.get("partitionValues") or {}
     if set(values) != set(columns) or not all(isinstance(v, str) and _PLAIN.fullmatch(v) for v in values.values()):
         return False
-    return os.path.dirname(unquote(add["path"])) == "/".join(f"{c}={values[c]}" for c in columns)
+    return os.path.dirname(relative) == "/".join(f"{c}={values[c]}" for c in columns)
 
 
 def plain_files(path: str, version: int) -> PlainFiles | None:
@@ -98,12 +99,16 @@ def plain_files(path: str, version: int) -> PlainFiles | None:
     columns = metadata.get("partitionColumns") or []
     if (metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none":
         return None
+    paths = []
     for add in adds:
-        if (not isinstance(add, dict) or add.get("deletionVector") or not isinstance(add.get("path"), str)
-                or "://" in add["path"] or add["path"].startswith("/") or _GLOB.search(unquote(add["path"]))
-                or not _in_its_partition_folder(add, columns)):
+        if not isinstance(add, dict) or add.get("deletionVector") or not isinstance(add.get("path"), str):
             return None
-    return PlainFiles(metadata["schemaString"], folder, tuple(os.path.join(folder, unquote(a["path"])) for a in adds))
+        relative = unquote(add["path"])
+        if ("://" in relative or relative.startswith("/") or _GLOB.search(relative)
+                or not _in_its_partition_folder(relative, add, columns)):
+            return None
+        paths.append(os.path.join(folder, relative))
+    return PlainFiles(metadata["schemaString"], folder, tuple(paths))
 
 
 def read_plain(spark, path: str, version: int):
