@@ -26,7 +26,9 @@
    thread (the default) against two (``--cleaner-threads 2``); bin-packing planned from the
    files the version checksum lists (as shipped) against Delta's listing (as before); the history
    (on for this pair) appended once per run (as shipped) against after every partition
-   that committed (as before). Each twin then gets an idle maintain, in the same order.
+   that committed (as before); a small partition's compaction written through Delta's
+   transaction API (as shipped) against Delta's MERGE (as before). Each twin then gets an
+   idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too). Then
@@ -252,6 +254,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_claims_by_dataframe_writes() if b else nothing(), {}), False, "compact"),
         ("codegen", ("interpreted when small", "compiled always"),
          lambda b: (_compiled_always() if b else nothing(), {}), False, "compact"),
+        ("rewrite", ("compaction written through the transaction API", "compaction by Delta's MERGE"),
+         lambda b: (_compacted_by_merge() if b else nothing(), {}), False, "compact"),
     ):
         twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy))
                  for name in ("a1", "b1", "b2", "a2")}
@@ -398,6 +402,16 @@ def _compiled_always():
     from framework.log import small_partitions
 
     with mock.patch.object(small_partitions, "SMALL_PARTITION_RECORDS", 0):
+        yield
+
+
+@contextlib.contextmanager
+def _compacted_by_merge():
+    """Commit every compaction with Delta's MERGE, as topiclake did before it wrote a small
+    partition's compaction through the transaction API."""
+    from framework.stages import compaction_rewrite
+
+    with mock.patch.object(compaction_rewrite, "available", lambda spark, path, version: False):
         yield
 
 
@@ -758,7 +772,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                         "history appended per run", "history appended per partition"),
                     "claims through the transaction API / by DataFrame writes": (
                         "claims through the transaction API", "claims by DataFrame writes"),
-                    "interpreted when small / compiled always": ("interpreted when small", "compiled always")}.items():
+                    "interpreted when small / compiled always": ("interpreted when small", "compiled always"),
+                    "compaction through the transaction API / by MERGE": (
+                        "compaction written through the transaction API", "compaction by Delta's MERGE")}.items():
                 ratios[f"{run} maintain, {label}"] = round(
                     results[f"{run} maintain of {quarter} partitions, {shipped}"]
                     / results[f"{run} maintain of {quarter} partitions, {before}"], 2)

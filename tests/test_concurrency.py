@@ -18,7 +18,7 @@ from framework.clients.records import parse_records
 from framework.log.delta_commits import is_concurrent_append
 from framework.log.topic import Topic
 from framework.spec import load_spec
-from framework.stages import compaction
+from framework.stages import compaction, compaction_rewrite
 from framework.stages.maintenance import Maintenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,7 +124,15 @@ def append_inside_the_commit(producer, signal: Path, count: int, tag: str):
     assert signal.exists(), "the engine never reached its compact.during_commit fault point"
 
 
-def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, tmp_path):
+@pytest.fixture
+def merged(monkeypatch):
+    """Compaction by Delta's MERGE, as a large partition's is. The MERGE reads the segments
+    it cleans, so an append into them that commits first is a conflict; a small partition's
+    rewrite reads no segment and has none (test_an_append_during_a_rewrite_is_no_conflict)."""
+    monkeypatch.setattr(compaction_rewrite, "available", lambda spark, path, version: False)
+
+
+def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, tmp_path, merged):
     topic, producer = busy_topic
     log = topic.partition(0)
     messages = []
@@ -145,7 +153,7 @@ def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, bus
     assert {r["_segment"] for r in log.read().where(F.col("key").startswith("after")).collect()} == {35}
 
 
-def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic, tmp_path):
+def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic, tmp_path, merged):
     topic, producer = busy_topic
     log = topic.partition(0)
     plan = compaction.plan(log, 1000)
@@ -156,6 +164,26 @@ def test_a_direct_conflict_is_a_concurrent_append(spark, busy_topic, tmp_path):
     assert is_concurrent_append(caught.value), caught.value
     assert log.snapshot().state.checkpoint == 0  # nothing of the failed attempt landed
     assert log.read().count() == 31
+
+
+def test_an_append_during_a_rewrite_is_no_conflict(spark, busy_topic, tmp_path):
+    """A small partition's compaction rewrites only the files holding records it removes or
+    stamps; an append commits files of its own, so it lands inside the rewrite's
+    transaction without a conflict: no roll, no retry, and its records stay dirty."""
+    topic, producer = busy_topic
+    log = topic.partition(0)
+    messages = []
+    with append_inside_the_commit(producer, tmp_path / "race", 5, "racer"):
+        run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
+                          record_history=False).run(1000, stages=("compact",))
+    assert producer.answer() == "ok 30 5"
+    assert not run.failed, run.partitions[0].error
+    assert not any("rolled" in m for m in messages), messages
+    compacted = next(row for row in run.partitions[0].rows if row.stage == "compact")
+    assert compacted.attempts == 1 and compacted.removed_records == 20
+    state = log.snapshot().state
+    assert state.active_segment == 0 and state.checkpoint == 30 and state.log_end_offset == 35
+    assert_log_is_sound(topic, [f"racer-{i}" for i in range(5)])
 
 
 def test_an_append_before_the_merge_starts_is_no_conflict(spark, busy_topic):

@@ -155,8 +155,8 @@ def test_a_file_outside_its_partition_folder_or_a_glob_in_the_path_is_not_read_p
 
 
 def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spark, warehouse, monkeypatch):
-    """The check of a compaction reads the after version from its files (the before version
-    is the frame the compaction read), and still passes."""
+    """The compaction and its check read the versions they need from their files, and the
+    check still passes."""
     spec = parse_spec({**SPEC, "topic": "checked"}, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
@@ -175,4 +175,6 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
     assert not run.failed, [(p.error, p.failed_guarantees) for p in run.partitions]
     compacted = next(row for row in run.partitions[0].rows if row.stage == "compact")
     assert compacted.validation == "passed" and compacted.removed_records > 0
-    assert read == [(compacted.version_after, True)]
+    # the compaction reads the version it plans from; its check, that one and the one it made
+    assert read == [(compacted.version_before, True), (compacted.version_before, True),
+                    (compacted.version_after, True)]

@@ -392,7 +392,8 @@ class PartitionLog:
             settings = {USER_METADATA_CONF: metadata, TXN_APP_ID_CONF: MAINTENANCE_APP_ID, TXN_VERSION_CONF: str(epoch)}
             settings.update(confs or {})
             with session_confs(self.spark, settings):
-                action()
+                done = action()  # a commit through the transaction API returns its version
+            version = done if type(done) is int else version
         if version == WRITTEN_OR_SKIPPED:  # a DML or DataFrame write: only the commits tell
             version = self.find_commit("commit_id", commit_id, read_version)
         if version is None:

@@ -57,6 +57,12 @@ def _checksum(path: str, version: int) -> tuple[str, dict] | None:
     return (folder, checksum) if isinstance(checksum, dict) else None
 
 
+def checksum_of(path: str, version: int) -> dict | None:
+    """The version checksum Delta wrote for ``version`` (a dict), or None."""
+    found = _checksum(path, version)
+    return None if found is None else found[1]
+
+
 def _adds(checksum: dict) -> list[dict] | None:
     adds = checksum.get("allFiles")
     if not isinstance(adds, list) or len(adds) != checksum.get("numFiles"):

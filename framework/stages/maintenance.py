@@ -41,7 +41,7 @@ from framework.log.delta_commits import (
 )
 from framework.log.history import RUNS_KEPT, HistoryBatch, HistoryRow, MaintenanceHistory
 from framework.log.partition_log import PartitionLog
-from framework.log.small_partitions import interpreted_if_small
+from framework.log.small_partitions import interpreted_if_small, is_small
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.side_by_side import in_order
@@ -258,7 +258,8 @@ class Maintenance:
                 part.rows.append(row)
                 self.progress(f"      compact: not due (dirty ratio {decision.dirty_ratio:.3f})")
                 return
-            before = log.read(planned.snapshot.version)
+            # pinned now for a large partition; a small one's check reads it from its files
+            before = None if is_small(planned.snapshot.state.offset_span) else log.read(planned.snapshot.version)
             try:
                 result = compaction.execute(log, planned, cleanable_end=cap, run_id=self._commit_run_id(run))
             except Exception as error:  # noqa: BLE001
@@ -333,7 +334,7 @@ class Maintenance:
                 part.rows.append(row)
                 self.progress("      retain: nothing to remove")
                 return
-            before = log.read(planned.snapshot.version)
+            before = None if is_small(planned.snapshot.state.offset_span) else log.read(planned.snapshot.version)
             try:
                 result = retention.execute(log, planned, run_id=self._commit_run_id(run))
             except Exception as error:  # noqa: BLE001

@@ -1,0 +1,147 @@
+"""A small partition's compaction written through Delta's transaction API is the MERGE.
+
+``framework.stages.compaction_rewrite`` commits a small partition's compaction itself
+(the touched files rewritten, their change data feed rows, one MERGE commit) where Delta's
+MERGE cost ten Spark jobs. These tests run the same compactions on twin partitions, one
+through each path, and require the same records (every column) and the same change data
+feed rows at every step: a first run that removes superseded records and stamps
+tombstones, a later one whose tombstones' horizons have passed, one that a producer's
+append overtakes between the plan and the commit, and a table without a change data feed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from framework import faults
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
+from framework.log.commit_log import read_commits
+from framework.log.topic import Topic
+from framework.log.warehouse import Warehouse, delta_table_sql
+from framework.spec import parse_spec
+from framework.stages import compaction, compaction_rewrite
+
+NOW = 1_767_225_600_000
+DAY_MS = 86_400_000
+SPEC = {"topic": "twin", "partitions": 1,
+        "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}}
+PATHS = ("merge", "rewrite")
+
+
+def _produce(topic, first: int, count: int, now: int) -> None:
+    raw = [(i, {"key": f"k{(first + i) % 9}", "value": None if (first + i) % 4 == 0 else f"v{first + i}",
+                "timestamp": now - DAY_MS + first + i, "headers": {"h": f"{first + i}"}})
+           for i in range(count)]
+    produce(topic, parse_records(raw, topic.spec, "test"), now)
+
+
+def _rows(log) -> list[tuple]:
+    return sorted(tuple(row) for row in log.read().collect())
+
+
+def _feed(spark, log, version: int) -> list[tuple]:
+    """The change data feed rows of one commit: offset, change type, delete horizon."""
+    frame = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", version)
+             .option("endingVersion", version).load(log.path))
+    return sorted(tuple(row) for row in frame.select("offset", "_change_type", "_delete_horizon").collect())
+
+
+class Twins:
+    """One partition per path, fed the same records, compacted at the same clock."""
+
+    def __init__(self, spark, folder, monkeypatch):
+        self.spark, self.monkeypatch = spark, monkeypatch
+        self.topics = {}
+        for path in PATHS:
+            topic = Topic(spark, Warehouse.resolve(str(folder / path)), parse_spec(SPEC, "test"))
+            topic.create()
+            self.topics[path] = topic
+        self.rewrites = []
+        real = compaction_rewrite.rewrite
+        monkeypatch.setattr(compaction_rewrite, "rewrite", lambda *a, **k: self.rewrites.append(1) or real(*a, **k))
+
+    def produce(self, first: int, count: int, now: int) -> None:
+        for topic in self.topics.values():
+            _produce(topic, first, count, now)
+
+    def compact(self, now: int) -> dict:
+        """Compact both twins at ``now``; each twin's committed version."""
+        versions = {}
+        for path, topic in self.topics.items():
+            log = topic.partition(0)
+            with self.monkeypatch.context() as patch:
+                if path == "merge":
+                    patch.setattr(compaction_rewrite, "available", lambda *a: False)
+                before = len(self.rewrites)
+                result = compaction.execute(log, compaction.plan(log, now, force=True))
+                assert len(self.rewrites) - before == (path == "rewrite"), f"{path}: the wrong path ran"
+            assert result.committed
+            versions[path] = result.version_after
+        return versions
+
+    def assert_same(self, versions: dict) -> None:
+        merge, rewrite = (self.topics[p].partition(0) for p in PATHS)
+        assert _rows(rewrite) == _rows(merge)
+        assert _feed(self.spark, rewrite, versions["rewrite"]) == _feed(self.spark, merge, versions["merge"])
+
+
+@pytest.fixture
+def twins(spark, tmp_path, monkeypatch):
+    return Twins(spark, tmp_path, monkeypatch)
+
+
+def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins):
+    twins.produce(0, 40, NOW - 2 * DAY_MS)
+    first = twins.compact(NOW - 2 * DAY_MS)  # superseded records removed, tombstones stamped
+    twins.assert_same(first)
+    kinds = {row[1] for row in _feed(spark, twins.topics["rewrite"].partition(0), first["rewrite"])}
+    assert kinds == {"delete", "update_preimage", "update_postimage"}
+
+    twins.produce(40, 25, NOW)
+    second = twins.compact(NOW)  # the first run's tombstones are past their horizon
+    twins.assert_same(second)
+
+    log = twins.topics["rewrite"].partition(0)
+    commit = next(c for c in read_commits(spark, log.path) if c.version == second["rewrite"])
+    assert commit.operation == "MERGE"
+    removed = int(commit.metrics["numTargetRowsDeleted"])
+    assert removed > 0 and int(commit.metrics["numTargetFilesRemoved"]) >= 1
+    # the version's checksum lists exactly the files Delta reads for it
+    with open(os.path.join(log.path, "_delta_log", f"{second['rewrite']:020d}.crc")) as handle:
+        listed = {os.path.basename(add["path"]) for add in json.load(handle)["allFiles"]}
+    assert {os.path.basename(path) for path in log.read().inputFiles()} == listed
+
+
+def test_an_append_that_lands_before_the_commit_is_kept(spark, twins):
+    """The run's decisions apply to the table its transaction reads, as a MERGE's do: a
+    producer's append between the plan and the commit stays, untouched."""
+    twins.produce(0, 30, NOW)
+    state = {"next": 100}
+
+    def producer(point, context):
+        log = context["log"]
+        topic = next(t for t in twins.topics.values() if t.partition(0).path == log.path)
+        _produce(topic, state["next"], 5, NOW)
+
+    with faults.installed("compact.before_commit", producer):
+        versions = twins.compact(NOW)
+    twins.assert_same(versions)
+    offsets = {row[0] for row in _rows(twins.topics["rewrite"].partition(0))}
+    assert set(range(30, 35)) <= offsets, "the overtaking append lost records"
+
+
+def test_without_a_change_data_feed_only_the_records_are_written(spark, twins):
+    for topic in twins.topics.values():
+        spark.sql(f"ALTER TABLE {delta_table_sql(topic.partition(0).path)} "
+                  "SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")
+    twins.produce(0, 30, NOW)
+    versions = twins.compact(NOW)
+    merge, rewrite = (twins.topics[p].partition(0) for p in PATHS)
+    assert _rows(rewrite) == _rows(merge)
+    assert "_change_type" not in rewrite.read().columns
+    assert not os.path.exists(os.path.join(rewrite.path, "_change_data")), "change rows written without a feed"
+    assert versions["rewrite"] == versions["merge"]
