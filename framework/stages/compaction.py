@@ -25,7 +25,6 @@ from framework.log.log_state import AppendedRecords, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
 from framework.log.small_partitions import is_small
 from framework.spec import TopicConfig
-from framework.stages import compaction_rewrite
 
 DELETE = "delete"
 STAMP = "stamp"
@@ -316,6 +315,8 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         extra = dict(run_id=run_id, cleaned_up_to=end, removed=totals["removed"], stamped=totals["stamped"])
         action = None
         if changes:
+            from framework.stages import compaction_rewrite  # which imports this module's names
+
             source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
             if small and compaction_rewrite.available(log.spark, log.path, snap.version):
                 def action():

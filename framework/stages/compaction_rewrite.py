@@ -16,10 +16,13 @@ the same commit is written directly, as Delta's own commands write theirs:
 - one commit removes the touched files and adds the new ones, with the maintenance
   epoch's SetTransaction, as a ``MERGE`` operation.
 
-Conflicts are Delta's: the commit removes the files it read, so a concurrent run that
-removed one of them makes it fail (and the caller re-plans); appends never touch them.
-Every other case (deletion vectors, column mapping, row tracking, no checksum, a remote
-store, a Spark Connect session) keeps the MERGE.
+Conflicts: the commit claims the maintenance epoch, so another maintenance run on the
+partition conflicts as it would with a MERGE, and it removes the files it rewrites, so a
+writer that removed one of them first makes Delta refuse it (the caller re-plans). A
+producer's append is no conflict: it commits files of its own, the run's decisions apply
+to the table the transaction reads (as a MERGE's do), and appended records lie past the
+cleanable end. Every other case (deletion vectors, column mapping, row tracking, no
+checksum, a remote store, a Spark Connect session) keeps the MERGE.
 """
 
 from __future__ import annotations
@@ -31,9 +34,8 @@ from urllib.parse import unquote
 from framework.log import version_checksum
 from framework.log.delta_commits import StaleSnapshotError
 from framework.log.delta_transactions import DeltaJvm, jvm_of
+from framework.stages.compaction import DELETE, STAMP
 
-DELETE = "delete"
-STAMP = "stamp"
 #: Table features under which a rewrite is not what a MERGE would write (row ids, deletion
 #: vectors) or that topiclake's tables never have and this path does not claim to keep.
 #: (``invariants``, the schema's NOT NULLs, every table has: ``writeFiles`` checks them.)
