@@ -124,6 +124,16 @@ def append_inside_the_commit(producer, signal: Path, count: int, tag: str):
     assert signal.exists(), "the engine never reached its compact.during_commit fault point"
 
 
+def compact_while_five_racers_append(spark, topic, producer, signal: Path):
+    """A maintain (compaction only) whose transaction an append of five records commits inside;
+    the run and its progress lines."""
+    messages = []
+    with append_inside_the_commit(producer, signal, 5, "racer"):
+        run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
+                          record_history=False).run(1000, stages=("compact",))
+    return run, messages
+
+
 @pytest.fixture
 def merged(monkeypatch):
     """Compaction by Delta's MERGE, as a large partition's is. The MERGE reads the segments
@@ -135,10 +145,7 @@ def merged(monkeypatch):
 def test_an_append_during_compaction_makes_the_cleaner_roll_and_retry(spark, busy_topic, tmp_path, merged):
     topic, producer = busy_topic
     log = topic.partition(0)
-    messages = []
-    with append_inside_the_commit(producer, tmp_path / "race", 5, "racer"):
-        run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
-                          record_history=False).run(1000, stages=("compact",))
+    run, messages = compact_while_five_racers_append(spark, topic, producer, tmp_path / "race")
     assert producer.answer() == "ok 30 5"  # the producer did not fail
     assert not run.failed, run.partitions[0].error
     assert any("rolled to segment 35" in m for m in messages), messages
@@ -172,10 +179,7 @@ def test_an_append_during_a_rewrite_is_no_conflict(spark, busy_topic, tmp_path):
     transaction without a conflict: no roll, no retry, and its records stay dirty."""
     topic, producer = busy_topic
     log = topic.partition(0)
-    messages = []
-    with append_inside_the_commit(producer, tmp_path / "race", 5, "racer"):
-        run = Maintenance(spark, topic.warehouse, [topic.spec], progress=messages.append,
-                          record_history=False).run(1000, stages=("compact",))
+    run, messages = compact_while_five_racers_append(spark, topic, producer, tmp_path / "race")
     assert producer.answer() == "ok 30 5"
     assert not run.failed, run.partitions[0].error
     assert not any("rolled" in m for m in messages), messages
