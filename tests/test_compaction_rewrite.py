@@ -145,3 +145,23 @@ def test_without_a_change_data_feed_only_the_records_are_written(spark, twins):
     assert "_change_type" not in rewrite.read().columns
     assert not os.path.exists(os.path.join(rewrite.path, "_change_data")), "change rows written without a feed"
     assert versions["rewrite"] == versions["merge"]
+
+
+def test_a_version_since_the_plan_that_is_not_its_files_is_merged(spark, twins):
+    """A writer that commits between the plan and the transaction can leave a version the
+    rewrite cannot read file by file (here: its checksum is gone); that run then commits
+    through Delta's MERGE, in the same attempt."""
+    twins.produce(0, 30, NOW)
+
+    def writer(point, context):
+        log = context["log"]
+        topic = next(t for t in twins.topics.values() if t.partition(0).path == log.path)
+        _produce(topic, 100, 5, NOW)
+        os.remove(os.path.join(log.path, "_delta_log", f"{log.snapshot().version:020d}.crc"))
+
+    with faults.installed("compact.before_commit", writer):
+        versions = twins.compact(NOW)
+    twins.assert_same(versions)
+    log = twins.topics["rewrite"].partition(0)
+    commit = next(c for c in read_commits(spark, log.path) if c.version == versions["rewrite"])
+    assert commit.operation == "MERGE" and "executionTimeMs" in commit.metrics, "not Delta's own MERGE"

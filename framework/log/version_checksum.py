@@ -43,6 +43,8 @@ class PlainFiles:
     folder: str
     #: absolute local paths of the live data files
     paths: tuple[str, ...]
+    #: their ``add`` actions (dicts as in the Delta log), in the same order
+    adds: tuple[dict, ...] = ()
 
 
 def _checksum(path: str, version: int) -> tuple[str, dict] | None:
@@ -114,7 +116,7 @@ def plain_files(path: str, version: int) -> PlainFiles | None:
                 or not _in_its_partition_folder(relative, add, columns)):
             return None
         paths.append(os.path.join(folder, relative))
-    return PlainFiles(metadata["schemaString"], folder, tuple(paths))
+    return PlainFiles(metadata["schemaString"], folder, tuple(paths), tuple(adds))
 
 
 def read_plain(spark, path: str, version: int):

@@ -318,12 +318,12 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             from framework.stages import compaction_rewrite  # which imports this module's names
 
             source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
+            merge = _merge(log, source, end, stamps=totals["stamped"] > 0)
+            action = merge
             if small and compaction_rewrite.available(log.spark, log.path, snap.version):
                 def action():
                     return compaction_rewrite.rewrite(log, source, MAINTENANCE_APP_ID, after.clean.epoch,
-                                                      totals["removed"], totals["stamped"])
-            else:
-                action = _merge(log, source, end, stamps=totals["stamped"] > 0)
+                                                      totals["removed"], totals["stamped"], merge)
         version = log.commit_maintenance(after, "compact", action, snap.version, **extra)
         return CompactionResult(
             compaction, end, snap.version, version, after,
@@ -337,17 +337,21 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
 
 def _merge(log: PartitionLog, source, end: int, stamps: bool):
     """The compaction as Delta's MERGE of ``source`` (offset, _action, _horizon) into the
-    table's segments below ``end``: a callable that runs it."""
-    merge = (
-        log.delta_table().alias("t")
-        .merge(source.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")
-        .whenMatchedDelete(condition=f"s._action = '{DELETE}'")
-    )
-    if stamps:
-        # An update makes Delta read every column of every file the MERGE touches;
-        # a MERGE that only deletes reads the offsets (5M + 50k: 3 s against 5 s).
-        merge = merge.whenMatchedUpdate(condition=f"s._action = '{STAMP}'", set={"_delete_horizon": "s._horizon"})
-    return merge.execute
+    table's segments below ``end``: a callable that builds and runs it."""
+
+    def run():
+        merge = (
+            log.delta_table().alias("t")
+            .merge(source.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")
+            .whenMatchedDelete(condition=f"s._action = '{DELETE}'")
+        )
+        if stamps:
+            # An update makes Delta read every column of every file the MERGE touches;
+            # a MERGE that only deletes reads the offsets (5M + 50k: 3 s against 5 s).
+            merge = merge.whenMatchedUpdate(condition=f"s._action = '{STAMP}'", set={"_delete_horizon": "s._horizon"})
+        return merge.execute()
+
+    return run
 
 
 def _horizons_between(records, start: int, end: int) -> tuple[int, int | None]:

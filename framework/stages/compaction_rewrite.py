@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Callable
 from urllib.parse import unquote
 
 from framework.log import version_checksum
-from framework.log.delta_commits import StaleSnapshotError
 from framework.log.delta_transactions import DeltaJvm, jvm_of
 from framework.stages.compaction import DELETE, STAMP
 
@@ -84,11 +84,13 @@ def _file_name(path: str) -> str:
     return unquote(path).rsplit("/", 1)[-1]
 
 
-def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int) -> int | None:
+def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, merge: Callable[[], object]
+            ) -> int | None:
     """Write ``actions`` (offset, _action, _horizon: what the run does to each record; the
     run removes ``removed`` records and stamps ``stamped``) as one commit: its version, or
     None when the table already holds maintenance epoch ``epoch`` (another run committed
-    it; nothing is written).
+    it; nothing is written). When the version the transaction reads is not plain files,
+    ``merge`` (Delta's MERGE of the same actions) commits instead, and its answer is returned.
 
     The commit's user metadata comes from the session (``commit_metadata``)."""
     from pyspark.sql import functions as F
@@ -106,9 +108,9 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int) -
     # planned version, or a later one when another writer (a producer) committed since.
     read_version = int(txn.snapshot().version())
     files = version_checksum.plain_files(log.path, read_version)
-    adds = version_checksum.live_adds(log.path, read_version)
-    if files is None or adds is None:
-        raise StaleSnapshotError(f"{log.name}: version {read_version} cannot be rewritten file by file; re-planning")
+    if files is None:  # a writer since the plan left a version that is not its files: Delta's MERGE
+        return merge()
+    adds = files.adds
     # Inside the transaction from here (the compact.during_commit fault point is in ``actions``).
     schema = StructType.fromJson(json.loads(files.schema_json))
     columns = schema.fieldNames()

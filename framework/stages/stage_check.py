@@ -25,7 +25,8 @@ class StageCheck:
     now_ms: int
     version_before: int
     version_after: int
-    #: the table at ``version_before``, pinned while that was the latest version
+    #: the table at ``version_before``, pinned while that was the latest version; or None,
+    #: and the check reads it (a small partition's, from the files its checksum lists)
     before: object
     state_before: LogState
     state_after: LogState
