@@ -319,11 +319,12 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
 
             source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
             merge = _merge(log, source, end, stamps=totals["stamped"] > 0)
-            action = merge
             if small and compaction_rewrite.available(log.spark, log.path, snap.version):
                 def action():
                     return compaction_rewrite.rewrite(log, source, MAINTENANCE_APP_ID, after.clean.epoch,
                                                       totals["removed"], totals["stamped"], merge)
+            else:
+                action = merge
         version = log.commit_maintenance(after, "compact", action, snap.version, **extra)
         return CompactionResult(
             compaction, end, snap.version, version, after,
