@@ -27,7 +27,9 @@
    files the version checksum lists (as shipped) against Delta's listing (as before); the history
    (on for this pair) appended once per run (as shipped) against after every partition
    that committed (as before); a small partition's compaction written through Delta's
-   transaction API (as shipped) against Delta's MERGE (as before). Each twin then gets an
+   transaction API (as shipped) against Delta's MERGE (as before); a small partition's
+   shuffles in one Spark partition planned up front (as shipped) against the session's
+   adaptive plan over four (as before). Each twin then gets an
    idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
@@ -256,6 +258,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_compiled_always() if b else nothing(), {}), False, "compact"),
         ("rewrite", ("compaction written through the transaction API", "compaction by Delta's MERGE"),
          lambda b: (_compacted_by_merge() if b else nothing(), {}), False, "compact"),
+        ("shuffle", ("one shuffle partition when small", "the session's shuffle settings"),
+         lambda b: (_sessions_shuffles() if b else nothing(), {}), False, "compact"),
     ):
         twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy))
                  for name in ("a1", "b1", "b2", "a2")}
@@ -395,13 +399,24 @@ def _claims_by_dataframe_writes():
         yield
 
 
-@contextlib.contextmanager
 def _compiled_always():
     """Run every partition's queries with the session's code generation, as topiclake did
     before small partitions ran interpreted."""
+    return _small_partitions_without("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+
+
+def _sessions_shuffles():
+    """Run every partition's shuffles with the session's settings (adaptive, four shuffle
+    partitions), as topiclake did before a small partition's went to one, planned up front."""
+    return _small_partitions_without("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
+
+
+@contextlib.contextmanager
+def _small_partitions_without(*settings: str):
     from framework.log import small_partitions
 
-    with mock.patch.object(small_partitions, "SMALL_PARTITION_RECORDS", 0):
+    kept = {key: value for key, value in small_partitions.SMALL_PARTITION_SETTINGS.items() if key not in settings}
+    with mock.patch.dict(small_partitions.SMALL_PARTITION_SETTINGS, kept, clear=True):
         yield
 
 
@@ -774,7 +789,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                         "claims through the transaction API", "claims by DataFrame writes"),
                     "interpreted when small / compiled always": ("interpreted when small", "compiled always"),
                     "compaction through the transaction API / by MERGE": (
-                        "compaction written through the transaction API", "compaction by Delta's MERGE")}.items():
+                        "compaction written through the transaction API", "compaction by Delta's MERGE"),
+                    "one shuffle partition when small / the session's shuffle settings": (
+                        "one shuffle partition when small", "the session's shuffle settings")}.items():
                 ratios[f"{run} maintain, {label}"] = round(
                     results[f"{run} maintain of {quarter} partitions, {shipped}"]
                     / results[f"{run} maintain of {quarter} partitions, {before}"], 2)

@@ -1,10 +1,12 @@
-"""Small partitions run their queries with interpreted expressions (framework/log/small_partitions.py).
+"""Small partitions run their queries with interpreted expressions, one shuffle partition
+and no adaptive plan (framework/log/small_partitions.py).
 
-The suite's own session is interpreted throughout (tests/conftest.py), so these tests give
-the session Spark's defaults (code generation on) for their duration: a maintain must then
-switch a small partition to interpreted expressions for its stages and checks (and a small
-produce and delete-records theirs), give the session its settings back, leave a large
-partition to the session's settings, and leave the same tables either way.
+The suite's own session runs that way throughout (tests/conftest.py), so these tests give
+the session the embedded session's defaults (code generation on, adaptive, four shuffle
+partitions) for their duration: a maintain must then switch a small partition to the small
+settings for its stages and checks (and a small produce and delete-records theirs), give
+the session its settings back, leave a large partition to the session's settings, and
+leave the same tables either way.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
 from framework.stages.stage_check import ValidationOutcome
 
-WHOLE_STAGE, FACTORY = "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"
-#: Spark's defaults: generated code, falling back to interpreted expressions only on failure
-COMPILED = {WHOLE_STAGE: "true", FACTORY: "FALLBACK"}
+#: The embedded session's defaults: generated code (interpreted expressions only when it
+#: fails), adaptive query execution, four shuffle partitions (framework/session.py)
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK",
+            "spark.sql.adaptive.enabled": "true", "spark.sql.shuffle.partitions": "4"}
+SMALL = tuple(small_partitions.SMALL_PARTITION_SETTINGS[key] for key in COMPILED)
 NOW = 1_767_225_600_000
 
 
@@ -40,10 +44,14 @@ def _topic(spark, warehouse: Warehouse, name: str) -> Topic:
     return topic
 
 
+def _settings(spark) -> tuple[str, ...]:
+    return tuple(spark.conf.get(key) for key in COMPILED)
+
+
 def _seen_settings(spark, seen: list):
-    """A validator that writes down the code-generation settings its check's queries run with."""
+    """A validator that writes down the settings its check's queries run with."""
     def validator(check) -> ValidationOutcome:
-        seen.append((check.stage, check.log.spark.conf.get(WHOLE_STAGE), check.log.spark.conf.get(FACTORY)))
+        seen.append((check.stage, _settings(check.log.spark)))
         return ValidationOutcome(True)
     return validator
 
@@ -53,16 +61,16 @@ def _tables(spark, topic: Topic) -> list[list[tuple]]:
             for log in topic.partitions()]
 
 
-def test_a_small_partition_runs_interpreted_and_the_session_gets_its_settings_back(spark, tmp_path):
+def test_a_small_partition_runs_with_the_small_settings_and_the_session_gets_its_settings_back(spark, tmp_path):
     warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
     topic = _topic(spark, warehouse, "small")
     seen: list = []
     with session_confs(spark, COMPILED):
         run = Maintenance(spark, warehouse, [topic.spec], validator=_seen_settings(spark, seen),
                           record_history=False).run(NOW, stages=("compact",))
-        assert [spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)] == ["true", "FALLBACK"]
+        assert _settings(spark) == tuple(COMPILED.values())
     assert not run.failed
-    assert seen == [("compact", "false", "NO_CODEGEN")] * 2  # both partitions' checks
+    assert seen == [("compact", SMALL)] * 2  # both partitions' checks
 
 
 def test_a_large_partition_keeps_the_sessions_settings(spark, tmp_path, monkeypatch):
@@ -72,20 +80,20 @@ def test_a_large_partition_keeps_the_sessions_settings(spark, tmp_path, monkeypa
     seen: list = []
     # the stages themselves are not run: what matters is the settings they would run with
     monkeypatch.setattr(Maintenance, "_maintain_partition", lambda self, log, *rest: seen.append(
-        (log.name, log.spark.conf.get(WHOLE_STAGE), log.spark.conf.get(FACTORY))))
+        (log.name, _settings(log.spark))))
     with session_confs(spark, COMPILED):
         Maintenance(spark, warehouse, [topic.spec], record_history=False).run(NOW)
-    assert seen == [("large-0", "true", "FALLBACK"), ("large-1", "true", "FALLBACK")]
+    assert seen == [("large-0", tuple(COMPILED.values())), ("large-1", tuple(COMPILED.values()))]
 
 
-def test_a_small_produce_and_delete_records_run_interpreted(spark, tmp_path, monkeypatch):
+def test_a_small_produce_and_delete_records_run_with_the_small_settings(spark, tmp_path, monkeypatch):
     from framework.clients import produce as producing
     from framework.stages import retention
 
     seen: list = []
 
     def settings(what):
-        seen.append((what, spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)))
+        seen.append((what, _settings(spark)))
 
     real_append_all = producing._append_all
     monkeypatch.setattr(producing, "_append_all", lambda topic, batches: (settings("produce"),
@@ -96,27 +104,27 @@ def test_a_small_produce_and_delete_records_run_interpreted(spark, tmp_path, mon
     with session_confs(spark, COMPILED):
         topic = _topic(spark, Warehouse.resolve(str(tmp_path / "warehouse")), "cut")
         retention.delete_records(topic.partition(0), 3)
-        assert [spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)] == ["true", "FALLBACK"]
-    assert seen == [("produce", "false", "NO_CODEGEN"), ("delete_records", "false", "NO_CODEGEN")]
+        assert _settings(spark) == tuple(COMPILED.values())
+    assert seen == [("produce", SMALL), ("delete_records", SMALL)]
 
 
 def test_two_blocks_on_one_session_leave_it_its_own_settings(spark):
     """A produce call that starts while another on the same session is inside its block, and
-    ends after it: the session must end with its own settings, not the interpreted ones."""
+    ends after it: the session must end with its own settings, not the small ones."""
     with session_confs(spark, COMPILED):
-        first = small_partitions.interpreted_if_small(spark, 10)
+        first = small_partitions.small_partition_settings(spark, 10)
         first.__enter__()
-        second = small_partitions.interpreted_if_small(spark, 10)
+        second = small_partitions.small_partition_settings(spark, 10)
         second.__enter__()
         first.__exit__(None, None, None)
         second.__exit__(None, None, None)
-        assert [spark.conf.get(WHOLE_STAGE), spark.conf.get(FACTORY)] == ["true", "FALLBACK"]
+        assert _settings(spark) == tuple(COMPILED.values())
 
 
 @pytest.mark.slow
-def test_interpreted_and_compiled_leave_the_same_tables(spark, tmp_path, monkeypatch):
-    """Twins: the same records, maintained interpreted (as a small partition is) and with
-    generated code (as a large one is); every column of every partition must be equal."""
+def test_small_and_session_settings_leave_the_same_tables(spark, tmp_path, monkeypatch):
+    """Twins: the same records, maintained with the small settings (as a small partition is)
+    and with the session's (as a large one is); every column of every partition must be equal."""
     warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
     interpreted, compiled = _topic(spark, warehouse, "interpreted"), _topic(spark, warehouse, "compiled")
     with session_confs(spark, COMPILED):

@@ -280,14 +280,14 @@ def _produce_sample_data(ctx) -> None:
 
     from framework.clients.produce import produce_frame
     from framework.clients.sample_data import sample_frame
-    from framework.log.small_partitions import interpreted_if_small
+    from framework.log.small_partitions import small_partition_settings
     from framework.log.topic import Topic
 
     now = ctx.now_ms()
     for spec in ctx.selected():
         started = time.monotonic()
         frame = sample_frame(ctx.spark, spec, ctx.args.sample_records, now)
-        with interpreted_if_small(ctx.spark, ctx.args.sample_records):
+        with small_partition_settings(ctx.spark, ctx.args.sample_records):
             results = produce_frame(Topic(ctx.spark, ctx.warehouse, spec), frame, now)
         ctx.progress(f"sample data: {sum(r.count for r in results)} record(s) into {spec.topic} "
                      f"({time.monotonic() - started:.1f}s)")

@@ -15,7 +15,7 @@ from framework.errors import ArgumentError, PolicyViolationError, Problem, Recor
 from framework.local_rows import local_frame
 from framework.log.log_state import AppendedRecords
 from framework.log.partition_log import AppendResult
-from framework.log.small_partitions import interpreted_if_small
+from framework.log.small_partitions import small_partition_settings
 from framework.log.table_layout import HEADERS_TYPE, record_size_column
 from framework.log.topic import Topic
 from framework.side_by_side import each
@@ -54,7 +54,7 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
     refuse_kafka_fed(topic)
     if not records:
         return []
-    with interpreted_if_small(topic.spark, len(records)):
+    with small_partition_settings(topic.spark, len(records)):
         batches = _batches(topic, records, now_ms, source)
         topic.ensure()
         return _append_all(topic, batches)

@@ -41,7 +41,7 @@ from framework.log.delta_commits import (
 )
 from framework.log.history import RUNS_KEPT, HistoryBatch, HistoryRow, MaintenanceHistory
 from framework.log.partition_log import PartitionLog
-from framework.log.small_partitions import interpreted_if_small, is_small
+from framework.log.small_partitions import is_small, small_partition_settings
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.side_by_side import in_order
@@ -166,7 +166,7 @@ class Maintenance:
         part = PartitionRun(log.spec.topic, log.partition)
         try:
             self.progress(f"[{index}/{total}] {log.name}")
-            with interpreted_if_small(log.spark, log.snapshot().state.offset_span):
+            with small_partition_settings(log.spark, log.snapshot().state.offset_span):
                 self._maintain_partition(log, run, part, stages, force, vacuum_retention_ms, unsafe_vacuum)
         except TopiclakeError as error:
             if error.exit_code == 2:

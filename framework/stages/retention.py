@@ -17,7 +17,7 @@ from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
 from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
 from framework.log.partition_log import PartitionLog, Snapshot
-from framework.log.small_partitions import interpreted_if_small
+from framework.log.small_partitions import small_partition_settings
 
 
 def _ms(column: str):
@@ -199,7 +199,7 @@ def delete_records(log: PartitionLog, before_offset: int, run_id: str = "", snap
         )
     if before_offset <= state.log_start_offset:
         return RetentionResult(None, "delete_records", snap.version, None, state, state)
-    with interpreted_if_small(log.spark, state.offset_span):
+    with small_partition_settings(log.spark, state.offset_span):
         version, after, removed, removed_bytes = _cut(log, snap, before_offset, "delete_records", run_id,
                                                       move_start_without_records=True)
     return RetentionResult(None, "delete_records", snap.version, version, state, after, removed, removed_bytes)
