@@ -108,6 +108,8 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins):
     log = twins.topics["rewrite"].partition(0)
     commit = next(c for c in read_commits(spark, log.path) if c.version == second["rewrite"])
     assert commit.operation == "MERGE"
+    merged = next(c for c in read_commits(spark, twins.topics["merge"].partition(0).path) if c.version == second["merge"])
+    assert set(commit.metrics) <= set(merged.metrics), "a metric Delta's MERGE does not write"
     removed = int(commit.metrics["numTargetRowsDeleted"])
     assert removed > 0 and int(commit.metrics["numTargetFilesRemoved"]) >= 1
     # the version's checksum lists exactly the files Delta reads for it
