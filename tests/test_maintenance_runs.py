@@ -178,23 +178,26 @@ def test_cleaner_threads_maintain_partitions_side_by_side_as_one_thread_would(sp
     # two partitions must be in their compaction commit at the same moment, or this times out
     together, threads, confs = threading.Barrier(2, timeout=120), set(), set()
 
+    # a conf set at run time on the caller's session holds in every cleaner thread's session
+    # (one the engine never sets: a small partition's stages set their own shuffle settings)
+    probe, value = "spark.sql.files.openCostInBytes", "4194305"
+
     def meet(point, context):
         threads.add(threading.current_thread().name)
-        confs.add(context["log"].spark.conf.get("spark.sql.shuffle.partitions"))
+        confs.add(context["log"].spark.conf.get(probe))
         together.wait()
 
-    # a conf set at run time on the caller's session holds in every cleaner thread's session
-    shuffle = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(int(shuffle) + 1))
+    kept = spark.conf.get(probe)
+    spark.conf.set(probe, value)
     try:
         with faults.installed("compact.before_commit", meet):
             code, out_two, err_two = cli(capsys, "maintain", *two, "--now", "3500", "--no-report",
                                          "--cleaner-threads", "2")
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", shuffle)
+        spark.conf.set(probe, kept)
     assert code == 0, err_two
     assert len(threads) == 2 and all(name.startswith("cleaner") for name in threads), threads
-    assert confs == {str(int(shuffle) + 1)}
+    assert confs == {value}
 
     survivors = {}
     for common in (one, two):
