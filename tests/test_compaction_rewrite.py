@@ -94,7 +94,20 @@ def twins(spark, tmp_path, monkeypatch):
     return Twins(spark, tmp_path, monkeypatch)
 
 
-def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins):
+def _offset_ranges(spark, log) -> list[tuple[int, int]]:
+    """Each live data file's lowest and highest offset, in order."""
+    from pyspark.sql import functions as F
+
+    files = log.read().groupBy(F.col("_metadata.file_name")).agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"))
+    return sorted((row["lo"], row["hi"]) for row in files.collect())
+
+
+@pytest.mark.parametrize("layout", ["small, one task", "large, by splits"])
+def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins, monkeypatch, layout):
+    if layout == "large, by splits":
+        # a large partition: read through Delta, its touched files written in the splits they were read in
+        monkeypatch.setattr(compaction, "is_small", lambda records: False)
+        monkeypatch.setattr(compaction_rewrite, "ONE_TASK_BYTES", 0)
     twins.produce(0, 40, NOW - 2 * DAY_MS)
     first = twins.compact(NOW - 2 * DAY_MS)  # superseded records removed, tombstones stamped
     twins.assert_same(first)
@@ -116,6 +129,20 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins):
     with open(os.path.join(log.path, "_delta_log", f"{second['rewrite']:020d}.crc")) as handle:
         listed = {os.path.basename(add["path"]) for add in json.load(handle)["allFiles"]}
     assert {os.path.basename(path) for path in log.read().inputFiles()} == listed
+    # every file holds one stretch of offsets, apart from the others' (statistics skip by offset)
+    ranges = _offset_ranges(spark, log)
+    assert ranges and all(hi < lo for (_, hi), (lo, _) in zip(ranges, ranges[1:])), ranges
+
+
+def test_more_changes_than_a_rewrite_broadcasts_go_to_delta_s_merge(spark, twins, monkeypatch):
+    monkeypatch.setattr(compaction_rewrite, "MAX_CHANGES", 0)
+    twins.produce(0, 30, NOW)
+    topic = twins.topics["rewrite"]
+    log = topic.partition(0)
+    result = compaction.execute(log, compaction.plan(log, NOW, force=True))
+    assert result.removed_records > 0 and not twins.rewrites
+    commit = next(c for c in read_commits(spark, log.path) if c.version == result.version_after)
+    assert commit.operation == "MERGE" and "executionTimeMs" in commit.metrics, "not Delta's own MERGE"
 
 
 def test_an_append_that_lands_before_the_commit_is_kept(spark, twins):

@@ -319,7 +319,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
 
             source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
             merge = _merge(log, source, end, stamps=totals["stamped"] > 0)
-            if small and compaction_rewrite.available(log.spark, log.path, snap.version):
+            if compaction_rewrite.available(log.spark, log.path, snap.version, changes):
                 def action():
                     return compaction_rewrite.rewrite(log, source, MAINTENANCE_APP_ID, after.clean.epoch,
                                                       totals["removed"], totals["stamped"], merge)

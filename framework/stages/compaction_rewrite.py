@@ -1,18 +1,22 @@
-"""A small partition's compaction commit, written through Delta's transaction API.
+"""A compaction commit written through Delta's transaction API instead of a MERGE.
 
-Delta's MERGE on a table of a few small files costs far more than its rows: it rebuilds
-the table's snapshot state, scans the target for matches, materializes its source and
-rewrites the touched files, about ten Spark jobs and their planning (2.2 s of a 4.5 s
-maintained partition, 2 cores, 2026-11-27). For a version whose records are exactly the
-rows of the files its checksum lists (:func:`framework.log.version_checksum.plain_files`),
-the same commit is written directly, as Delta's own commands write theirs:
+Delta's MERGE costs more than the rewrite it makes. On a table of a few small files it
+rebuilds the table's snapshot state, scans the target for matches, materializes its source
+and rewrites the touched files, about ten Spark jobs and their planning (2.2 s of a 4.5 s
+maintained partition, 2 cores, 2026-11-27); on a large one it does the same over every file
+a loser sits in. For a version whose records are exactly the rows of the files its
+checksum lists (:func:`framework.log.version_checksum.plain_files`: Delta lists them up
+to 50 files), the same commit is written directly, as Delta's own commands write theirs:
 
-- the files that hold a record the run deletes or stamps are read (and only they);
+- the files that hold a record the run deletes or stamps are found (one pass over the
+  offsets, joined with the broadcast changes) and read (and only they);
 - each record of them is kept, kept with its new delete horizon, or dropped, and the
   change data feed rows a MERGE would write go with them (``delete`` for a dropped
   record, ``update_preimage``/``update_postimage`` for a stamped one): one
   ``writeFiles``, which puts the feed rows in ``_change_data`` and collects the new
-  files' statistics;
+  files' statistics. Up to :data:`ONE_TASK_BYTES` of touched files are written by one
+  task (a file per segment, in offset order); more keep the splits they were read in,
+  each in the offset order of its file, so file statistics keep skipping by offset;
 - one commit removes the touched files and adds the new ones, with the maintenance
   epoch's SetTransaction, as a ``MERGE`` operation.
 
@@ -21,8 +25,9 @@ partition conflicts as it would with a MERGE, and it removes the files it rewrit
 writer that removed one of them first makes Delta refuse it (the caller re-plans). A
 producer's append is no conflict: it commits files of its own, the run's decisions apply
 to the table the transaction reads (as a MERGE's do), and appended records lie past the
-cleanable end. Every other case (deletion vectors, column mapping, row tracking, no
-checksum, a remote store, a Spark Connect session) keeps the MERGE.
+cleanable end. Every other case (deletion vectors, column mapping, row tracking, no file
+list in the checksum, more changes than :data:`MAX_CHANGES` to broadcast, a remote store,
+a Spark Connect session) keeps the MERGE.
 """
 
 from __future__ import annotations
@@ -43,11 +48,19 @@ _MERGE_ONLY_FEATURES = ("rowTracking", "deletionVectors", "columnMapping", "iden
                         "checkConstraints")
 #: A variant of a touched record in the rewrite: the record as kept, or a change feed row.
 _KEPT, _DELETED, _PREIMAGE, _POSTIMAGE = 0, 1, 2, 3
+#: The most records a run may delete or stamp and still be written: each task of the
+#: rewrite holds them all (offset, action, horizon: about 40 bytes each, 80 MB at this
+#: bound), so that the touched files stream through in their own order.
+MAX_CHANGES = 2_000_000
+#: Touched files up to this size are written by one task, one file per segment; larger
+#: rewrites keep the splits they were read in.
+ONE_TASK_BYTES = 128 * 1024 * 1024
 
 
-def available(spark, path: str, version: int) -> bool:
-    """Whether this version's compaction can be written as a rewrite of its files."""
-    if jvm_of(spark) is None:
+def available(spark, path: str, version: int, changes: int = 0) -> bool:
+    """Whether this version's compaction, deleting or stamping ``changes`` records, can be
+    written as a rewrite of its files."""
+    if jvm_of(spark) is None or changes > MAX_CHANGES:
         return False
     found = version_checksum.checksum_of(path, version)
     if found is None or version_checksum.plain_files(path, version) is None:
@@ -118,7 +131,7 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
     changed = actions.where(F.col("_action").isin(DELETE, STAMP)).select("offset", "_action", "_horizon")
     read = spark.read.schema(schema).option("basePath", files.folder)
     located = read.parquet(*files.paths).select("offset", F.col("_metadata.file_name").alias("_file"))
-    touched = {row["_file"] for row in located.join(changed, "offset").select("_file").distinct().collect()}
+    touched = {row["_file"] for row in located.join(F.broadcast(changed), "offset").select("_file").distinct().collect()}
     by_name = {_file_name(add["path"]): add for add in adds}
     if len(by_name) != len(adds) or not touched <= set(by_name):
         raise RuntimeError(f"{log.name}: the files of version {read_version} are not what its checksum lists")
@@ -145,8 +158,9 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
             *[F.when(new_horizon, F.col("_horizon")).otherwise(F.col(c)).alias(c) if c == "_delete_horizon" else F.col(c)
               for c in columns],
             *([change_type.cast("string").alias("_change_type")] if feed else []))
-        # one file per segment, in offset order, so file statistics keep skipping by offset
-        out = out.repartition(1).sortWithinPartitions("_segment", "offset")
+        if sum(int(by_name[name]["size"]) for name in touched) <= ONE_TASK_BYTES:
+            # one file per segment, in offset order, so file statistics keep skipping by offset
+            out = out.repartition(1).sortWithinPartitions("_segment", "offset")
         written = delta.items(txn.writeFiles(out._jdf, delta.none(), False, delta.seq([])))
     _register_merge_metrics(delta, txn, written, removes, removed, stamped)
     return int(txn.commit(delta.seq([*written, *removes, claim]), operation))
