@@ -4,12 +4,13 @@
    record per key (200-byte values), plus ``--updates`` fresh updates of existing keys.
    Its twin (a copy of the same table files) is compacted by the naive rewrite (a window
    dedupe of the whole table, then an overwrite). Timed: topiclake's compaction (plan +
-   commit: the touched files rewritten through Delta's transaction API), the same by
-   Delta's MERGE (as before), on a copy whose owner turned deletion vectors on (a MERGE
-   that marks the losers) and on one without the change data feed, the guarantee checks (Great Expectations) as they run (only the change
-   paired) and with whole versions paired (each twice, alternating; the faster kept), the
-   naive rewrite. All must keep the same
-   key -> offset set, and both checks must pass with the same verdict.
+   commit: the touched files rewritten through Delta's transaction API) and by Delta's
+   MERGE (as before), these two on copies in the order A B B A; on a copy whose owner
+   turned deletion vectors on (a MERGE that marks the losers) and on one without the
+   change data feed; the guarantee checks (Great Expectations) as they run (only the
+   change paired) and with whole versions paired (each twice, alternating; the faster
+   kept); the naive rewrite. All must keep the same key -> offset set, and both checks
+   must pass with the same verdict.
 2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
    the command line's code, the first maintain, then an idle maintain (nothing due). Twin
    topics of a quarter of the partitions, their tables created, get the same lines, A B B A:

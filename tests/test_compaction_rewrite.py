@@ -43,6 +43,11 @@ def _rows(log) -> list[tuple]:
     return sorted(tuple(row) for row in log.read().collect())
 
 
+def _commit(spark, log, version: int):
+    """The commit of ``version`` as the commit log reads it."""
+    return next(c for c in read_commits(spark, log.path) if c.version == version)
+
+
 def _feed(spark, log, version: int) -> list[tuple]:
     """The change data feed rows of one commit: offset, change type, delete horizon."""
     frame = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", version)
@@ -119,9 +124,9 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins, monk
     twins.assert_same(second)
 
     log = twins.topics["rewrite"].partition(0)
-    commit = next(c for c in read_commits(spark, log.path) if c.version == second["rewrite"])
+    commit = _commit(spark, log, second["rewrite"])
     assert commit.operation == "MERGE"
-    merged = next(c for c in read_commits(spark, twins.topics["merge"].partition(0).path) if c.version == second["merge"])
+    merged = _commit(spark, twins.topics["merge"].partition(0), second["merge"])
     assert set(commit.metrics) <= set(merged.metrics), "a metric Delta's MERGE does not write"
     removed = int(commit.metrics["numTargetRowsDeleted"])
     assert removed > 0 and int(commit.metrics["numTargetFilesRemoved"]) >= 1
@@ -141,7 +146,7 @@ def test_more_changes_than_a_rewrite_broadcasts_go_to_delta_s_merge(spark, twins
     log = topic.partition(0)
     result = compaction.execute(log, compaction.plan(log, NOW, force=True))
     assert result.removed_records > 0 and not twins.rewrites
-    commit = next(c for c in read_commits(spark, log.path) if c.version == result.version_after)
+    commit = _commit(spark, log, result.version_after)
     assert commit.operation == "MERGE" and "executionTimeMs" in commit.metrics, "not Delta's own MERGE"
 
 
@@ -192,5 +197,5 @@ def test_a_version_since_the_plan_that_is_not_its_files_is_merged(spark, twins):
         versions = twins.compact(NOW)
     twins.assert_same(versions)
     log = twins.topics["rewrite"].partition(0)
-    commit = next(c for c in read_commits(spark, log.path) if c.version == versions["rewrite"])
+    commit = _commit(spark, log, versions["rewrite"])
     assert commit.operation == "MERGE" and "executionTimeMs" in commit.metrics, "not Delta's own MERGE"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from framework.log.commit_log import DELTA_LOG, local_folder
@@ -45,6 +45,10 @@ class PlainFiles:
     paths: tuple[str, ...]
     #: their ``add`` actions (dicts as in the Delta log), in the same order
     adds: tuple[dict, ...] = ()
+    #: the table's properties (``delta.enableChangeDataFeed``, ...) at the version
+    configuration: dict = field(default_factory=dict)
+    #: the reader and writer features of the table's protocol
+    features: frozenset = frozenset()
 
 
 def _checksum(path: str, version: int) -> tuple[str, dict] | None:
@@ -57,12 +61,6 @@ def _checksum(path: str, version: int) -> tuple[str, dict] | None:
     except (OSError, ValueError):  # not written (yet), or not ours to read
         return None
     return (folder, checksum) if isinstance(checksum, dict) else None
-
-
-def checksum_of(path: str, version: int) -> dict | None:
-    """The version checksum Delta wrote for ``version`` (a dict), or None."""
-    found = _checksum(path, version)
-    return None if found is None else found[1]
 
 
 def _adds(checksum: dict) -> list[dict] | None:
@@ -105,7 +103,8 @@ def plain_files(path: str, version: int) -> PlainFiles | None:
     if adds is None or not isinstance(metadata, dict) or not isinstance(metadata.get("schemaString"), str):
         return None
     columns = metadata.get("partitionColumns") or []
-    if (metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none":
+    configuration = metadata.get("configuration") or {}
+    if configuration.get("delta.columnMapping.mode", "none") != "none":
         return None
     paths = []
     for add in adds:
@@ -116,7 +115,9 @@ def plain_files(path: str, version: int) -> PlainFiles | None:
                 or not _in_its_partition_folder(relative, add, columns)):
             return None
         paths.append(os.path.join(folder, relative))
-    return PlainFiles(metadata["schemaString"], folder, tuple(paths), tuple(adds))
+    protocol = checksum.get("protocol") or {}
+    features = frozenset(protocol.get("readerFeatures") or ()) | frozenset(protocol.get("writerFeatures") or ())
+    return PlainFiles(metadata["schemaString"], folder, tuple(paths), tuple(adds), dict(configuration), features)
 
 
 def read_plain(spark, path: str, version: int):

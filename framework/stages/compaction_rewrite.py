@@ -62,12 +62,10 @@ def available(spark, path: str, version: int, changes: int = 0) -> bool:
     written as a rewrite of its files."""
     if jvm_of(spark) is None or changes > MAX_CHANGES:
         return False
-    found = version_checksum.checksum_of(path, version)
-    if found is None or version_checksum.plain_files(path, version) is None:
+    files = version_checksum.plain_files(path, version)
+    if files is None or files.features.intersection(_MERGE_ONLY_FEATURES):
         return False
-    protocol = found.get("protocol") or {}
-    features = set(protocol.get("writerFeatures") or ()) | set(protocol.get("readerFeatures") or ())
-    return not features.intersection(_MERGE_ONLY_FEATURES) and _merge_operation(DeltaJvm(spark)) is not None
+    return _merge_operation(DeltaJvm(spark)) is not None
 
 
 def _merge_operation(delta: DeltaJvm):
@@ -82,15 +80,6 @@ def _merge_operation(delta: DeltaJvm):
         if isinstance(error, Py4JJavaError):
             raise
         return None
-
-
-def _change_data_feed(path: str, version: int) -> bool:
-    """Whether the table records its changes (``delta.enableChangeDataFeed``) at ``version``:
-    then ``writeFiles`` puts the rows with a ``_change_type`` in ``_change_data``; without it
-    they would be written as records."""
-    checksum = version_checksum.checksum_of(path, version) or {}
-    configuration = (checksum.get("metadata") or {}).get("configuration") or {}
-    return str(configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
 def _file_name(path: str) -> str:
@@ -127,7 +116,9 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
     # Inside the transaction from here (the compact.during_commit fault point is in ``actions``).
     schema = StructType.fromJson(json.loads(files.schema_json))
     columns = schema.fieldNames()
-    feed = _change_data_feed(log.path, read_version)
+    # with the change data feed on, ``writeFiles`` puts the rows with a ``_change_type`` in
+    # ``_change_data``; without it they would be written as records
+    feed = str(files.configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true"
     changed = actions.where(F.col("_action").isin(DELETE, STAMP)).select("offset", "_action", "_horizon")
     read = spark.read.schema(schema).option("basePath", files.folder)
     located = read.parquet(*files.paths).select("offset", F.col("_metadata.file_name").alias("_file"))
