@@ -90,6 +90,54 @@ def test_a_create_killed_before_its_first_commit_is_cleared_and_made_again(spark
     assert DeltaTable.isDeltaTable(spark, warehouse.consumer_offsets_path)
 
 
+def _first_commit(path: str) -> dict:
+    """Commit 0's actions by name, less what differs between any two creates."""
+    import json
+
+    actions = {}
+    for line in (Path(path) / "_delta_log" / "00000000000000000000.json").read_text().splitlines():
+        (name, action), = json.loads(line).items()
+        actions[name] = action
+    for varying in ("id", "createdTime"):
+        actions["metaData"].pop(varying)
+    for varying in ("timestamp", "txnId", "engineInfo"):
+        actions["commitInfo"].pop(varying)
+    parameters = actions["commitInfo"]["operationParameters"]  # a JSON map, in the order of a Scala Map
+    parameters["properties"] = json.loads(parameters["properties"])
+    return actions
+
+
+@pytest.mark.parametrize("table", ["partition table", "own table"])
+def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commits(spark, tmp_path, table):
+    """The create is commit 0 written through Delta's transaction API; Delta's
+    ``DeltaTable.createIfNotExists`` (kept for a session without a JVM) must commit the
+    same metadata, protocol and operation, and neither commits over a table that is there."""
+    from framework.log import delta_create
+    from framework.log.delta_commits import commit_metadata
+    from framework.log.warehouse import OWN_TABLE_PROPERTIES
+
+    if table == "partition table":
+        topic_spec = spec(1, **{"min.compaction.lag.ms": 3_600_000})
+        shape = dict(schema=table_schema(topic_spec), properties=desired_properties(topic_spec, 0),
+                     partition_columns=("_segment",), description="topiclake: topic orders, partition 0")
+    else:
+        from framework.log.history import HISTORY_SCHEMA
+
+        shape = dict(schema=spark.createDataFrame([], HISTORY_SCHEMA).schema, properties=OWN_TABLE_PROPERTIES)
+    paths = {way: str(tmp_path / way) for way in ("transaction", "builder")}
+    with commit_metadata(spark, '{"topiclake":{"operation":"create"}}'):
+        assert delta_create.create_table(spark, paths["transaction"], **shape)
+        assert delta_create._create_by_builder(spark, paths["builder"], **shape)
+        assert not delta_create.create_table(spark, paths["transaction"], **shape)  # there: nothing committed
+    assert not (Path(paths["transaction"]) / "_delta_log" / "00000000000000000001.json").exists()
+    through_the_jvm, by_builder = _first_commit(paths["transaction"]), _first_commit(paths["builder"])
+    assert through_the_jvm == by_builder
+    assert by_builder["commitInfo"]["operation"] == "CREATE TABLE"
+    assert by_builder["commitInfo"]["userMetadata"] == '{"topiclake":{"operation":"create"}}'
+    assert by_builder["metaData"]["configuration"] == shape["properties"]
+    assert spark.read.format("delta").load(paths["transaction"]).schema == shape["schema"]
+
+
 def test_a_log_folder_that_may_hold_a_commit_is_never_cleared(spark, tmp_path):
     from framework.log.delta_create import clear_uncommitted_log
 

@@ -1,6 +1,15 @@
 """Whether a Delta table is at a path, and creating one there after clearing what a create
 killed before its first commit left.
 
+The create is commit 0 written through Delta's transaction API: the table's Metadata
+handed to ``OptimisticTransaction.updateMetadataForNewTable`` (which derives the protocol
+from the table properties, as a create does) and committed as Delta's ``CREATE TABLE``
+operation. ``DeltaTable.createIfNotExists(...).execute()`` commits the same actions after
+planning a catalog command: 0.35 to 0.47 s a partition table against 0.27 to 0.32 s
+(2 cores, 2026-11-27), and a new topic creates one table per partition.
+``tests/test_delta_create.py`` pins the two commits together; the builder remains for
+a Spark Connect session (no JVM here) and for a Delta whose JVM API has another shape.
+
 Delta's create makes ``_delta_log/`` (with ``_delta_log/_staged_commits/``) before it writes
 commit 0. A process killed in between leaves that folder with no commit in it, and Delta then
 disagrees with itself: ``DeltaTable.isDeltaTable`` says there is no table, but a create by
@@ -19,8 +28,12 @@ and fail with nothing committed, as a create racing another always could.
 
 from __future__ import annotations
 
+import json
+import time
+import uuid
+
 from framework.log.commit_log import DELTA_LOG
-from framework.log.delta_transactions import jvm_of
+from framework.log.delta_transactions import DeltaJvm, jvm_of
 
 STAGED_COMMITS = "_staged_commits"
 
@@ -37,10 +50,53 @@ def is_delta_table(spark, path: str) -> bool:
     return bool(getattr(jvm, "io.delta.tables.DeltaTable").isDeltaTable(spark._jsparkSession, path))
 
 
-def create_table(spark, path: str, builder) -> None:
-    """Run ``builder`` (a ``DeltaTableBuilder`` for ``path``), clearing a killed create's folder first."""
+def create_table(spark, path: str, schema, properties: dict[str, str], partition_columns: tuple[str, ...] = (),
+                 description: str | None = None) -> bool:
+    """Create the Delta table at ``path`` unless one is there (``CREATE TABLE IF NOT
+    EXISTS``), clearing a killed create's folder first; True when this call committed it.
+    The commit's user metadata is the session's, as for any Delta write."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+
     clear_uncommitted_log(spark, path)
+    if jvm_of(spark) is not None:
+        try:
+            return _create_through_the_jvm(spark, path, schema, properties, partition_columns, description)
+        except Py4JError as error:
+            if isinstance(error, Py4JJavaError):  # Delta's own answer (a concurrent create, ...)
+                raise
+    return _create_by_builder(spark, path, schema, properties, partition_columns, description)
+
+
+def _create_through_the_jvm(spark, path, schema, properties, partition_columns=(), description=None) -> bool:
+    delta = DeltaJvm(spark)
+    txn = delta.delta_log(path).startTransaction()
+    if int(txn.readVersion()) >= 0:
+        return False
+    metadata = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema.json(), "partitionColumns": list(partition_columns),
+                "configuration": dict(properties), "createdTime": int(time.time() * 1000)}
+    if description is not None:
+        metadata["description"] = description
+    action = delta.cls("org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps({"metaData": metadata}))
+    operation = delta.cls("org.apache.spark.sql.delta.DeltaOperations$CreateTable")(
+        action, False, False, delta.some(delta.seq([])))
+    txn.updateMetadataForNewTable(action)
+    txn.commit(delta.seq([]), operation)
+    return True
+
+
+def _create_by_builder(spark, path, schema, properties, partition_columns=(), description=None) -> bool:
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if partition_columns:
+        builder = builder.partitionedBy(*partition_columns)
+    for key, value in properties.items():
+        builder = builder.property(key, value)
+    if description is not None:
+        builder = builder.comment(description)
     builder.execute()
+    return True
 
 
 def clear_uncommitted_log(spark, path: str) -> bool:

@@ -116,21 +116,16 @@ class PartitionLog:
 
     def create(self) -> bool:
         """Create the table if it does not exist; True when this call created it."""
-        from delta.tables import DeltaTable
-
         if self.exists():
             return False
-        builder = DeltaTable.createIfNotExists(self.spark).location(self.path)
-        builder = builder.addColumns(table_schema(self.spec)).partitionedBy("_segment")
-        for key, value in desired_properties(self.spec, self.partition).items():
-            builder = builder.property(key, value)
-        builder = builder.comment(f"topiclake: topic {self.spec.topic}, partition {self.partition}")
         faults.reached("create.before_commit", log=self)
         empty = LogState(max_timestamp_ms=NO_TIMESTAMP, min_timestamp_ms=NO_RECORD_YET)
         with commit_metadata(self.spark, to_metadata(empty, "create", None)):
-            create_table(self.spark, self.path, builder)
+            created = create_table(self.spark, self.path, table_schema(self.spec),
+                                   desired_properties(self.spec, self.partition), partition_columns=("_segment",),
+                                   description=f"topiclake: topic {self.spec.topic}, partition {self.partition}")
         faults.reached("create.after_commit", log=self)
-        return True
+        return created
 
     def properties(self) -> dict[str, str]:
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(self.path)}").collect()

@@ -25,14 +25,9 @@ OWN_TABLE_PROPERTIES = {
 
 def create_own_table(spark, path: str, schema) -> None:
     """Create one of topiclake's own tables (if absent) with OWN_TABLE_PROPERTIES."""
-    from delta.tables import DeltaTable
-
     from framework.log.delta_create import create_table
 
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-    for key, value in OWN_TABLE_PROPERTIES.items():
-        builder = builder.property(key, value)
-    create_table(spark, path, builder)
+    create_table(spark, path, schema, OWN_TABLE_PROPERTIES)
 
 
 def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
