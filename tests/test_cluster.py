@@ -3,8 +3,9 @@
 A standalone master and one worker start on 127.0.0.1 from the pyspark installation
 (``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker``); the
 package is built as a wheel and shipped to the executors with ``--py-files``;
-``jobs/maintain.py`` is submitted with ``--master spark://127.0.0.1:PORT`` on the shipped
-specs with sample data at a fixed clock, with two cleaner threads. The same job runs
+``jobs/maintain.py`` is submitted with ``--master spark://127.0.0.1:PORT`` on one shipped
+spec (``orders-changelog``: two partitions, compaction and retention) with sample data at a
+fixed clock, with two cleaner threads. The same job runs
 locally (in this process, on the test session, one thread) into a second warehouse, and
 every partition's records, every column, must be equal. The daemons are stopped by their PIDs.
 """
@@ -12,6 +13,7 @@ every partition's records, every column, must be equal. The daemons are stopped 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -110,7 +112,13 @@ def _records(spark, path: str) -> list:
 def test_maintain_on_a_standalone_cluster_equals_a_local_run(spark, cluster, built_wheel, tmp_path):
     import importlib.util
 
-    job = ["--specs", str(REPO / "table_specs"), "--with-sample-data", "--sample-records", SAMPLE_RECORDS,
+    # one shipped spec of two partitions, compacted and retained: what runs on the cluster
+    # (the wheel on the executors, two cleaner threads) does not depend on how many topics
+    # there are, and each more partition cost about 40 s on a machine shared with the suite
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(REPO / "table_specs" / "orders-changelog.yaml", specs)
+    job = ["--specs", str(specs), "--with-sample-data", "--sample-records", SAMPLE_RECORDS,
            "--now", NOW, "--no-report"]
     remote, local = tmp_path / "on-cluster", tmp_path / "local"
     confs = {**LOCAL_CONF, "spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "1",
@@ -134,11 +142,11 @@ def test_maintain_on_a_standalone_cluster_equals_a_local_run(spark, cluster, bui
     assert maintain_job.main(["--warehouse", str(local), *job]) == 0
 
     partitions = 0
-    for topic in load_specs([REPO / "table_specs"]):
+    for topic in load_specs([specs]):
         for partition in range(topic.partitions):
             name = f"{topic.topic}-{partition}"
             cluster_records, local_records = _records(spark, str(remote / name)), _records(spark, str(local / name))
             assert cluster_records == local_records, f"{name} differs between the cluster and the local run"
             partitions += 1
-    assert partitions >= 3
+    assert partitions == 2
     print(f"\n{partitions} partitions equal between the standalone cluster and the local run")
