@@ -138,6 +138,41 @@ def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commit
     assert spark.read.format("delta").load(paths["transaction"]).schema == shape["schema"]
 
 
+def test_commits_through_the_transaction_api_carry_the_settings_of_the_session_given(spark, warehouse):
+    """Delta's transaction reads its settings (the commit's user metadata: topiclake's
+    bookkeeping) from the JVM thread's active session. Handed a session that is not the
+    active one, the create, the claimed append, the compaction rewrite and the bin-packing still commit
+    that session's, and the create leaves the active session active."""
+    from framework.stages import compaction, optimize
+
+    jvm_sessions = getattr(spark._jvm, "org.apache.spark.sql.SparkSession")
+
+    def make_the_test_session_active():
+        jvm_sessions.setActiveSession(spark._jsparkSession)
+
+    other = spark.newSession()
+    topic = Topic(other, warehouse, spec(1, **{"min.cleanable.dirty.ratio": 0.0}))
+    log = topic.partition(0)
+    def append(count):
+        return lambda: produce(topic, records(topic, [{"key": f"k{i % 2}", "value": "v", "timestamp": 0}
+                                                      for i in range(count)]), 0)
+
+    steps = [lambda: topic.create(), append(6),
+             lambda: compaction.execute(log, compaction.plan(log, 0, force=True)),
+             append(2), append(2), append(2),
+             lambda: optimize.execute(log, optimize.plan(log), run_id="test")]
+    for step in steps:
+        make_the_test_session_active()
+        step()
+        if step is steps[0]:  # pyspark's own createDataFrame (a produce) leaves its session active
+            assert jvm_sessions.getActiveSession().get().equals(spark._jsparkSession)
+    commits = log.commits()
+    assert [c.version for c in commits] == list(range(6, -1, -1))
+    assert all('"topiclake"' in (c.user_metadata or "") for c in commits), commits
+    assert sorted(r["offset"] for r in log.read().collect()) == [4, 5, *range(6, 12)]
+    assert log.snapshot().state.log_end_offset == 12
+
+
 def test_a_log_folder_that_may_hold_a_commit_is_never_cleared(spark, tmp_path):
     from framework.log.delta_create import clear_uncommitted_log
 

@@ -69,6 +69,11 @@ def create_table(spark, path: str, schema, properties: dict[str, str], partition
 
 def _create_through_the_jvm(spark, path, schema, properties, partition_columns=(), description=None) -> bool:
     delta = DeltaJvm(spark)
+    with delta.active():
+        return _create_in(delta, path, schema, properties, partition_columns, description)
+
+
+def _create_in(delta: DeltaJvm, path, schema, properties, partition_columns, description) -> bool:
     txn = delta.delta_log(path).startTransaction()
     if int(txn.readVersion()) >= 0:
         return False

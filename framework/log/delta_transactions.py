@@ -24,6 +24,7 @@ the DataFrame API (:func:`jvm_of` returns None).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from framework.local_rows import local_frame
@@ -70,6 +71,23 @@ class DeltaJvm:
 
     def none(self):
         return self.cls("scala.Option").apply(None)
+
+    @contextlib.contextmanager
+    def active(self):
+        """This session as the JVM thread's active one while a transaction runs. Delta's
+        transaction reads its settings (the commit's user metadata among them) from
+        ``SparkSession.active``, which a DataFrame action or SQL command sets for its run and
+        the transaction API does not: through another session it would commit without them."""
+        sessions = self.cls("org.apache.spark.sql.SparkSession")
+        previous = sessions.getActiveSession()
+        sessions.setActiveSession(self.spark._jsparkSession)
+        try:
+            yield
+        finally:
+            if previous.isDefined():
+                sessions.setActiveSession(previous.get())
+            else:
+                sessions.clearActiveSession()
 
     def delta_log(self, path: str):
         return self.cls("org.apache.spark.sql.delta.DeltaLog").forTable(self.spark._jsparkSession, path)
@@ -123,6 +141,11 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
 
 def _commit_through_the_jvm(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame):
     delta = DeltaJvm(spark)
+    with delta.active():
+        return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame)
+
+
+def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_version: int, metadata: str, frame):
     txn = delta.delta_log(path).startTransaction()
     # every JVM call whose shape may differ comes before the write
     operation = delta.append_operation(metadata)

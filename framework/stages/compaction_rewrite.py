@@ -95,11 +95,16 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
     ``merge`` (Delta's MERGE of the same actions) commits instead, and its answer is returned.
 
     The commit's user metadata comes from the session (``commit_metadata``)."""
+    delta = DeltaJvm(log.spark)
+    with delta.active():
+        return _rewrite_in(delta, log, actions, app_id, epoch, removed, stamped, merge)
+
+
+def _rewrite_in(delta: DeltaJvm, log, actions, app_id: str, epoch: int, removed: int, stamped: int, merge):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     spark = log.spark
-    delta = DeltaJvm(spark)
     txn = delta.delta_log(log.path).startTransaction()
     operation = _merge_operation(delta)
     claim = delta.cls("org.apache.spark.sql.delta.actions.SetTransaction")(

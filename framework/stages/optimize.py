@@ -205,13 +205,19 @@ def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
 
 def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResult:
     """Rewrite each group into one offset-ordered file; one OPTIMIZE commit, no data change."""
-    from pyspark.sql import DataFrame
-
     snap = packing.snapshot
     if not packing.due:
         return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
+    delta = DeltaJvm(log.spark)
+    with delta.active():
+        return _execute_in(delta, log, packing, run_id)
+
+
+def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: str) -> PackResult:
+    from pyspark.sql import DataFrame
+
+    snap = packing.snapshot
     spark = log.spark
-    delta = DeltaJvm(spark)
     txn = delta.delta_log(log.path).startTransaction()
     table = txn.snapshot()
     wanted = {f.path for g in packing.groups for f in g}
