@@ -199,3 +199,21 @@ def test_a_version_since_the_plan_that_is_not_its_files_is_merged(spark, twins):
     log = twins.topics["rewrite"].partition(0)
     commit = _commit(spark, log, versions["rewrite"])
     assert commit.operation == "MERGE" and "executionTimeMs" in commit.metrics, "not Delta's own MERGE"
+
+
+def test_a_table_feature_turned_on_since_the_plan_is_merged(spark, twins):
+    """Deletion vectors turned on between the plan and the transaction: the version the
+    transaction reads is judged as the planned one was, and Delta's MERGE commits (with
+    deletion vectors, as on any table that has them)."""
+    twins.produce(0, 30, NOW)
+
+    def owner(point, context):
+        spark.sql(f"ALTER TABLE {delta_table_sql(context['log'].path)} "
+                  "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+
+    with faults.installed("compact.before_commit", owner):
+        versions = twins.compact(NOW)
+    twins.assert_same(versions)
+    commit = _commit(spark, twins.topics["rewrite"].partition(0), versions["rewrite"])
+    assert commit.operation == "MERGE" and "executionTimeMs" in commit.metrics, "not Delta's own MERGE"
+    assert commit.metrics.get("numTargetDeletionVectorsAdded", "0") != "0", commit.metrics

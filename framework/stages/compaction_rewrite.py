@@ -62,10 +62,12 @@ def available(spark, path: str, version: int, changes: int = 0) -> bool:
     written as a rewrite of its files."""
     if jvm_of(spark) is None or changes > MAX_CHANGES:
         return False
-    files = version_checksum.plain_files(path, version)
-    if files is None or files.features.intersection(_MERGE_ONLY_FEATURES):
-        return False
-    return _merge_operation(DeltaJvm(spark)) is not None
+    return _rewritable(version_checksum.plain_files(path, version)) and _merge_operation(DeltaJvm(spark)) is not None
+
+
+def _rewritable(files) -> bool:
+    """Whether a version, as its checksum lists it, can be rewritten file by file."""
+    return files is not None and not files.features.intersection(_MERGE_ONLY_FEATURES)
 
 
 def _merge_operation(delta: DeltaJvm):
@@ -115,7 +117,7 @@ def _rewrite_in(delta: DeltaJvm, log, actions, app_id: str, epoch: int, removed:
     # planned version, or a later one when another writer (a producer) committed since.
     read_version = int(txn.snapshot().version())
     files = version_checksum.plain_files(log.path, read_version)
-    if files is None:  # a writer since the plan left a version that is not its files: Delta's MERGE
+    if not _rewritable(files):  # a writer since the plan left a version that is not its files: Delta's MERGE
         return merge()
     adds = files.adds
     # Inside the transaction from here (the compact.during_commit fault point is in ``actions``).
