@@ -13,7 +13,8 @@
    must pass with the same verdict.
 2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
    the command line's code, the first maintain, then an idle maintain (nothing due). Twin
-   topics of a quarter of the partitions, their tables created, get the same lines, A B B A:
+   topics of a quarter of the partitions are created, A B B A, through Delta's transaction
+   API (as shipped) and by Delta's table builder (as before); then the same lines, A B B A:
    the driver's rows through Arrow against a Python list, and Java lists read by index
    against iterated through py4j (each as shipped against as before). Then
    four twin topics of a quarter of the partitions, with the same records, get their first
@@ -315,6 +316,13 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
 
+    create, sides = f"create {partitions} partition tables", ("through the transaction API", "by Delta's table builder")
+    for name in ("a1", "b1", "b2", "a2"):
+        twin = Topic(spark, warehouse, _spec(f"wide-create-{name}", partitions))
+        as_before = name.startswith("b")
+        with _created_by_builder() if as_before else contextlib.nullcontext():
+            _timed(f"{create}, {sides[as_before]} ({name})", results, twin.ensure)
+    _mean_of_twins(results, create, sides)
     label = f"produce {len(lines)} lines into {partitions} partitions"
     same = True
     for kind, sides, before in (("rows", ("rows through Arrow", "rows as a Python list"), _rows_as_python_lists),
@@ -330,6 +338,15 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
         _mean_of_twins(results, label, sides)
         same = _same_offsets(twins, partitions) and same
     return same
+
+
+@contextlib.contextmanager
+def _created_by_builder():
+    """Create tables as topiclake did before: Delta's ``DeltaTable.createIfNotExists``."""
+    from framework.log import delta_create
+
+    with mock.patch.object(delta_create, "_create_through_the_jvm", delta_create._create_by_builder):
+        yield
 
 
 @contextlib.contextmanager
@@ -794,6 +811,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
             / results[f"{produced_lines}, claims by DataFrame writes"], 2)
         ratios["produce lines, rows through Arrow / as a Python list"] = round(
             results[f"{produced_lines}, rows through Arrow"] / results[f"{produced_lines}, rows as a Python list"], 2)
+        created = f"create {quarter} partition tables"
+        ratios["create tables, through the transaction API / by Delta's table builder"] = round(
+            results[f"{created}, through the transaction API"] / results[f"{created}, by Delta's table builder"], 2)
         ratios["produce lines, Java lists read by index / iterated"] = round(
             results[f"{produced_lines}, Java lists read by index"] / results[f"{produced_lines}, Java lists iterated"], 2)
         for run in ("first", "idle"):
