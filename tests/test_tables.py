@@ -126,7 +126,7 @@ def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commit
         shape = dict(schema=spark.createDataFrame([], HISTORY_SCHEMA).schema, properties=OWN_TABLE_PROPERTIES)
     paths = {way: str(tmp_path / way) for way in ("transaction", "builder")}
     with commit_metadata(spark, '{"topiclake":{"operation":"create"}}'):
-        assert delta_create.create_table(spark, paths["transaction"], **shape)
+        assert delta_create._create_through_the_jvm(spark, paths["transaction"], **shape)
         assert delta_create._create_by_builder(spark, paths["builder"], **shape)
         assert not delta_create.create_table(spark, paths["transaction"], **shape)  # there: nothing committed
     assert not (Path(paths["transaction"]) / "_delta_log" / "00000000000000000001.json").exists()

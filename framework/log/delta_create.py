@@ -7,7 +7,7 @@ from the table properties, as a create does) and committed as Delta's ``CREATE T
 operation. ``DeltaTable.createIfNotExists(...).execute()`` commits the same actions after
 planning a catalog command: 0.35 to 0.47 s a partition table against 0.27 to 0.32 s
 (2 cores, 2026-11-27), and a new topic creates one table per partition.
-``tests/test_delta_create.py`` pins the two commits together; the builder remains for
+``tests/test_tables.py`` pins the two commits together; the builder remains for
 a Spark Connect session (no JVM here) and for a Delta whose JVM API has another shape.
 
 Delta's create makes ``_delta_log/`` (with ``_delta_log/_staged_commits/``) before it writes
