@@ -178,3 +178,55 @@ def test_a_scala_seq_is_read_without_a_java_exception(spark, monkeypatch):
     assert delta.items(delta.seq(["a", "b", "c"])) == ["a", "b", "c"]
     assert delta.items(delta.seq([])) == []
     assert converted == []
+
+
+def test_committed_offsets_are_upserted_by_one_overwrite_as_a_merge_upserts_them(spark, warehouse, tmp_path,
+                                                                                   monkeypatch):
+    """The consumer offsets table (a row per group and partition) is rewritten whole in one
+    overwrite commit: the same rows, commit after commit, as Delta's MERGE of each row
+    leaves in a twin table, in fewer Spark jobs; a commit to the table since the
+    transaction read it makes the overwrite conflict."""
+    from framework.log import delta_transactions
+    from framework.log.consumer_offsets import ConsumerOffsets
+    from framework.log.warehouse import Warehouse
+
+    rewritten = ConsumerOffsets(spark, warehouse)
+    merged = ConsumerOffsets(spark, Warehouse.resolve(str(tmp_path / "merged")))
+    commits = [("billing", "orders", 0, 5), ("billing", "orders", 1, 2), ("audit", "orders", 0, 9),
+               ("billing", "orders", 0, 3)]  # the latest commit wins, even a lower one
+    jobs = {"rewritten": 0, "merged": 0}
+    for group, topic, partition, offset in commits:
+        jobs["rewritten"] += spark_jobs(spark, lambda: rewritten.commit(group, topic, partition, offset))[1]
+        with monkeypatch.context() as patch:
+            patch.setattr("framework.log.consumer_offsets.replaced_commit", lambda *args: False)
+            jobs["merged"] += spark_jobs(spark, lambda: merged.commit(group, topic, partition, offset))[1]
+
+    def rows(offsets):
+        return sorted((r["group"], r["topic"], r["partition"], r["offset"]) for r in offsets.all().collect())
+
+    assert rows(rewritten) == rows(merged) == [("audit", "orders", 0, 9), ("billing", "orders", 0, 3),
+                                               ("billing", "orders", 1, 2)]
+    assert rewritten.committed("orders", 0) == {"billing": 3, "audit": 9}
+    newest = _last_commit(rewritten.path)
+    info = next(a["commitInfo"] for a in newest if "commitInfo" in a)
+    assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Overwrite"
+    assert [a for a in newest if "add" in a] and len(glob.glob(os.path.join(rewritten.path, "*.parquet"))) >= 2
+    assert _rows(spark, merged.path) and jobs["rewritten"] < jobs["merged"], jobs
+
+    # a commit to the table between the transaction's read and its commit: a conflict
+    real = delta_transactions._replaced_in
+
+    def overtaken(delta, path, replace):
+        def replace_after_another_commit(rows):
+            with monkeypatch.context() as patch:
+                patch.setattr(delta_transactions, "_replaced_in", real)
+                rewritten_again = ConsumerOffsets(spark, warehouse)
+                rewritten_again.commit("other", "orders", 0, 1)
+            return replace(rows)
+        return real(delta, path, replace_after_another_commit)
+
+    monkeypatch.setattr(delta_transactions, "_replaced_in", overtaken)
+    with pytest.raises(Exception) as raised:
+        delta_transactions.replaced_commit(spark, rewritten.path, lambda rows: rows)
+    assert is_retryable_conflict(raised.value)
+    assert rewritten.committed("orders", 0) == {"billing": 3, "audit": 9, "other": 1}

@@ -1,8 +1,11 @@
 """Consumer groups' committed offsets, Kafka's ``__consumer_offsets`` as a Delta table.
 
-One row per (group, topic, partition), upserted by MERGE; the latest commit wins, as
-in Kafka, where a group may also move its offset backwards. Consumed retention
-(KIP-68) reads these rows.
+One row per (group, topic, partition), upserted: the latest commit wins, as in Kafka,
+where a group may also move its offset backwards. Consumed retention (KIP-68) reads
+these rows. The table is small (a row per group and partition), and an upsert rewrites
+it as one overwrite commit through Delta's transaction API
+(:func:`framework.log.delta_transactions.replaced_commit`), or MERGEs the row where that
+does not apply (no version checksum listing its files, a Spark Connect session).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from framework.errors import ArgumentError, ConcurrentWriteError
 from framework.local_rows import local_frame
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
 from framework.log.delta_create import is_delta_table
+from framework.log.delta_transactions import replaced_commit
 from framework.log.warehouse import Warehouse, create_own_table
 from framework.spec import TopicSpec
 
@@ -54,15 +58,17 @@ class ConsumerOffsets:
                           "group string, topic string, partition int, offset long, ms long")
         row = row.withColumn("commit_timestamp", F.timestamp_millis("ms")).drop("ms")
         faults.reached("commit_offset.before_commit", group=group, topic=topic, partition=partition)
+        same = (F.col("group") == group) & (F.col("topic") == topic) & (F.col("partition") == partition)
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             try:
-                (
-                    DeltaTable.forPath(self.spark, self.path).alias("t")
-                    .merge(row.alias("s"), "t.group = s.group AND t.topic = s.topic AND t.partition = s.partition")
-                    .whenMatchedUpdateAll()
-                    .whenNotMatchedInsertAll()
-                    .execute()
-                )
+                if not replaced_commit(self.spark, self.path, lambda rows: rows.where(~same).unionByName(row)):
+                    (
+                        DeltaTable.forPath(self.spark, self.path).alias("t")
+                        .merge(row.alias("s"), "t.group = s.group AND t.topic = s.topic AND t.partition = s.partition")
+                        .whenMatchedUpdateAll()
+                        .whenNotMatchedInsertAll()
+                        .execute()
+                    )
                 faults.reached("commit_offset.after_commit", group=group, topic=topic, partition=partition)
                 return
             except Exception as error:  # noqa: BLE001

@@ -25,6 +25,7 @@ the DataFrame API (:func:`jvm_of` returns None).
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 
 from framework.local_rows import local_frame
@@ -104,10 +105,15 @@ class DeltaJvm:
 
     def append_operation(self, metadata: str):
         """``DeltaOperations.Write`` in append mode, carrying the commit's user metadata."""
+        return self.write_operation("Append", self.some(metadata))
+
+    def write_operation(self, mode: str, metadata=None):
+        """``DeltaOperations.Write`` in ``mode`` (a ``SaveMode`` name), with user metadata
+        ``metadata`` (a Scala Option; None: the session's)."""
         none = self.none()
-        mode = self.cls("org.apache.spark.sql.SaveMode").Append
+        save_mode = getattr(self.cls("org.apache.spark.sql.SaveMode"), mode)
         return self.cls("org.apache.spark.sql.delta.DeltaOperations$Write")(
-            mode, none, none, self.some(metadata), none, none, none, none, none)
+            save_mode, none, none, metadata if metadata is not None else none, none, none, none, none, none)
 
 
 #: What :func:`claimed_commit` returns after a DataFrame write: it committed, or Delta
@@ -158,3 +164,46 @@ def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_vers
         rows = frame.select(*schema.fieldNames())
         actions = delta.items(txn.writeFiles(rows._jdf, delta.none(), False, delta.seq([])))
     return int(txn.commit(delta.seq([*actions, claim]), operation))
+
+
+def replaced_commit(spark, path: str, replace) -> bool:
+    """Replace the rows of a small table by ``replace(rows)`` (a DataFrame of its rows in,
+    the new rows out) in one overwrite commit: every live file removed, the new rows
+    written as one file. The transaction reads the whole table, so any commit to it in
+    between makes this one conflict (the caller retries). False, with nothing written,
+    when the version is not plain files its checksum lists
+    (:func:`framework.log.version_checksum.rewritable`) or there is no JVM to reach: the
+    caller then writes its own way. A MERGE of one row into such a table runs about ten
+    Spark jobs; this runs two."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    if jvm_of(spark) is None:
+        return False
+    delta = DeltaJvm(spark)
+    try:
+        with delta.active():
+            return _replaced_in(delta, path, replace)
+    except Py4JError as error:
+        if isinstance(error, Py4JJavaError):  # Delta's own answer (a conflict, ...), not a missing method
+            raise
+        return False
+
+
+def _replaced_in(delta: DeltaJvm, path: str, replace) -> bool:
+    from framework.log import version_checksum
+
+    txn = delta.delta_log(path).startTransaction()
+    operation = delta.write_operation("Overwrite")  # before any write: its shape may differ
+    files = version_checksum.plain_files(path, int(txn.snapshot().version()))
+    if not version_checksum.rewritable(files):
+        return False
+    txn.readWholeTable()
+    rows = version_checksum.frame_of(delta.spark, files)
+    new_rows = replace(rows).select(*rows.columns).coalesce(1)
+    written = delta.items(txn.writeFiles(new_rows._jdf, delta.none(), False, delta.seq([])))
+    action_type = delta.cls("org.apache.spark.sql.delta.actions.Action")
+    removed_at = int(time.time() * 1000)
+    removes = [action_type.fromJson(json.dumps({"add": add})).removeWithTimestamp(removed_at, True)
+               for add in files.adds]
+    txn.commit(delta.seq([*written, *removes]), operation)
+    return True

@@ -120,15 +120,32 @@ def plain_files(path: str, version: int) -> PlainFiles | None:
     return PlainFiles(metadata["schemaString"], folder, tuple(paths), tuple(adds), dict(configuration), features)
 
 
+#: Table features under which rewriting a version's files is not what Delta's own command
+#: would write (row ids, deletion vectors) or that topiclake's tables never have and the
+#: rewrites do not claim to keep. (``invariants``, the schema's NOT NULLs, every table
+#: has: ``writeFiles`` checks them.)
+REWRITE_BLOCKING_FEATURES = frozenset({"rowTracking", "deletionVectors", "columnMapping", "identityColumns",
+                                       "generatedColumns", "checkConstraints"})
+
+
+def rewritable(files: PlainFiles | None) -> bool:
+    """Whether a version (``plain_files``' answer) can be rewritten file by file through
+    Delta's transaction API: its files are its records, and no feature forbids it."""
+    return files is not None and not files.features.intersection(REWRITE_BLOCKING_FEATURES)
+
+
 def read_plain(spark, path: str, version: int):
     """The records of ``version`` as a read of its files (:func:`plain_files`), or None."""
+    files = plain_files(path, version)
+    return None if files is None else frame_of(spark, files)
+
+
+def frame_of(spark, files: PlainFiles):
+    """The rows of ``files``, in the table's column order."""
     from pyspark.sql.types import StructType
 
-    files = plain_files(path, version)
-    if files is None:
-        return None
     schema = StructType.fromJson(json.loads(files.schema_json))
     if not files.paths:
         return spark.createDataFrame([], schema)
     frame = spark.read.schema(schema).option("basePath", files.folder).parquet(*files.paths)
-    return frame.select(*(frame[name] for name in schema.fieldNames()))  # the table's column order
+    return frame.select(*(frame[name] for name in schema.fieldNames()))

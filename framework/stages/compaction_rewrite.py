@@ -41,11 +41,6 @@ from framework.log import version_checksum
 from framework.log.delta_transactions import DeltaJvm, jvm_of
 from framework.stages.compaction import DELETE, STAMP
 
-#: Table features under which a rewrite is not what a MERGE would write (row ids, deletion
-#: vectors) or that topiclake's tables never have and this path does not claim to keep.
-#: (``invariants``, the schema's NOT NULLs, every table has: ``writeFiles`` checks them.)
-_MERGE_ONLY_FEATURES = ("rowTracking", "deletionVectors", "columnMapping", "identityColumns", "generatedColumns",
-                        "checkConstraints")
 #: A variant of a touched record in the rewrite: the record as kept, or a change feed row.
 _KEPT, _DELETED, _PREIMAGE, _POSTIMAGE = 0, 1, 2, 3
 #: The most records a run may delete or stamp and still be written: each task of the
@@ -62,12 +57,8 @@ def available(spark, path: str, version: int, changes: int = 0) -> bool:
     written as a rewrite of its files."""
     if jvm_of(spark) is None or changes > MAX_CHANGES:
         return False
-    return _rewritable(version_checksum.plain_files(path, version)) and _merge_operation(DeltaJvm(spark)) is not None
-
-
-def _rewritable(files) -> bool:
-    """Whether a version, as its checksum lists it, can be rewritten file by file."""
-    return files is not None and not files.features.intersection(_MERGE_ONLY_FEATURES)
+    return (version_checksum.rewritable(version_checksum.plain_files(path, version))
+            and _merge_operation(DeltaJvm(spark)) is not None)
 
 
 def _merge_operation(delta: DeltaJvm):
@@ -117,7 +108,7 @@ def _rewrite_in(delta: DeltaJvm, log, actions, app_id: str, epoch: int, removed:
     # planned version, or a later one when another writer (a producer) committed since.
     read_version = int(txn.snapshot().version())
     files = version_checksum.plain_files(log.path, read_version)
-    if not _rewritable(files):  # a writer since the plan left a version that is not its files: Delta's MERGE
+    if not version_checksum.rewritable(files):  # a writer since the plan left a version that is not its files: Delta's MERGE
         return merge()
     adds = files.adds
     # Inside the transaction from here (the compact.during_commit fault point is in ``actions``).
