@@ -173,8 +173,8 @@ def replaced_commit(spark, path: str, replace) -> bool:
     between makes this one conflict (the caller retries). False, with nothing written,
     when the version is not plain files its checksum lists
     (:func:`framework.log.version_checksum.rewritable`) or there is no JVM to reach: the
-    caller then writes its own way. A MERGE of one row into such a table runs about ten
-    Spark jobs; this runs two."""
+    caller then writes its own way. A MERGE of one row into the consumer offsets table took
+    2.4 to 3.0 s, this 0.6 to 0.8 s (README, "Performance")."""
     from py4j.protocol import Py4JError, Py4JJavaError
 
     if jvm_of(spark) is None:
