@@ -90,6 +90,13 @@ class DeltaJvm:
             else:
                 sessions.clearActiveSession()
 
+    def removes(self, adds) -> list:
+        """``RemoveFile`` actions (data changed, stamped now) for ``add`` actions as dicts
+        from the Delta log."""
+        action = self.cls("org.apache.spark.sql.delta.actions.Action")
+        removed_at = int(time.time() * 1000)
+        return [action.fromJson(json.dumps({"add": add})).removeWithTimestamp(removed_at, True) for add in adds]
+
     def delta_log(self, path: str):
         return self.cls("org.apache.spark.sql.delta.DeltaLog").forTable(self.spark._jsparkSession, path)
 
@@ -201,9 +208,5 @@ def _replaced_in(delta: DeltaJvm, path: str, replace) -> bool:
     rows = version_checksum.frame_of(delta.spark, files)
     new_rows = replace(rows).select(*rows.columns).coalesce(1)
     written = delta.items(txn.writeFiles(new_rows._jdf, delta.none(), False, delta.seq([])))
-    action_type = delta.cls("org.apache.spark.sql.delta.actions.Action")
-    removed_at = int(time.time() * 1000)
-    removes = [action_type.fromJson(json.dumps({"add": add})).removeWithTimestamp(removed_at, True)
-               for add in files.adds]
-    txn.commit(delta.seq([*written, *removes]), operation)
+    txn.commit(delta.seq([*written, *delta.removes(files.adds)]), operation)
     return True

@@ -108,7 +108,7 @@ def _rewrite_in(delta: DeltaJvm, log, actions, app_id: str, epoch: int, removed:
     # planned version, or a later one when another writer (a producer) committed since.
     read_version = int(txn.snapshot().version())
     files = version_checksum.plain_files(log.path, read_version)
-    if not version_checksum.rewritable(files):  # a writer since the plan left a version that is not its files: Delta's MERGE
+    if not version_checksum.rewritable(files):  # a writer since the plan left a version not its files: MERGE
         return merge()
     adds = files.adds
     # Inside the transaction from here (the compact.during_commit fault point is in ``actions``).
@@ -124,10 +124,7 @@ def _rewrite_in(delta: DeltaJvm, log, actions, app_id: str, epoch: int, removed:
     by_name = {_file_name(add["path"]): add for add in adds}
     if len(by_name) != len(adds) or not touched <= set(by_name):
         raise RuntimeError(f"{log.name}: the files of version {read_version} are not what its checksum lists")
-    action_type = delta.cls("org.apache.spark.sql.delta.actions.Action")
-    removed_at = int(time.time() * 1000)
-    removes = [action_type.fromJson(json.dumps({"add": by_name[name]})).removeWithTimestamp(removed_at, True)
-               for name in sorted(touched)]
+    removes = delta.removes(by_name[name] for name in sorted(touched))
     written = []
     if touched:
         paths = [p for p in files.paths if _file_name(p) in touched]
