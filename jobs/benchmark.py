@@ -32,8 +32,10 @@
    that committed (as before); a small partition's compaction written through Delta's
    transaction API (as shipped) against Delta's MERGE (as before); a small partition's
    shuffles in one Spark partition planned up front (as shipped) against the session's
-   adaptive plan over four (as before). Each twin then gets an
-   idle maintain, in the same order.
+   adaptive plan over four (as before); for topics with ``cleanup.policy=delete`` whose
+   retention cuts half of each partition, the cut written through Delta's transaction API
+   (as shipped) against Delta's DELETE after a time-travel read (as before). Each twin
+   then gets an idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too). Then
@@ -94,11 +96,13 @@ def _timed(label, results, action):
     return value
 
 
-def _spec(topic: str, partitions: int = 1, policy: str = "compact"):
+def _spec(topic: str, partitions: int = 1, policy: str = "compact", retention_ms: int | None = None):
     from framework.spec import parse_spec
 
-    return parse_spec({"topic": topic, "partitions": partitions, "config": {
-        "cleanup.policy": policy, "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}}, "benchmark")
+    config = {"cleanup.policy": policy, "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}
+    if retention_ms is not None:
+        config["retention.ms"] = retention_ms
+    return parse_spec({"topic": topic, "partitions": partitions, "config": config}, "benchmark")
 
 
 def _value(n):
@@ -278,8 +282,13 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_committed_by_merge() if b else nothing(), {}), False, "compact"),
         ("shuffle", ("one shuffle partition when small", "the session's shuffle settings"),
          lambda b: (_sessions_shuffles() if b else nothing(), {}), False, "compact"),
+        ("cut", ("retention cut through the transaction API", "retention cut by Delta's DELETE"),
+         lambda b: (_cut_by_delete() if b else nothing(), {}), False, "delete"),
     ):
-        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy))
+        # the "cut" twins keep the newer half of each partition's records (their timestamps
+        # span the 5 s from a day ago); the others' retention keeps every record
+        retention_ms = DAY_MS - 2_500 if kind == "cut" else None
+        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy, retention_ms))
                  for name in ("a1", "b1", "b2", "a2")}
         for name, twin in twins.items():
             records = parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark")
@@ -461,6 +470,18 @@ def _committed_by_merge():
     from framework.stages import compaction_rewrite
 
     with mock.patch.object(compaction_rewrite, "available", lambda spark, path, version, changes=0: False):
+        yield
+
+
+@contextlib.contextmanager
+def _cut_by_delete():
+    """Cut retention as topiclake did before it wrote the cut through the transaction API:
+    Delta's DELETE, after the plan read the version through Delta's time travel."""
+    from framework.log import partition_log
+    from framework.stages import retention_rewrite
+
+    with mock.patch.object(retention_rewrite, "cut", lambda log, start, app, epoch, removed, delete: delete()), \
+            mock.patch.object(partition_log.PartitionLog, "read_snapshot", lambda self, snap: self.read(snap.version)):
         yield
 
 
@@ -833,7 +854,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                     "compaction through the transaction API / by MERGE": (
                         "compaction written through the transaction API", "compaction by Delta's MERGE"),
                     "one shuffle partition when small / the session's shuffle settings": (
-                        "one shuffle partition when small", "the session's shuffle settings")}.items():
+                        "one shuffle partition when small", "the session's shuffle settings"),
+                    "retention cut through the transaction API / by Delta's DELETE": (
+                        "retention cut through the transaction API", "retention cut by Delta's DELETE")}.items():
                 ratios[f"{run} maintain, {label}"] = round(
                     results[f"{run} maintain of {quarter} partitions, {shipped}"]
                     / results[f"{run} maintain of {quarter} partitions, {before}"], 2)

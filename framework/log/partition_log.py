@@ -61,6 +61,7 @@ from framework.log.log_state import (
     oldest_timestamp,
     to_metadata,
 )
+from framework.log.small_partitions import is_small
 from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import TopicSpec
@@ -225,6 +226,13 @@ class PartitionLog:
         else through Delta (:meth:`read`)."""
         frame = version_checksum.read_plain(self.spark, self.path, version)
         return self.read(version) if frame is None else frame
+
+    def read_snapshot(self, snap: Snapshot):
+        """A pinned snapshot's records, for the engine's own queries. A small partition's
+        are read from the files its checksum lists (:meth:`read_files`): a time-travel read
+        would first rebuild the version's snapshot state, most of a small stage's time. A
+        large one keeps Delta's read, whose file statistics skip the files a filter rules out."""
+        return self.read_files(snap.version) if is_small(snap.state.offset_span) else self.read(snap.version)
 
     def size(self, version: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
         """Records and bytes (the contract's byte measure) at ``version``, of the offsets in

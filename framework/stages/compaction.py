@@ -23,7 +23,6 @@ from framework.cleaner import spark_sql
 from framework.cleaner.rules import CompactionDecision, PartitionMeasure
 from framework.log.log_state import AppendedRecords, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
-from framework.log.small_partitions import is_small
 from framework.spec import TopicConfig
 
 DELETE = "delete"
@@ -73,7 +72,7 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     if snapshot.past_checkpoint is not None and cleaner.none_newer_than(
             state.max_timestamp_ms, cleaner.uncleanable_after_ms(now_ms, config)):
         return _measure_from_appends(state, checkpoint, snapshot.past_checkpoint)
-    records = log.read(snapshot.version)
+    records = log.read_snapshot(snapshot)
     u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset, state.max_timestamp_ms)
     head_from = max(checkpoint, u)
     in_dirty = (F.col("offset") >= checkpoint) & (F.col("offset") < u)
@@ -271,11 +270,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     end = measured.first_uncleanable_offset if cleanable_end is None else min(cleanable_end, measured.first_uncleanable_offset)
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
-    # A small partition's version is read from the files its checksum lists: a time-travel
-    # read would first rebuild that version's snapshot state (a third of a small run's time).
-    # A large one keeps Delta's read, whose file statistics skip the clean files.
-    small = is_small(state.offset_span)
-    records = log.read_files(snap.version) if small else log.read(snap.version)
+    records = log.read_snapshot(snap)  # a small partition's from its files: a third of a small run's time
     actions = compaction_actions(records, config, end, compaction.now_ms, checkpoint,
                                  measured.log_start_offset).persist()
     try:

@@ -16,8 +16,9 @@ from framework.cleaner import spark_sql
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
 from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
-from framework.log.partition_log import PartitionLog, Snapshot
+from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
 from framework.log.small_partitions import small_partition_settings
+from framework.stages import file_rewrite, retention_rewrite
 
 
 def _ms(column: str):
@@ -26,17 +27,17 @@ def _ms(column: str):
     return F.unix_millis(F.col(column))
 
 
-def _first_offset(records, condition, log_end_offset: int) -> int:
+def _boundary(records, keep, start: int, end: int, log_end_offset: int) -> tuple[int, bool]:
+    """Where a rule cuts: the first offset of a record it keeps (``keep``), bounded by ``end``
+    (the log end offset when it keeps none), and whether any record lies in [start, that
+    boundary): a rule with no record below its boundary changes nothing. One aggregate pass."""
     from pyspark.sql import functions as F
 
-    row = records.where(condition).agg(F.min("offset").alias("b")).collect()[0]
-    return log_end_offset if row["b"] is None else row["b"]
-
-
-def _has_record_below(records, start: int, boundary: int) -> bool:
-    from pyspark.sql import functions as F
-
-    return bool(records.where((F.col("offset") >= start) & (F.col("offset") < boundary)).limit(1).count())
+    offset = F.col("offset")
+    row = records.agg(F.min(F.when(keep, offset)).alias("kept"),
+                      F.min(F.when(offset >= start, offset)).alias("first")).collect()[0]
+    boundary = min(end, log_end_offset if row["kept"] is None else row["kept"])
+    return boundary, row["first"] is not None and row["first"] < boundary
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     config = log.spec.config
     rules = cleaner.retention_rules(config, now_ms, committed)
     end = state.log_end_offset if cap is None else min(cap, state.log_end_offset)
-    records = log.read(snap.version).select("offset", "timestamp", "_size")
+    records = log.read_snapshot(snap).select("offset", "timestamp", "_size")
     start = state.log_start_offset
     boundaries: dict[str, int] = {}
     if not config.delete:
@@ -81,8 +82,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     keeps_all = rules.keep_since_ms is None or cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1)
     if not keeps_all:
         young = F.expr(spark_sql.newer_than_sql(rules.keep_since_ms - 1)) if rules.keep_since_ms > 0 else F.lit(True)
-        boundary = min(end, _first_offset(records, young, state.log_end_offset))
-        if _has_record_below(records, start, boundary):
+        boundary, moved = _boundary(records, young, start, end, state.log_end_offset)
+        if moved:
             start = boundaries["time"] = boundary
 
     if rules.max_bytes is not None:
@@ -91,15 +92,15 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
         if total > rules.max_bytes:
             # bytes from each record to the end; the first record whose suffix fits is kept
             suffix = F.sum("_size").over(Window.orderBy(F.col("offset").desc()).rowsBetween(Window.unboundedPreceding, 0))
-            fits = rest.withColumn("_suffix", suffix).where(F.col("_suffix") <= rules.max_bytes)
-            boundary = min(end, _first_offset(fits, F.lit(True), state.log_end_offset))
-            if _has_record_below(records, start, boundary):
+            fits = F.col("_suffix") <= rules.max_bytes
+            boundary, moved = _boundary(rest.withColumn("_suffix", suffix), fits, start, end, state.log_end_offset)
+            if moved:
                 start = boundaries["size"] = boundary
 
     if rules.smallest_committed_offset is not None:
         keep = (F.col("offset") >= rules.smallest_committed_offset) | (_ms("timestamp") >= rules.consumed_keep_since_ms)
-        boundary = min(end, _first_offset(records.where(F.col("offset") >= start), keep, state.log_end_offset))
-        if _has_record_below(records, start, boundary):
+        boundary, moved = _boundary(records, keep & (F.col("offset") >= start), start, end, state.log_end_offset)
+        if moved:
             start = boundaries["consumed"] = boundary
     return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
@@ -126,7 +127,7 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     from pyspark.sql import functions as F
 
     state = snap.state
-    records = log.read(snap.version)
+    records = log.read_snapshot(snap)
     checkpoint = max(state.checkpoint, state.log_start_offset)
     below, kept = F.col("offset") < new_start, F.col("offset") >= new_start
     in_clean = below & (F.col("offset") < checkpoint)
@@ -162,8 +163,13 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     extra = dict(run_id=run_id, removed=row["n"], new_log_start=new_start)
     if row["n"]:
         def delete():
-            log.delta_table().delete(f"_segment < {int(new_start)} AND offset < {int(new_start)}")
-        version = log.commit_maintenance(after, operation, delete, snap.version, **extra)
+            log.delta_table().delete(retention_rewrite.predicate(new_start))
+
+        action = delete
+        if file_rewrite.available(log.spark, log.path, snap.version):
+            def action():
+                return retention_rewrite.cut(log, new_start, MAINTENANCE_APP_ID, after.clean.epoch, row["n"], delete)
+        version = log.commit_maintenance(after, operation, action, snap.version, **extra)
     else:
         version = log.commit_maintenance(after, operation, None, snap.version, **extra)
     return version, after, row["n"], row["b"] or 0

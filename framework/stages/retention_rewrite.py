@@ -1,0 +1,88 @@
+"""A retention commit written through Delta's transaction API instead of a DELETE
+(:mod:`framework.stages.file_rewrite` writes it; this module says what it touches).
+
+Retention removes a prefix of the log: every record below the new log start. The files
+that may hold one are known without reading a record: a segment holds offsets from its
+base (its ``_segment`` partition value) up, so only files of segments below the new log
+start can, and of those, a file whose statistics put its first offset at or past it
+cannot. Each record of those files is kept or dropped (a ``delete`` change feed row); the
+commit is a ``DELETE`` operation with a DELETE's metrics, whose predicate is the one
+Delta's DELETE is given.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from framework.log.delta_transactions import DeltaJvm
+from framework.stages import file_rewrite
+from framework.stages.compaction import DELETE
+
+
+def predicate(new_start: int) -> str:
+    """The records a retention cut at ``new_start`` deletes, as Delta's DELETE is given them
+    (the segment bound lets Delta prune whole segments)."""
+    return f"_segment < {int(new_start)} AND offset < {int(new_start)}"
+
+
+def _delete_operation(delta: DeltaJvm, condition: str):
+    """``DeltaOperations.Delete`` as Delta 4.x shapes it; None when this Delta shapes it otherwise."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    try:
+        expression = delta.spark._jsparkSession.sessionState().sqlParser().parseExpression(condition)
+        return delta.cls("org.apache.spark.sql.delta.DeltaOperations$Delete")(delta.seq([expression]))
+    except Py4JError as error:
+        if isinstance(error, Py4JJavaError):
+            raise
+        return None
+
+
+def may_hold_below(add: dict, new_start: int) -> bool:
+    """Whether the file of ``add`` (an add action, as in the Delta log) may hold a record
+    below ``new_start``: its segment starts below it, and its statistics (when collected)
+    do not put its first offset at or past it."""
+    segment = (add.get("partitionValues") or {}).get("_segment")
+    if segment is None or int(segment) >= new_start:
+        return segment is None  # a file outside the segment layout: read it
+    try:
+        first = json.loads(add.get("stats") or "{}").get("minValues", {}).get("offset")
+    except ValueError:
+        first = None
+    return first is None or int(first) < new_start
+
+
+def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Callable[[], object]) -> int | None:
+    """Remove every record below ``new_start`` (``removed`` of them) in one commit claiming
+    maintenance epoch ``epoch``: its version, or None when the table already holds the epoch
+    (nothing is written). When this Delta has no such operation, or the version the
+    transaction reads is not plain files, ``delete`` (Delta's DELETE) commits instead, and
+    its answer is returned. The commit's user metadata comes from the session."""
+    from pyspark.sql import functions as F
+
+    delta = DeltaJvm(log.spark)
+
+    def touched(read, files) -> set:
+        return {file_rewrite.file_name(add["path"]) for add in files.adds if may_hold_below(add, new_start)}
+
+    def annotate(rows):
+        return (rows.withColumn("_action", F.when(F.col("offset") < new_start, F.lit(DELETE)))
+                .withColumn("_horizon", F.lit(None).cast("timestamp")))
+
+    def metrics(written: list, removes: list) -> dict:
+        done = file_rewrite.written_summary(written, removes)
+        return {
+            "numRemovedFiles": done["files_removed"], "numRemovedBytes": done["bytes_removed"],
+            "numAddedFiles": done["files_added"], "numAddedBytes": done["bytes_added"],
+            "numDeletedRows": removed, "numCopiedRows": done["rows_written"],
+            "numAddedChangeFiles": done["change_files"], "changeFileBytes": done["change_bytes"],
+            "numDeletionVectorsAdded": 0, "numDeletionVectorsRemoved": 0, "numDeletionVectorsUpdated": 0,
+        }
+
+    with delta.active():
+        operation = _delete_operation(delta, predicate(new_start))
+        if operation is None:
+            return delete()
+        change = file_rewrite.Rewrite(operation=operation, touched=touched, annotate=annotate, metrics=metrics)
+        return file_rewrite.commit(delta, log.path, app_id, epoch, change, delete)
