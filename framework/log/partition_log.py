@@ -221,17 +221,14 @@ class PartitionLog:
             raise
 
     def read_files(self, version: int):
-        """All columns at ``version``, read from the files its checksum lists when that is
-        the version (no snapshot state to rebuild: most of a small table's pinned read),
-        else through Delta (:meth:`read`)."""
+        """All columns at ``version`` from the files its checksum lists when they are the
+        version (no snapshot state to rebuild), else through Delta (:meth:`read`)."""
         frame = version_checksum.read_plain(self.spark, self.path, version)
         return self.read(version) if frame is None else frame
 
     def read_snapshot(self, snap: Snapshot):
-        """A pinned snapshot's records, for the engine's own queries. A small partition's
-        are read from the files its checksum lists (:meth:`read_files`): a time-travel read
-        would first rebuild the version's snapshot state, most of a small stage's time. A
-        large one keeps Delta's read, whose file statistics skip the files a filter rules out."""
+        """A pinned snapshot's records: a small partition's from its files (a time-travel read
+        rebuilds state first), a large one's through Delta (file statistics skip files)."""
         return self.read_files(snap.version) if is_small(snap.state.offset_span) else self.read(snap.version)
 
     def size(self, version: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
