@@ -90,6 +90,18 @@ class DeltaJvm:
             else:
                 sessions.clearActiveSession()
 
+    def operation(self, name: str, *args):
+        """``DeltaOperations.<name>(*args)`` (what a commit records as its operation), or None
+        when this Delta shapes it otherwise (another version or platform)."""
+        from py4j.protocol import Py4JError, Py4JJavaError
+
+        try:
+            return self.cls(f"org.apache.spark.sql.delta.DeltaOperations${name}")(*args)
+        except Py4JError as error:
+            if isinstance(error, Py4JJavaError):
+                raise
+            return None
+
     def removes(self, adds) -> list:
         """``RemoveFile`` actions (data changed, stamped now) for ``add`` actions as dicts
         from the Delta log."""

@@ -30,16 +30,8 @@ def available(spark, path: str, version: int, changes: int = 0) -> bool:
 
 def _merge_operation(delta: DeltaJvm):
     """``DeltaOperations.Merge`` as Delta 4.x shapes it; None when this Delta shapes it otherwise."""
-    from py4j.protocol import Py4JError, Py4JJavaError
-
     none = delta.none()
-    try:
-        return delta.cls("org.apache.spark.sql.delta.DeltaOperations$Merge")(
-            none, none, none, none, delta.seq([]), delta.seq([]), delta.seq([]))
-    except Py4JError as error:
-        if isinstance(error, Py4JJavaError):
-            raise
-        return None
+    return delta.operation("Merge", none, none, none, none, delta.seq([]), delta.seq([]), delta.seq([]))
 
 
 def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, merge: Callable[[], object]

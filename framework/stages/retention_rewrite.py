@@ -27,16 +27,9 @@ def predicate(new_start: int) -> str:
 
 
 def _delete_operation(delta: DeltaJvm, condition: str):
-    """``DeltaOperations.Delete`` as Delta 4.x shapes it; None when this Delta shapes it otherwise."""
-    from py4j.protocol import Py4JError, Py4JJavaError
-
-    try:
-        expression = delta.spark._jsparkSession.sessionState().sqlParser().parseExpression(condition)
-        return delta.cls("org.apache.spark.sql.delta.DeltaOperations$Delete")(delta.seq([expression]))
-    except Py4JError as error:
-        if isinstance(error, Py4JJavaError):
-            raise
-        return None
+    """``DeltaOperations.Delete`` of ``condition`` as Delta 4.x shapes it; None when this Delta shapes it otherwise."""
+    expression = delta.spark._jsparkSession.sessionState().sqlParser().parseExpression(condition)
+    return delta.operation("Delete", delta.seq([expression]))
 
 
 def may_hold_below(add: dict, new_start: int) -> bool:
