@@ -34,8 +34,9 @@
    shuffles in one Spark partition planned up front (as shipped) against the session's
    adaptive plan over four (as before); for topics with ``cleanup.policy=delete`` whose
    retention cuts half of each partition, the cut written through Delta's transaction API
-   (as shipped) against Delta's DELETE after a time-travel read (as before). Each twin
-   then gets an idle maintain, in the same order.
+   (as shipped) against Delta's DELETE after a time-travel read (as before); the files a
+   compaction rewrites named by its totals (as shipped) against found by a pass of their
+   own over the offsets (as before). Each twin then gets an idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too). Then
@@ -284,6 +285,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_sessions_shuffles() if b else nothing(), {}), False, "compact"),
         ("cut", ("retention cut through the transaction API", "retention cut by Delta's DELETE"),
          lambda b: (_cut_by_delete() if b else nothing(), {}), False, "delete"),
+        ("touched", ("touched files named by the totals", "touched files found by a pass"),
+         lambda b: (_touched_found_by_a_pass() if b else nothing(), {}), False, "compact"),
     ):
         # the "cut" twins keep the newer half of each partition's records (their timestamps
         # span the 5 s from a day ago); the others' retention keeps every record
@@ -405,8 +408,8 @@ def _empty_clean_section_joined():
 
     real = compaction.compaction_actions
     with mock.patch.object(compaction, "compaction_actions",
-                           lambda records, config, end, now_ms, checkpoint=0, log_start_offset=0:
-                           real(records, config, end, now_ms, checkpoint, log_start_offset=-1)):
+                           lambda records, config, end, now_ms, checkpoint=0, log_start_offset=0, **rest:
+                           real(records, config, end, now_ms, checkpoint, log_start_offset=-1, **rest)):
         yield
 
 
@@ -482,6 +485,18 @@ def _cut_by_delete():
 
     with mock.patch.object(retention_rewrite, "cut", lambda log, start, app, epoch, removed, delete: delete()), \
             mock.patch.object(partition_log.PartitionLog, "read_snapshot", lambda self, snap: self.read(snap.version)):
+        yield
+
+
+@contextlib.contextmanager
+def _touched_found_by_a_pass():
+    """Find the files a compaction rewrites as topiclake did before its totals named them: a
+    pass of their own over the offsets, joined with the broadcast changes."""
+    from framework.stages import compaction_rewrite
+
+    real = compaction_rewrite.rewrite
+    with mock.patch.object(compaction_rewrite, "rewrite",
+                           lambda *args, planned_files=None: real(*args, planned_files=None)):
         yield
 
 
@@ -856,7 +871,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                     "one shuffle partition when small / the session's shuffle settings": (
                         "one shuffle partition when small", "the session's shuffle settings"),
                     "retention cut through the transaction API / by Delta's DELETE": (
-                        "retention cut through the transaction API", "retention cut by Delta's DELETE")}.items():
+                        "retention cut through the transaction API", "retention cut by Delta's DELETE"),
+                    "touched files named by the totals / found by a pass": (
+                        "touched files named by the totals", "touched files found by a pass")}.items():
                 ratios[f"{run} maintain, {label}"] = round(
                     results[f"{run} maintain of {quarter} partitions, {shipped}"]
                     / results[f"{run} maintain of {quarter} partitions, {before}"], 2)

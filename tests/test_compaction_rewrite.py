@@ -218,3 +218,25 @@ def test_a_table_feature_turned_on_since_the_plan_is_merged(spark, twins):
     commit = _commit(spark, twins.topics["rewrite"].partition(0), versions["rewrite"])
     assert commit.operation == "MERGE" and "executionTimeMs" in commit.metrics, "not Delta's own MERGE"
     assert commit.metrics.get("numTargetDeletionVectorsAdded", "0") != "0", commit.metrics
+
+
+def test_files_rewritten_since_the_plan_are_found_again(spark, twins):
+    """The run's totals name the files it touches; when the version the transaction reads no
+    longer holds them (here the owner bin-packed them after the plan), the rewrite finds
+    the touched files again by a pass over the offsets and commits what the MERGE commits."""
+    twins.produce(0, 20, NOW)
+    twins.produce(20, 20, NOW)
+    planned = {path: set(os.path.basename(p) for p in topic.partition(0).read().inputFiles())
+               for path, topic in twins.topics.items()}
+
+    def owner(point, context):
+        spark.sql(f"OPTIMIZE {delta_table_sql(context['log'].path)}")
+
+    with faults.installed("compact.before_commit", owner):
+        versions = twins.compact(NOW)
+    twins.assert_same(versions)
+    log = twins.topics["rewrite"].partition(0)
+    commit = _commit(spark, log, versions["rewrite"])
+    assert commit.operation == "MERGE" and "executionTimeMs" not in commit.metrics, "not the rewrite's commit"
+    assert len(planned["rewrite"]) == 2 and int(commit.metrics["numTargetFilesRemoved"]) == 1, \
+        "the two planned files were not bin-packed into one before the commit"

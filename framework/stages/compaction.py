@@ -159,7 +159,7 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
 
 
 def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms: int, checkpoint: int = 0,
-                       log_start_offset: int = 0):
+                       log_start_offset: int = 0, carried: tuple[str, ...] = ()):
     """What a run does to each affected record below ``cleanable_end`` (U).
 
     Kafka's cleaner builds its offset map from the dirty section alone; so does this. The
@@ -172,7 +172,8 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     so its value is never read). A window over the key then picks each key's winner
     (KIP-280's rank) and every record in the frame gets its fate.
 
-    Columns: offset, _size, _action, _reason, _horizon. ``_action`` is "delete" (a
+    Columns: offset, _size, _action, _reason, _horizon, and the ``carried`` columns of
+    ``records`` as they are (the compaction carries each record's file). ``_action`` is "delete" (a
     superseded record, a keyless one, a tombstone past its horizon), "stamp" (a winning
     tombstone kept for the first time gets ``now + delete.retention.ms``) or "keep" (a
     tombstone keeping the horizon it has, listed so the run can count what is left).
@@ -186,7 +187,7 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     rank_columns = ["timestamp"] if config.compaction_strategy == "timestamp" else []
     if config.compaction_strategy == "header":
         rank_columns = [F.expr(spark_sql.last_header_sql(config.compaction_strategy_header)).alias("_hv")]
-    common = ["offset", "key", "_delete_horizon", "_size", *rank_columns]
+    common = ["offset", "key", "_delete_horizon", "_size", *carried, *rank_columns]
 
     clean_end = min(checkpoint, cleanable_end)
     dirty = records.where((F.col("offset") >= clean_end) & (F.col("offset") < cleanable_end))
@@ -224,7 +225,8 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     horizon = F.when(first_kept, F.timestamp_millis(F.lit(now_ms + config.delete_retention_ms))).otherwise(
         F.col("_delete_horizon")
     )
-    decided = below.select("offset", "_size", action.alias("_action"), reason.alias("_reason"), horizon.alias("_horizon"))
+    decided = below.select("offset", "_size", *carried, action.alias("_action"), reason.alias("_reason"),
+                           horizon.alias("_horizon"))
     return decided.where(F.col("_action").isNotNull())
 
 
@@ -271,8 +273,9 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
     records = log.read_snapshot(snap)  # a small partition's from its files: a third of a small run's time
+    records, files_known = _with_file(records)
     actions = compaction_actions(records, config, end, compaction.now_ms, checkpoint,
-                                 measured.log_start_offset).persist()
+                                 measured.log_start_offset, carried=("_file",)).persist()
     try:
         is_delete = F.col("_action") == DELETE
         left_with_horizon = F.col("_action").isin(STAMP, KEEP)
@@ -285,6 +288,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             F.count(F.when(F.col("_action") == STAMP, 1)).alias("stamped"),
             F.count(F.when(left_with_horizon, 1)).alias("tombstones"),
             F.min(F.when(left_with_horizon, F.unix_millis("_horizon"))).alias("min_horizon"),
+            F.collect_set(F.when(F.col("_action").isin(DELETE, STAMP), F.col("_file"))).alias("touched_files"),
         ).collect()[0]
         tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
         if end < checkpoint:
@@ -317,7 +321,9 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             if compaction_rewrite.available(log.spark, log.path, snap.version, changes):
                 def action():
                     return compaction_rewrite.rewrite(log, source, MAINTENANCE_APP_ID, after.clean.epoch,
-                                                      totals["removed"], totals["stamped"], merge)
+                                                      totals["removed"], totals["stamped"], merge,
+                                                      planned_files=frozenset(totals["touched_files"])
+                                                      if files_known else None)
             else:
                 action = merge
         version = log.commit_maintenance(after, "compact", action, snap.version, **extra)
@@ -329,6 +335,19 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         )
     finally:
         actions.unpersist()
+
+
+def _with_file(records):
+    """``records`` with each record's file name (``_file``), so that the run's totals also
+    name the files it touches and the rewrite needs no pass of its own to find them; and
+    whether they are known (an empty version is no file read: its ``_file`` is null)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    try:
+        return records.withColumn("_file", F.col("_metadata.file_name")), True
+    except AnalysisException:
+        return records.withColumn("_file", F.lit(None).cast("string")), False
 
 
 def _merge(log: PartitionLog, source, end: int, stamps: bool):

@@ -1,10 +1,12 @@
 """A compaction commit written through Delta's transaction API instead of a MERGE
 (:mod:`framework.stages.file_rewrite` writes it; this module says what it touches).
 
-The files that hold a record the run deletes or stamps are found by one pass over the
-offsets, joined with the broadcast changes; each record of them is kept, stamped with its
-new delete horizon or dropped; the commit is a ``MERGE`` operation with a MERGE's
-metrics. More changes than :data:`MAX_CHANGES` to broadcast keep Delta's MERGE.
+The files that hold a record the run deletes or stamps are named by the run's totals (the
+same pass that counts what it removes); when the version the commit reads no longer holds
+them all, one pass over the offsets, joined with the broadcast changes, finds them. Each
+record of them is kept, stamped with its new delete horizon or dropped; the commit is a
+``MERGE`` operation with a MERGE's metrics. More changes than :data:`MAX_CHANGES` to
+broadcast keep Delta's MERGE.
 """
 
 from __future__ import annotations
@@ -34,13 +36,17 @@ def _merge_operation(delta: DeltaJvm):
     return delta.operation("Merge", none, none, none, none, delta.seq([]), delta.seq([]), delta.seq([]))
 
 
-def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, merge: Callable[[], object]
-            ) -> int | None:
+def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, merge: Callable[[], object],
+            planned_files: frozenset[str] | None = None) -> int | None:
     """Write ``actions`` (offset, _action, _horizon: what the run does to each record; the
     run removes ``removed`` records and stamps ``stamped``) as one commit: its version, or
     None when the table already holds maintenance epoch ``epoch`` (another run committed
     it; nothing is written). When the version the transaction reads is not plain files,
     ``merge`` (Delta's MERGE of the same actions) commits instead, and its answer is returned.
+    ``planned_files`` names the planned version's files that hold those records: when the
+    version the transaction reads still has them all, they are the files it touches (file
+    names are never reused, and records appended since lie past every changed offset);
+    otherwise, or without them, one pass over the offsets finds them.
 
     The commit's user metadata comes from the session (``commit_metadata``)."""
     from pyspark.sql import functions as F
@@ -49,6 +55,8 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
     changed = actions.where(F.col("_action").isin(DELETE, STAMP)).select("offset", "_action", "_horizon")
 
     def touched(read, files) -> set:
+        if planned_files and planned_files <= {file_rewrite.file_name(a["path"]) for a in files.adds}:
+            return set(planned_files)
         located = read.parquet(*files.paths).select("offset", F.col("_metadata.file_name").alias("_file"))
         # inside the transaction from here (the compact.during_commit fault point is in ``actions``)
         return {row["_file"] for row in located.join(F.broadcast(changed), "offset").select("_file").distinct().collect()}
