@@ -2,7 +2,9 @@
 
 A standalone master and one worker start on 127.0.0.1 from the pyspark installation
 (``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker``); the
-package is built as a wheel and shipped to the executors with ``--py-files``;
+package is built as a wheel and shipped to the executors with ``--py-files``, Delta's jars
+with ``--jars``: the jars the suite's own session resolved (``--packages`` would resolve
+them through Ivy again and copy all of them, 99 MB, into the driver's folder as Python files);
 ``jobs/maintain.py`` is submitted with ``--master spark://127.0.0.1:PORT`` on one shipped
 spec (``orders-changelog``: two partitions, compaction and retention) with sample data at a
 fixed clock, with two cleaner threads. The same job runs
@@ -32,7 +34,6 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 NOW = "1767225600000"  # 2026-01-01T00:00:00Z
 SAMPLE_RECORDS = "400"
-DELTA_PACKAGE = "io.delta:delta-spark_4.1_2.13:4.4.0"
 
 
 def _free_port() -> int:
@@ -121,10 +122,12 @@ def test_maintain_on_a_standalone_cluster_equals_a_local_run(spark, cluster, bui
     job = ["--specs", str(specs), "--with-sample-data", "--sample-records", SAMPLE_RECORDS,
            "--now", NOW, "--no-report"]
     remote, local = tmp_path / "on-cluster", tmp_path / "local"
+    jars = spark.sparkContext.getConf().get("spark.jars")
+    assert "delta-spark" in jars, jars
     confs = {**LOCAL_CONF, "spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "1",
              "spark.driver.memory": "1g", "spark.executor.extraJavaOptions": CHILD_JVM_OPTIONS}
     submit = [str(_spark_home() / "bin" / "spark-submit"), "--master", cluster["url"], "--deploy-mode", "client",
-              "--packages", DELTA_PACKAGE, "--py-files", str(built_wheel)]
+              "--jars", jars, "--py-files", str(built_wheel)]
     for key, value in confs.items():
         submit += ["--conf", f"{key}={value}"]
     # the cluster's driver maintains two partitions at a time, each through its own child
