@@ -172,11 +172,11 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     so its value is never read). A window over the key then picks each key's winner
     (KIP-280's rank) and every record in the frame gets its fate.
 
-    Columns: offset, _size, _action, _reason, _horizon, and the ``carried`` columns of
-    ``records`` as they are (the compaction carries each record's file). ``_action`` is "delete" (a
-    superseded record, a keyless one, a tombstone past its horizon), "stamp" (a winning
-    tombstone kept for the first time gets ``now + delete.retention.ms``) or "keep" (a
-    tombstone keeping the horizon it has, listed so the run can count what is left).
+    Columns: offset, _size, _action, _reason, _horizon, and ``records``' own ``carried``
+    columns, as they are (the compaction carries each record's file). ``_action`` is
+    "delete" (a superseded record, a keyless one, a tombstone past its horizon), "stamp"
+    (a winning tombstone kept for the first time gets ``now + delete.retention.ms``) or
+    "keep" (a tombstone keeping the horizon it has, listed so the run can count what is left).
     Records a run leaves alone are not listed.
     """
     from pyspark.sql import Window
@@ -340,7 +340,8 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
 def _with_file(records):
     """``records`` with each record's file name (``_file``), so that the run's totals also
     name the files it touches and the rewrite needs no pass of its own to find them; and
-    whether they are known (an empty version is no file read: its ``_file`` is null)."""
+    whether they are known. An empty version is no file read (``frame_of`` builds it from
+    no rows), so Spark cannot resolve ``_metadata``: its ``_file`` is null."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
