@@ -56,7 +56,9 @@
    frame on its pandas engine (how topiclake judges) against its Spark engine (how it judged
    before), alternating, in one process, against the compaction they check; then the same
    checks reading both versions from the files their checksums list (as shipped) against
-   through Delta's time travel (as before), alternating.
+   through Delta's time travel (as before), alternating; then the same checks, under a
+   small partition's settings as maintenance runs them, pairing the versions in one Spark
+   task (as shipped) against through a shuffle (as before), alternating.
 7. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
 8. ``start``: ``topiclake create`` of the shipped specs in new processes, A B C C B A twice:
@@ -721,10 +723,25 @@ def _read_through_delta():
     return mock.patch.object(PartitionLog, "read_files", PartitionLog.read)
 
 
+@contextlib.contextmanager
+def _paired_with_shuffles(spark=None):
+    """A small partition's check paired through shuffles (as before), not in one Spark
+    task; with ``spark``, under a small partition's settings, as maintenance runs it."""
+    from framework.checks import rules
+    from framework.log.small_partitions import small_partition_settings
+
+    shipped = rules.pairing
+    settings = small_partition_settings(spark, 0) if spark is not None else contextlib.nullcontext()
+    with settings, mock.patch.object(rules, "pairing", lambda before, after, config, one_task=False:
+                                     shipped(before, after, config)):
+        yield
+
+
 def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
+    from framework.log.small_partitions import small_partition_settings
     from framework.log.topic import Topic
     from framework.stages import compaction
     from framework.stages.stage_check import StageCheck
@@ -746,10 +763,13 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     # pandas both ways, the two versions read from the files their checksums list (as
     # shipped) against through Delta's snapshots (as before).
     sides = {"pandas": contextlib.nullcontext, "spark": lambda: _judged_by_spark(spark, warehouse),
-             "files": contextlib.nullcontext, "delta": _read_through_delta}
+             "files": contextlib.nullcontext, "delta": _read_through_delta,
+             "one task": lambda: small_partition_settings(spark, 0),
+             "shuffled": lambda: _paired_with_shuffles(spark)}
     spent = dict.fromkeys(sides, 0.0)
     passed = True
-    for side in ("pandas", "spark", "pandas", "spark", "files", "delta", "files", "delta"):
+    for side in ("pandas", "spark", "pandas", "spark", "files", "delta", "files", "delta",
+                 "one task", "shuffled", "one task", "shuffled"):
         with sides[side]():
             guarantees.check_stage(check)
             for _ in range(runs // 2):
@@ -758,7 +778,8 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                 spent[side] += time.perf_counter() - started
     runs = 2 * (runs // 2)
     for engine, label in (("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine"),
-                          ("files", "versions read from their files"), ("delta", "versions read through Delta")):
+                          ("files", "versions read from their files"), ("delta", "versions read through Delta"),
+                          ("one task", "paired in one Spark task"), ("shuffled", "paired through shuffles")):
         results[f"checks of one compaction, {label}"] = round(spent[engine] / runs, 3)
         print(f"  checks of one compaction, {label:<32} {spent[engine] / runs:8.2f} s", file=sys.stderr, flush=True)
     return {"runs": runs, "checks_passed": passed}
@@ -899,6 +920,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["checks, versions read from their files / through Delta"] = round(
             results["checks of one compaction, versions read from their files"]
             / results["checks of one compaction, versions read through Delta"], 2)
+        ratios["checks, paired in one Spark task / through shuffles"] = round(
+            results["checks of one compaction, paired in one Spark task"]
+            / results["checks of one compaction, paired through shuffles"], 2)
     listed_and_archived = results.get(f"topiclake create, {START_SIDES[0]}")
     if listed_and_archived:
         before = results[f"topiclake create, {START_SIDES[2]}"]

@@ -538,9 +538,13 @@ def test_a_check_of_only_the_change_finds_what_pairing_whole_versions_finds(spar
 
 
 @pytest.mark.parametrize("topic", ["prices", "versions"])
-def test_each_corruption_is_caught_under_the_timestamp_and_header_strategies(spark, base, tmp_path, topic):
+def test_each_corruption_is_caught_under_the_timestamp_and_header_strategies(spark, base, tmp_path, monkeypatch,
+                                                                            topic):
     """Every kind of corruption, each on its own key, in one corrupted version: the check
-    fails and names each corruption by exactly its guarantees, at exactly its offsets."""
+    fails and names each corruption by exactly its guarantees, at exactly its offsets. A
+    small partition's versions are paired in one Spark task; paired through the session's
+    shuffles they give the same outcome, to the offending rows."""
+    from framework.checks import rules
     from framework.log.topic import Topic
 
     warehouse = base.copy(base.maintained, tmp_path / "warehouse")
@@ -550,7 +554,17 @@ def test_each_corruption_is_caught_under_the_timestamp_and_header_strategies(spa
     for _, _, named in STRATEGY_CORRUPTIONS:
         for code, at in named.items():
             expected.setdefault(code, set()).update(at)
+    shipped, routes = rules.pairing, []
+
+    def pairing(before, after, config, one_task=False, forced=None):
+        routes.append(one_task if forced is None else forced)
+        return shipped(before, after, config, one_task=routes[-1])
+
+    monkeypatch.setattr(rules, "pairing", pairing)
     outcome = Guarantees(spark, warehouse).check_stage(compact_check(base, log, version))
+    monkeypatch.setattr(rules, "pairing", lambda *args, **kwargs: pairing(*args, **kwargs, forced=False))
+    assert Guarantees(spark, warehouse).check_stage(compact_check(base, log, version)) == outcome
+    assert routes == [True, False]
     assert not outcome.passed
     assert failed_codes(outcome) == set(expected), outcome.details
     counts, named = violations_by_guarantee(outcome)

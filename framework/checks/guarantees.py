@@ -29,11 +29,18 @@ from framework.checks.scope import Scope, stage_scope, validate_scope, versions_
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log.log_state import LogState
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
+from framework.log.small_partitions import is_small
 from framework.log.table_layout import RECORD_COLUMNS
 from framework.log.warehouse import Warehouse
 from framework.stages.stage_check import StageCheck, ValidationOutcome
 
 __all__ = ["Guarantees"]
+
+
+def _small(*states: LogState) -> bool:
+    """Whether the versions compared are small enough to pair in one Spark task (each holds
+    at most its offset span of records; a small partition's stages run that way too)."""
+    return is_small(max(state.offset_span for state in states))
 
 
 class Guarantees:
@@ -78,7 +85,8 @@ class Guarantees:
                                    state_after.log_start_offset)
         try:
             return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
-                                 run_spec_expectations=True, changes=changes)
+                                 run_spec_expectations=True, changes=changes,
+                                 one_task=_small(state_before, state_after))
         finally:
             if changes is not None:
                 changes.release()
@@ -119,21 +127,23 @@ class Guarantees:
                                    appends_only=from_version is None)
 
         outcome = self._compare(log, "validate", before, after, states[to], scope_of, now_ms,
-                                run_spec_expectations=True)
+                                run_spec_expectations=True, one_task=_small(states[start], states[to]))
         if notes:
             return ValidationOutcome(outcome.passed, outcome.failed_guarantees, tuple(notes) + outcome.details)
         return outcome
 
     # --------------------------------------------------------------- the work
     def _compare(self, log: PartitionLog, stage: str, before, after, state_after: LogState, scope_of,
-                 now_ms: int, run_spec_expectations: bool, changes: ChangeScope | None = None) -> ValidationOutcome:
-        """Pair the two versions (only what ``changes`` leaves in scope, when given) and judge."""
+                 now_ms: int, run_spec_expectations: bool, changes: ChangeScope | None = None,
+                 one_task: bool = False) -> ValidationOutcome:
+        """Pair the two versions (only what ``changes`` leaves in scope, when given) and judge;
+        ``one_task``: both versions are small, pair them in one Spark partition."""
         config = log.spec.config
         checked = STAGE_GUARANTEES[stage]
         start = state_after.log_start_offset
         after_in_scope = None
         if changes is None:
-            pairs = rules.pairing(before, after, config).persist()
+            pairs = rules.pairing(before, after, config, one_task=one_task).persist()
         else:
             after_in_scope = changes.of(after).persist()
             pairs = rules.pairing(changes.before_from(after_in_scope), after_in_scope, config).persist()

@@ -57,12 +57,19 @@ _PAIRED = {  # column -> side; each becomes <column>_b and/or <column>_a
 }
 
 
-def pairing(before, after, config: TopicConfig):
+def pairing(before, after, config: TopicConfig, one_task: bool = False):
     """Before and after, side by side per offset: a full outer join that counts duplicate
-    offsets instead of multiplying them."""
+    offsets instead of multiplying them.
+
+    ``one_task`` (a small partition's versions): the records go through one Spark
+    partition, so the grouping here and the windows of :func:`violations` and
+    :func:`summary` need no shuffle: each of the check's two jobs is one stage.
+    """
     from pyspark.sql import functions as F
 
     both = _side(before, "b", config).unionByName(_side(after, "a", config))
+    if one_task:
+        both = both.coalesce(1)
     aggregates = ["count(CASE WHEN side = 'b' THEN 1 END) AS nb", "count(CASE WHEN side = 'a' THEN 1 END) AS na",
                   # differs from fp_a only when the after version repeats the offset
                   "min(CASE WHEN side = 'a' THEN fp END) AS fp_a_low"]
