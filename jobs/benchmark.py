@@ -727,16 +727,15 @@ def _read_through_delta():
 
 
 @contextlib.contextmanager
-def _paired_with_shuffles(spark=None):
-    """A small partition's check paired through shuffles (as before), not in one Spark
-    task; with ``spark``, under a small partition's settings, as maintenance runs it."""
+def _paired_with_shuffles(spark):
+    """A small partition's check under a small partition's settings (as maintenance runs
+    it), its versions paired through a shuffle (as before), not in one Spark task."""
     from framework.checks import rules
     from framework.log.small_partitions import small_partition_settings
 
     shipped = rules.pairing
-    settings = small_partition_settings(spark, 0) if spark is not None else contextlib.nullcontext()
-    with settings, mock.patch.object(rules, "pairing", lambda before, after, config, one_task=False:
-                                     shipped(before, after, config)):
+    with small_partition_settings(spark, 0), mock.patch.object(
+            rules, "pairing", lambda before, after, config, one_task=False: shipped(before, after, config)):
         yield
 
 
@@ -775,7 +774,9 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     # Each pair in blocks A B A B, each block warmed by one untimed check (switching re-binds
     # GE's definitions): GE judging on its pandas engine against its Spark engine; then,
     # pandas both ways, the two versions read from the files their checksums list (as
-    # shipped) against through Delta's snapshots (as before).
+    # shipped) against through Delta's snapshots (as before); then, under a small
+    # partition's settings, the versions paired in one Spark task (as shipped) against
+    # through a shuffle (as before).
     sides = {"pandas": contextlib.nullcontext, "spark": lambda: _judged_by_spark(spark, warehouse),
              "files": contextlib.nullcontext, "delta": _read_through_delta,
              "one task": lambda: small_partition_settings(spark, 0),
