@@ -106,6 +106,42 @@ def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys
     assert delta_log_files(paths[1]) == version_files  # nothing committed to partition 1
 
 
+def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_recorded(
+        spark, isolated, capsys, monkeypatch):
+    """A check runs after its stage committed; when the check itself cannot run (here: Delta
+    refuses the version it reads), the stage's row still says it committed, the row says the
+    check erred, and the partition fails (exit 1) while the others go on: it is not the
+    user's input that is wrong (no exit 2), and the history keeps every commit."""
+    from framework.checks.guarantees import Guarantees
+    from framework.errors import TimeTravelError
+
+    real = Guarantees.check_stage
+
+    def refused_on_partition_1(self, check):
+        if check.log.partition == 1:
+            raise TimeTravelError(f"{check.log.name}: cannot read that version: injected refusal")
+        return real(self, check)
+
+    monkeypatch.setattr(Guarantees, "check_stage", refused_on_partition_1)
+    common, paths = isolated
+    code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--no-report")
+    assert code == 1, out + err
+    lines = out.splitlines()
+    assert [lines[0], lines[2]] == ["iso-0: ok", "iso-2: ok"], out
+    assert lines[1] == ("iso-1: FAILED (the check of compact could not run: iso-1: cannot read that version: "
+                        "injected refusal)"), out
+    # partition 1's compaction committed (keys a, a, b: offsets 1 and 2 stay), and so did the others'
+    assert delta_offsets(spark, paths[1]) == [1, 2]
+    assert_others_compacted(spark, paths)
+    history = spark.sql(
+        "SELECT partition, stage, committed, validation, message FROM "
+        f"{delta_table_sql(os.path.join(common[1], '_topiclake', 'maintenance_history'))} "
+        "WHERE stage = 'compact' ORDER BY partition").collect()
+    assert [(r["partition"], r["committed"], r["validation"]) for r in history] == [
+        (0, True, "passed"), (1, True, "error"), (2, True, "passed")]
+    assert "injected refusal" in history[1]["message"]
+
+
 def corrupt_a_data_file(path: str) -> None:
     """Overwrite partition 1's data files with garbage: its log reads, its records do not."""
     data = data_files_on_disk(path)
@@ -223,6 +259,56 @@ def test_cleaner_threads_below_one_are_refused_before_anything_is_written(spark,
     code, _, err = cli(capsys, "maintain", *common, "--now", "3500", "--cleaner-threads", "0")
     assert code == 2 and err.count("\n") == 1 and "--cleaner-threads" in err and "Traceback" not in err, err
     assert {name: delta_log_files(os.path.join(common[1], name)) for name in before} == before
+
+
+NO_WINDOW = """\
+topic: marked
+partitions: 1
+config:
+  cleanup.policy: compact,delete
+  retention.ms: 5000
+  min.cleanable.dirty.ratio: 0.0
+  time.travel.retention.ms: 0
+"""
+
+
+def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark, tmp_path, capsys):
+    """With a time-travel window of 0 Delta refuses every version but the latest, so a
+    check cannot read the version a stage started from once the stage has committed. A
+    small partition's check reads it from the files its checksum lists, but files that
+    carry deletion vectors are not its records: that version is pinned before the commit.
+    Two compactions in a row (the second starts from the deletion vectors the first left,
+    with no vacuum between to purge them), then a retention that cuts through them: each
+    stage commits, and its check passes."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "marked.yaml").write_text(NO_WINDOW)
+    common = ["--warehouse", str(tmp_path / "warehouse"), "--specs", str(specs)]
+    path = str(tmp_path / "warehouse" / "marked-0")
+    code, _, err = cli(capsys, "create", *common)
+    assert code == 0, err
+    spark.sql(f"ALTER TABLE {delta_table_sql(path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    for batch, now in enumerate((1000, 2000)):
+        # keys a, b, c, a, b at timestamps now .. now + 4: each compaction keeps the last a, b and c
+        records = [{"key": k, "value": f"{batch}{i}", "timestamp": now + i} for i, k in enumerate("abcab")]
+        code, _, err = cli(capsys, "produce", *common, "--topic", "marked", "--now", str(now),
+                           "--input", write_jsonl(tmp_path / f"b{batch}.jsonl", records))
+        assert code == 0, err
+        code, out, err = cli(capsys, "compact", *common, "--now", str(now + 10))
+        assert code == 0 and "marked-0: ok" in out, out + err
+    # 0-4 then 5-9; the first compaction kept 2, 3, 4, the second the last a, b, c: 7, 8, 9
+    assert delta_offsets(spark, path) == [7, 8, 9]
+    # the second compaction deleted rows by deletion vectors on the files the first left
+    operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {delta_table_sql(path)}").collect()]
+    assert operations.count("MERGE") == 2, operations
+    # retention at 7003 keeps from the first record at most 5000 ms old: offset 8 (timestamp 2003)
+    code, out, err = cli(capsys, "retain", *common, "--now", "7003")
+    assert code == 0 and "marked-0: ok" in out, out + err
+    assert delta_offsets(spark, path) == [8, 9]
+    history = spark.sql(f"SELECT stage, committed, validation FROM "
+                        f"{delta_table_sql(str(tmp_path / 'warehouse' / '_topiclake' / 'maintenance_history'))} "
+                        "WHERE committed ORDER BY run_started_ms").collect()
+    assert [tuple(r) for r in history] == [("compact", True, "passed")] * 2 + [("retain", True, "passed")]
 
 
 # ------------------------------------------------------------ b. the history

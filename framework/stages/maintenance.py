@@ -41,7 +41,7 @@ from framework.log.delta_commits import (
 )
 from framework.log.history import RUNS_KEPT, HistoryBatch, HistoryRow, MaintenanceHistory
 from framework.log.partition_log import PartitionLog
-from framework.log.small_partitions import is_small, small_partition_settings
+from framework.log.small_partitions import small_partition_settings
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.side_by_side import in_order
@@ -49,7 +49,7 @@ from framework.spec import TopicSpec
 from framework.stages import compaction, optimize, retention
 from framework.stages.cleaner_threads import DEFAULT_CLEANER_THREADS, HeldLines
 from framework.stages.interrupted_runs import interrupted_rows
-from framework.stages.stage_check import StageCheck, Validator
+from framework.stages.stage_check import StageCheck, Validator, pinned_before
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
@@ -225,8 +225,15 @@ class Maintenance:
         if self.validator is None:
             row.validation = "skipped"
             return
-        with self._checking:
-            outcome = self.validator(check)
+        try:
+            with self._checking:
+                outcome = self.validator(check)
+        except Exception as error:  # noqa: BLE001 - the stage committed: its row must say so, not a refusal
+            said = str(error).strip()
+            part.error = f"the check of {check.stage} could not run: {said.splitlines()[0] if said else type(error).__name__}"
+            row.validation, row.message = "error", traceback.format_exc(limit=3)[-4000:]
+            self.progress(f"      {part.error}")
+            return
         row.validation = "passed" if outcome.passed else "failed"
         row.failed_guarantees = list(outcome.failed_guarantees)
         if not outcome.passed:
@@ -258,8 +265,7 @@ class Maintenance:
                 part.rows.append(row)
                 self.progress(f"      compact: not due (dirty ratio {decision.dirty_ratio:.3f})")
                 return
-            # pinned now for a large partition; a small one's check reads it from its files
-            before = None if is_small(planned.snapshot.state.offset_span) else log.read(planned.snapshot.version)
+            before = pinned_before(log, planned.snapshot)
             try:
                 result = compaction.execute(log, planned, cleanable_end=cap, run_id=self._commit_run_id(run))
             except Exception as error:  # noqa: BLE001
@@ -334,7 +340,7 @@ class Maintenance:
                 part.rows.append(row)
                 self.progress("      retain: nothing to remove")
                 return
-            before = None if is_small(planned.snapshot.state.offset_span) else log.read(planned.snapshot.version)
+            before = pinned_before(log, planned.snapshot)
             try:
                 result = retention.execute(log, planned, run_id=self._commit_run_id(run))
             except Exception as error:  # noqa: BLE001

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from framework.log.log_state import LogState
+    from framework.log.log_state import LogState, Snapshot
     from framework.log.partition_log import PartitionLog
 
-__all__ = ["StageCheck", "ValidationOutcome", "Validator"]
+__all__ = ["StageCheck", "ValidationOutcome", "Validator", "pinned_before"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,22 @@ class ValidationOutcome:
 
 
 Validator = Callable[[StageCheck], ValidationOutcome]
+
+
+def pinned_before(log: PartitionLog, snapshot: Snapshot):
+    """The version a stage starts from, read now for its check (``StageCheck.before``) when
+    the check could not read it later; else None, and the check reads it then.
+
+    The check runs after the stage commits, and Delta refuses time travel to a version
+    older than the time-travel window once a newer one exists (a window of 0 refuses every
+    version but the latest). A small partition's check reads the version from the files its
+    checksum lists, with no time travel; a large partition's reads through Delta (its
+    bounds skip files by their statistics), and so does a small one whose files carry
+    deletion vectors (its files are not its records): those are pinned while the latest.
+    """
+    from framework.log import version_checksum
+    from framework.log.small_partitions import is_small
+
+    if is_small(snapshot.state.offset_span) and version_checksum.plain_files(log.path, snapshot.version) is not None:
+        return None
+    return log.read(snapshot.version)
