@@ -311,6 +311,56 @@ def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark
     assert [tuple(r) for r in history] == [("compact", True, "passed")] * 2 + [("retain", True, "passed")]
 
 
+EMPTIED = """\
+topic: emptied
+partitions: 1
+config:
+  cleanup.policy: compact,delete
+  retention.ms: 1000
+  min.cleanable.dirty.ratio: 0.0
+"""
+
+
+def test_a_forced_compaction_of_an_empty_partition_logs_no_error(spark, tmp_path, capsys):
+    """Retention empties the partition; a forced maintain then compacts a version with no
+    files. That is a normal run: it must not make Spark refuse a query on the way (PySpark
+    logs every refusal as an ERROR with its stack trace, which the user's terminal showed)."""
+    import logging
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "emptied.yaml").write_text(EMPTIED)
+    common = ["--warehouse", str(tmp_path / "warehouse"), "--specs", str(specs)]
+    records = [{"key": "a", "value": str(i), "timestamp": i} for i in range(2)]
+    code, _, err = cli(capsys, "produce", *common, "--topic", "emptied", "--now", "10",
+                       "--input", write_jsonl(tmp_path / "in.jsonl", records))
+    assert code == 0, err
+    code, out, err = cli(capsys, "maintain", *common, "--now", "100000", "--no-report")
+    assert code == 0, out + err
+    assert delta_offsets(spark, str(tmp_path / "warehouse" / "emptied-0")) == []
+
+    logged: list[logging.LogRecord] = []
+
+    class Kept(logging.Handler):
+        def emit(self, record):
+            logged.append(record)
+
+    from pyspark.logger import PySparkLogger
+
+    # PySpark's own loggers (a plain logging.Logger of that name would break its calls)
+    loggers = [PySparkLogger.getLogger(name) for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger")]
+    for logger in loggers:
+        logger.addHandler(Kept())
+    try:
+        code, out, err = cli(capsys, "maintain", *common, "--now", "200000", "--no-report", "--force")
+    finally:
+        for logger in loggers:
+            logger.handlers = [h for h in logger.handlers if not isinstance(h, Kept)]
+    assert code == 0 and "emptied-0: ok" in out, out + err
+    assert "compact (forced): removed 0 record(s)" in err, err
+    assert [record.getMessage()[:200] for record in logged] == []
+
+
 # ------------------------------------------------------------ b. the history
 HISTORY_SPEC = """\
 topic: hist

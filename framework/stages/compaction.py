@@ -341,14 +341,14 @@ def _with_file(records):
     """``records`` with each record's file name (``_file``), so that the run's totals also
     name the files it touches and the rewrite needs no pass of its own to find them; and
     whether they are known. An empty version is no file read (``frame_of`` builds it from
-    no rows), so Spark cannot resolve ``_metadata``: its ``_file`` is null."""
-    from pyspark.errors import AnalysisException
+    no rows), where Spark cannot resolve ``_metadata``: its ``_file`` is null. That is
+    asked of the plan, not learnt from Spark's refusal, which PySpark logs as an ERROR
+    with its stack trace (a forced maintain of an empty partition printed one)."""
     from pyspark.sql import functions as F
 
-    try:
-        return records.withColumn("_file", F.col("_metadata.file_name")), True
-    except AnalysisException:
+    if not records.inputFiles():
         return records.withColumn("_file", F.lit(None).cast("string")), False
+    return records.withColumn("_file", F.col("_metadata.file_name")), True
 
 
 def _merge(log: PartitionLog, source, end: int, stamps: bool):
