@@ -58,7 +58,9 @@
    checks reading both versions from the files their checksums list (as shipped) against
    through Delta's time travel (as before), alternating; then the same checks, under a
    small partition's settings as maintenance runs them, pairing the versions in one Spark
-   task (as shipped) against through a shuffle (as before), alternating.
+   task (as shipped) against through a shuffle (as before), alternating; then a vacuum's
+   check (G9) of three versions, read in one Spark query (as shipped) against a query a
+   version (as before), alternating.
 7. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
 8. ``start``: ``topiclake create`` of the shipped specs in new processes, A B C C B A twice:
@@ -726,6 +728,15 @@ def _read_through_delta():
     return mock.patch.object(PartitionLog, "read_files", PartitionLog.read)
 
 
+def _read_one_by_one():
+    """A vacuum's check (G9) reading each version inside the window in a query of its own
+    (as before), not all of them in one."""
+    from framework.checks import guarantees, readability
+
+    return mock.patch.object(guarantees, "read_problems",
+                             lambda log, versions: {v: readability.read_problem(log, v) for v in versions})
+
+
 @contextlib.contextmanager
 def _paired_with_shuffles(spark):
     """A small partition's check under a small partition's settings (as maintenance runs
@@ -791,12 +802,32 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                 started = time.perf_counter()
                 passed = guarantees.check_stage(check).passed and passed
                 spent[side] += time.perf_counter() - started
+    # A vacuum's check (G9) of the same partition, three versions inside the window (the
+    # table's first, the compaction's and a third): read in one Spark query (as shipped)
+    # against one query a version (as before), A B A B under a small partition's settings.
+    produce(topic, parse_records(lines[:10], topic.spec, "benchmark"), now)
+    latest = log.snapshot()
+    swept = StageCheck(log=log, stage="vacuum", now_ms=now, version_before=outcome.version_after,
+                       version_after=latest.version, before=None, state_before=latest.state,
+                       state_after=latest.state, oldest_window_version=outcome.version_before,
+                       window_ms=log.spec.config.time_travel_retention_ms)
+    for side in ("one query", "one by one", "one query", "one by one"):
+        spent.setdefault(side, 0.0)
+        with small_partition_settings(spark, 0), (_read_one_by_one() if side == "one by one" else contextlib.nullcontext()):
+            guarantees.check_stage(swept)
+            for _ in range(runs // 2):
+                started = time.perf_counter()
+                passed = guarantees.check_stage(swept).passed and passed
+                spent[side] += time.perf_counter() - started
     runs = 2 * (runs // 2)
     for engine, label in (("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine"),
                           ("files", "versions read from their files"), ("delta", "versions read through Delta"),
                           ("one task", "paired in one Spark task"), ("shuffled", "paired through shuffles")):
         results[f"checks of one compaction, {label}"] = round(spent[engine] / runs, 3)
         print(f"  checks of one compaction, {label:<32} {spent[engine] / runs:8.2f} s", file=sys.stderr, flush=True)
+    for side, label in (("one query", "versions read in one query"), ("one by one", "a query a version")):
+        results[f"vacuum check, {label}"] = round(spent[side] / runs, 3)
+        print(f"  vacuum check, {label:<32} {spent[side] / runs:8.2f} s", file=sys.stderr, flush=True)
     return {"runs": runs, "checks_passed": passed}
 
 
@@ -941,6 +972,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["checks, paired in one Spark task / through shuffles"] = round(
             results["checks of one compaction, paired in one Spark task"]
             / results["checks of one compaction, paired through shuffles"], 2)
+        ratios["vacuum check, versions read in one query / a query a version"] = round(
+            results["vacuum check, versions read in one query"] / results["vacuum check, a query a version"], 2)
     listed_and_archived = results.get(f"topiclake create, {START_SIDES[0]}")
     if listed_and_archived:
         before = results[f"topiclake create, {START_SIDES[2]}"]

@@ -633,8 +633,14 @@ def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, bas
     assert "offset 3, key 'e3': removed at or above the new log start 3" in text
 
 
-def test_an_unreadable_version_inside_the_window_is_caught(spark, base, orders):
+def test_an_unreadable_version_inside_the_window_is_caught(spark, base, orders, monkeypatch):
+    from framework.checks import readability
+
     warehouse, log = orders
+    # the versions are read in one query; when it fails, each alone, to say which
+    alone = []
+    read_one = readability.read_problem
+    monkeypatch.setattr(readability, "read_problem", lambda log, version: alone.append(version) or read_one(log, version))
     # The compaction marked rows with deletion vectors; a purge rewrites the files, so
     # version 1's data files are no longer needed by the latest version.
     spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
@@ -649,9 +655,27 @@ def test_an_unreadable_version_inside_the_window_is_caught(spark, base, orders):
                        state_before=None, state_after=None, oldest_window_version=1)
     outcome = Guarantees(spark, warehouse).check_stage(check)
     assert failed_codes(outcome) == {"G9"}
-    assert "version 1 (the oldest version inside the time-travel window) cannot be read" in "\n".join(outcome.details)
+    text = "\n".join(outcome.details)
+    assert "version 1 (the oldest version inside the time-travel window) cannot be read" in text
+    assert f"version {latest} (" not in text, text  # the latest is readable: only version 1 is named
+    assert sorted(alone) == [1, latest]
     healthy = dataclasses.replace(check, oldest_window_version=latest)
     assert Guarantees(spark, warehouse).check_stage(healthy).passed
+
+
+def test_readable_versions_are_read_in_one_query(spark, orders, monkeypatch):
+    from framework.checks import readability
+
+    _, log = orders
+    latest = log.snapshot().version
+    versions = list(range(1, latest + 1))
+    assert len(versions) >= 2
+    alone = []
+    read_one = readability.read_problem
+    monkeypatch.setattr(readability, "read_problem", lambda log, version: alone.append(version) or read_one(log, version))
+    assert readability.read_problems(log, versions) == {v: None for v in versions}
+    assert alone == []  # no version was read alone
+    assert {v: read_one(log, v) for v in versions} == {v: None for v in versions}
 
 
 # --------------------------------------------------------------- validate

@@ -24,7 +24,7 @@ from typing import Mapping
 from framework.checks import gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, worth_scoping
-from framework.checks.readability import read_problem
+from framework.checks.readability import read_problems
 from framework.checks.scope import Scope, stage_scope, validate_scope, versions_to_read
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log.log_state import LogState
@@ -177,11 +177,10 @@ class Guarantees:
         log = check.log
         window = check.window_ms if check.window_ms is not None else log.spec.config.time_travel_retention_ms
         still_inside = oldest_readable_version(log, window, int(time.time() * 1000))
-        rows = []
-        for version, why in versions_to_read(check, still_inside):
-            problem = read_problem(log, version)
-            if problem is not None:
-                rows.append(("G9", None, None, f"version {version} ({why}) cannot be read: {problem}"))
+        due = versions_to_read(check, still_inside)
+        problems = read_problems(log, [version for version, _ in due])
+        rows = [("G9", None, None, f"version {version} ({why}) cannot be read: {problems[version]}")
+                for version, why in due if problems[version] is not None]
         violations = rules.literal_violations(self.spark, rows).persist()
         context = {"stage": "vacuum", "version_before": check.version_before, "version_after": check.version_after,
                    "now_ms": check.now_ms, "oldest_window_version": check.oldest_window_version}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from framework.log.partition_log import PartitionLog
 
-__all__ = ["read_problem"]
+__all__ = ["read_problem", "read_problems"]
 
 
 def read_problem(log: PartitionLog, version: int) -> str | None:
@@ -19,7 +19,28 @@ def read_problem(log: PartitionLog, version: int) -> str | None:
     try:
         log.read(version).agg(F.max(F.xxhash64("offset"))).collect()
     except Exception as error:  # noqa: BLE001 - any failure to read is the finding
-        text = str(error).strip()
-        first = text.splitlines()[0] if text else type(error).__name__
-        return first[:400]
+        return _first_line(error)
     return None
+
+
+def read_problems(log: PartitionLog, versions: list[int]) -> dict[int, str | None]:
+    """:func:`read_problem` of each version. They are read in one Spark query (one job
+    instead of one a version); only when that fails is each read alone, to say which."""
+    from pyspark.sql import functions as F
+
+    if len(versions) > 1:
+        try:
+            hashes = [log.read(v).select(F.xxhash64("offset").alias("h")) for v in versions]
+            every = hashes[0]
+            for frame in hashes[1:]:
+                every = every.unionAll(frame)
+            every.agg(F.max("h")).collect()
+            return {v: None for v in versions}
+        except Exception:  # noqa: BLE001 - some version cannot be read: find which, one by one
+            pass
+    return {v: read_problem(log, v) for v in versions}
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:400]
