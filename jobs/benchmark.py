@@ -813,7 +813,8 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                        window_ms=log.spec.config.time_travel_retention_ms)
     for side in ("one query", "one by one", "one query", "one by one"):
         spent.setdefault(side, 0.0)
-        with small_partition_settings(spark, 0), (_read_one_by_one() if side == "one by one" else contextlib.nullcontext()):
+        as_before = _read_one_by_one() if side == "one by one" else contextlib.nullcontext()
+        with small_partition_settings(spark, 0), as_before:
             guarantees.check_stage(swept)
             for _ in range(runs // 2):
                 started = time.perf_counter()

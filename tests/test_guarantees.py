@@ -640,7 +640,8 @@ def test_an_unreadable_version_inside_the_window_is_caught(spark, base, orders, 
     # the versions are read in one query; when it fails, each alone, to say which
     alone = []
     read_one = readability.read_problem
-    monkeypatch.setattr(readability, "read_problem", lambda log, version: alone.append(version) or read_one(log, version))
+    monkeypatch.setattr(readability, "read_problem",
+                        lambda log, version: alone.append(version) or read_one(log, version))
     # The compaction marked rows with deletion vectors; a purge rewrites the files, so
     # version 1's data files are no longer needed by the latest version.
     spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
@@ -672,7 +673,8 @@ def test_readable_versions_are_read_in_one_query(spark, orders, monkeypatch):
     assert len(versions) >= 2
     alone = []
     read_one = readability.read_problem
-    monkeypatch.setattr(readability, "read_problem", lambda log, version: alone.append(version) or read_one(log, version))
+    monkeypatch.setattr(readability, "read_problem",
+                        lambda log, version: alone.append(version) or read_one(log, version))
     assert readability.read_problems(log, versions) == {v: None for v in versions}
     assert alone == []  # no version was read alone
     assert {v: read_one(log, v) for v in versions} == {v: None for v in versions}

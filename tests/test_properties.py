@@ -289,7 +289,8 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
         from framework.log.warehouse import delta_table_sql
 
         for log in topic.partitions():
-            spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+            spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} "
+                      "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     model = ModelTopic(spec_dict.get("partitions", 1), spec_dict.get("config") or {})
     seen = Counter() if seen is None else seen
     validator = None

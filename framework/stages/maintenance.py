@@ -230,7 +230,8 @@ class Maintenance:
                 outcome = self.validator(check)
         except Exception as error:  # noqa: BLE001 - the stage committed: its row must say so, not a refusal
             said = str(error).strip()
-            part.error = f"the check of {check.stage} could not run: {said.splitlines()[0] if said else type(error).__name__}"
+            why = said.splitlines()[0] if said else type(error).__name__
+            part.error = f"the check of {check.stage} could not run: {why}"
             row.validation, row.message = "error", traceback.format_exc(limit=3)[-4000:]
             self.progress(f"      {part.error}")
             return
