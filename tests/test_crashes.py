@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import reduce
 from pathlib import Path
 
 import pytest
@@ -140,9 +141,7 @@ def _consistent(spark, warehouse: Path) -> None:
                                             F.lit(state.log_end_offset).alias("end")))
     if not frames:
         return
-    every = frames[0]
-    for frame in frames[1:]:
-        every = every.unionByName(frame)
+    every = reduce(lambda left, right: left.unionByName(right), frames)
     for table, rows, distinct, outside in every.groupBy("table").agg(
             F.count("*"), F.countDistinct("offset"),
             F.count(F.when((F.col("offset") < F.col("start")) | (F.col("offset") >= F.col("end")), 1))).collect():
@@ -157,9 +156,7 @@ def _records(spark, tables: list[Path]) -> dict[str, list[tuple]]:
     frames = [spark.read.format("delta").load(str(p)).withColumn("_table", F.lit(p.name)) for p in tables]
     if not frames:
         return {}
-    every = frames[0]
-    for frame in frames[1:]:
-        every = every.unionByName(frame)
+    every = reduce(lambda left, right: left.unionByName(right), frames)
     records: dict[str, list[tuple]] = {p.name: [] for p in tables}
     for row in every.orderBy("_table", "offset").collect():
         records[row["_table"]].append(tuple(row[:-1]))

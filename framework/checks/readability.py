@@ -3,6 +3,8 @@ is the pure ``scope.versions_to_read``.)"""
 
 from __future__ import annotations
 
+from functools import reduce
+
 from framework.log.partition_log import PartitionLog
 
 __all__ = ["read_problem", "read_problems"]
@@ -31,10 +33,7 @@ def read_problems(log: PartitionLog, versions: list[int]) -> dict[int, str | Non
     if len(versions) > 1:
         try:
             hashes = [log.read(v).select(F.xxhash64("offset").alias("h")) for v in versions]
-            every = hashes[0]
-            for frame in hashes[1:]:
-                every = every.unionAll(frame)
-            every.agg(F.max("h")).collect()
+            reduce(lambda left, right: left.unionAll(right), hashes).agg(F.max("h")).collect()
             return {v: None for v in versions}
         except Exception:  # noqa: BLE001 - some version cannot be read: find which, one by one
             pass

@@ -23,6 +23,7 @@ from framework.cleaner import spark_sql
 from framework.cleaner.rules import CompactionDecision, PartitionMeasure
 from framework.log.log_state import AppendedRecords, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
+from framework.log.small_partitions import is_small
 from framework.spec import TopicConfig
 
 DELETE = "delete"
@@ -273,7 +274,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
     records = log.read_snapshot(snap)  # a small partition's from its files: a third of a small run's time
-    records, files_known = _with_file(records)
+    records, files_known = _with_file(records, from_files=is_small(state.offset_span))
     actions = compaction_actions(records, config, end, compaction.now_ms, checkpoint,
                                  measured.log_start_offset, carried=("_file",)).persist()
     try:
@@ -337,16 +338,20 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         actions.unpersist()
 
 
-def _with_file(records):
+def _with_file(records, from_files: bool):
     """``records`` with each record's file name (``_file``), so that the run's totals also
     name the files it touches and the rewrite needs no pass of its own to find them; and
-    whether they are known. An empty version is no file read (``frame_of`` builds it from
-    no rows), where Spark cannot resolve ``_metadata``: its ``_file`` is null. That is
-    asked of the plan, not learnt from Spark's refusal, which PySpark logs as an ERROR
-    with its stack trace (a forced maintain of an empty partition printed one)."""
+    whether they are known. A read through Delta is always a file scan; a small
+    partition's version read from the files its checksum lists (``from_files``, as
+    ``PartitionLog.read_snapshot`` reads it) is none when it lists none (``frame_of``
+    builds an empty version from no rows), and Spark cannot resolve ``_metadata`` there:
+    its ``_file`` is null. That is asked of the plan (a few milliseconds for such a read;
+    asking a Delta read would cost a Spark job), not learnt from Spark's refusal, which
+    PySpark logs as an ERROR with its stack trace (a forced maintain of an empty
+    partition printed one)."""
     from pyspark.sql import functions as F
 
-    if not records.inputFiles():
+    if from_files and not records.inputFiles():
         return records.withColumn("_file", F.lit(None).cast("string")), False
     return records.withColumn("_file", F.col("_metadata.file_name")), True
 
