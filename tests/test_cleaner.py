@@ -152,6 +152,13 @@ def test_the_ranges_are_now_minus_the_lags():
     assert cleaner.max_lag_deadline_ms(12_000, cfg) == 2000
 
 
+def test_a_kept_tombstones_first_horizon_is_now_plus_delete_retention():
+    # KIP-534: the first run that keeps a winning tombstone stamps now + delete.retention.ms;
+    # the compaction stamps it and G7 judges by it (neither has a formula of its own)
+    assert cleaner.delete_horizon_ms(10_000, config(**{"delete.retention.ms": 2500})) == 12_500
+    assert cleaner.delete_horizon_ms(10_000, config()) == 10_000 + 86_400_000  # Kafka's default: a day
+
+
 def test_dirty_ratio_of_a_single_byte():
     # one dirty byte and nothing clean: 1 / (0 + 1); the 0.0 rule is only for an empty log
     assert cleaner.dirty_ratio(0, 1) == 1.0

@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from framework.checks.scope import Scope, first_stamp_ms
+from framework.checks.scope import Scope
+from framework.cleaner.rules import delete_horizon_ms
 from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
@@ -209,7 +210,7 @@ def _offset_rules(scope: Scope, config: TopicConfig, checked: Sequence[str]) -> 
     ]
     if scope.mode == "compact":
         head = f"(nb > 0 AND `offset` >= {scope.head_start} AND `offset` < {scope.log_end_before})"
-        stamp = first_stamp_ms(scope.now_ms, config)
+        stamp = delete_horizon_ms(scope.now_ms, config)
         fresh_stamp = f"(horizon_b IS NULL AND vfp_b IS NULL AND horizon_a = {stamp})"
         rules += [
             Rule("G2", f"{head} AND na = 0", f"head record removed (the head starts at U = {scope.head_start})"),

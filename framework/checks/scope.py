@@ -1,6 +1,6 @@
 """The numbers a check judges by, as pure functions (no Spark): where the head starts,
-what max lag covers, what KIP-68 may remove, a tombstone's first horizon, and which
-versions a vacuum must have left readable.
+what max lag covers, what KIP-68 may remove, and which versions a vacuum must have left
+readable. (A tombstone's first horizon is the cleaner's own rule, ``rules.delete_horizon_ms``.)
 
 The Spark side (``framework.checks.rules``) computes a few aggregates over the records;
 these functions say what they mean for each guarantee.
@@ -11,13 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from framework.log.log_state import LogState
-from framework.spec import TopicConfig
 from framework.stages.stage_check import StageCheck
 
 __all__ = [
     "Scope",
     "consumed_removals_explained",
-    "first_stamp_ms",
     "head_start",
     "max_lag_end",
     "stage_scope",
@@ -62,11 +60,6 @@ def consumed_removals_explained(highest_removed: int | None, smallest_committed:
     if time_boundary is not None and highest_removed < time_boundary:
         return True
     return max_bytes is not None and suffix_bytes > max_bytes
-
-
-def first_stamp_ms(now_ms: int, config: TopicConfig) -> int:
-    """The delete horizon a run gives a tombstone it keeps for the first time."""
-    return now_ms + config.delete_retention_ms
 
 
 @dataclass(frozen=True)

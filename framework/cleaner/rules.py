@@ -69,6 +69,12 @@ def max_compaction_delay_ms(now_ms: int, oldest_dirty_ms: int | None, config: To
     return max(0, now_ms - oldest_dirty_ms - config.max_compaction_lag_ms)
 
 
+def delete_horizon_ms(now_ms: int, config: TopicConfig) -> int:
+    """The delete horizon a run gives a winning tombstone it keeps for the first time
+    (KIP-534): ``now + delete.retention.ms``; a run at or after it removes the tombstone."""
+    return now_ms + config.delete_retention_ms
+
+
 # ------------------------------------------------------------------ the plan
 @dataclass(frozen=True)
 class PartitionMeasure:

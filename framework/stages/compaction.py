@@ -223,7 +223,7 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
         .when(first_kept, F.lit("tombstone_kept"))
         .when(has_horizon, F.lit("tombstone_waiting"))
     )
-    horizon = F.when(first_kept, F.timestamp_millis(F.lit(now_ms + config.delete_retention_ms))).otherwise(
+    horizon = F.when(first_kept, F.timestamp_millis(F.lit(cleaner.delete_horizon_ms(now_ms, config)))).otherwise(
         F.col("_delete_horizon")
     )
     decided = below.select("offset", "_size", *carried, action.alias("_action"), reason.alias("_reason"),
