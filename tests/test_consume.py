@@ -14,6 +14,7 @@ import pytest
 from framework.clients.consume import stream_partition, stream_topic
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log.commit_log import read_commits
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
@@ -65,7 +66,7 @@ def test_a_stream_sees_every_appended_offset_once_through_maintenance(spark, war
     assert sorted(seen) == list(range(appended)), "an appended offset was missed or seen twice"
     assert {"time", "size"} <= retained_by, retained_by
     # The stream went through compaction MERGEs, retention DELETEs and bin-packing, not around them.
-    operations = {r["operation"] for r in topic.partition(0).history_rows()}
+    operations = {commit.operation for commit in read_commits(spark, topic.partition(0).path)}
     assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations
 
 
@@ -117,5 +118,5 @@ def test_a_stream_goes_through_deletion_vectors_and_their_purge(spark, warehouse
             time.sleep(10.5)  # the deletion vectors become half a window (20 s) old
     seen = [r["offset"] for r in spark.read.format("delta").load(sink).select("offset").collect()]
     assert sorted(seen) == list(range(appended))
-    operations = [r["operation"] for r in log.history_rows()]
+    operations = [commit.operation for commit in read_commits(spark, log.path)]
     assert any(op.startswith("REORG") for op in operations), operations

@@ -19,6 +19,7 @@ import pytest
 
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log.commit_log import read_commits
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
@@ -83,7 +84,7 @@ def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletio
         else:
             assert delta_rs_rows(log.path) == expected, f"delta-rs differs after cycle {cycle}"
         checked_versions.append((version, expected))
-    operations = {r["operation"] for r in log.history_rows()}
+    operations = {commit.operation for commit in read_commits(spark, log.path)}
     assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations  # every kind of maintenance commit
     if not deletion_vectors:
         for version, expected in checked_versions:  # time travel inside the window

@@ -59,6 +59,37 @@ def test_create_is_idempotent_and_syncs_properties(spark, warehouse):
     assert grown.create() == {0: "updated", 1: "created", 2: "created"}
 
 
+def test_the_properties_sync_reads_are_show_tblproperties(spark, warehouse):
+    """``sync_properties`` reads the current properties from the newest version's checksum:
+    the same as ``SHOW TBLPROPERTIES`` says, but for the protocol's own entries, after a
+    create and after a change; without a checksum it asks Spark."""
+    from framework.log import version_checksum
+    from framework.log.commit_log import read_commits
+
+    def protocol_entry(name: str) -> bool:
+        return name in ("delta.minReaderVersion", "delta.minWriterVersion") or name.startswith("delta.feature.")
+
+    topic = Topic(spark, warehouse, spec(1))
+    topic.create()
+    log = topic.partition(0)
+    for window in (None, 5000):
+        if window is not None:
+            log = Topic(spark, warehouse, spec(1, **{"time.travel.retention.ms": window})).partition(0)
+            assert set(log.sync_properties()) == {"delta.deletedFileRetentionDuration", "delta.logRetentionDuration",
+                                                  "topiclake.config.time.travel.retention.ms"}
+        version = read_commits(spark, log.path, 1)[0].version
+        read = version_checksum.configuration(log.path, version)
+        shown = {k: v for k, v in log.properties().items() if not protocol_entry(k)}
+        assert read == shown and "delta.enableChangeDataFeed" in read
+    assert log.sync_properties() == {}
+    crc = Path(log.path) / "_delta_log" / f"{version:020d}.crc"
+    crc.unlink()  # no checksum: SHOW TBLPROPERTIES answers
+    assert version_checksum.configuration(log.path, version) is None
+    assert log.sync_properties() == {}
+    changed = Topic(spark, warehouse, spec(1, **{"time.travel.retention.ms": 7000})).partition(0)
+    assert changed.sync_properties()["delta.deletedFileRetentionDuration"] == "interval 7000 milliseconds"
+
+
 def _killed_create(path: Path) -> Path:
     """What Delta's create leaves when killed before its first commit (seen in the crash test):
     the log folder with its ``_staged_commits``, and maybe a commit's temp file not yet renamed."""

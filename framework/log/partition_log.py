@@ -133,9 +133,11 @@ class PartitionLog:
         return {r["key"]: r["value"] for r in rows}
 
     def sync_properties(self) -> dict[str, str]:
-        """Bring table properties in line with the spec; returns what changed."""
+        """Bring table properties in line with the spec; returns what changed. The current ones
+        come from the newest version's checksum (a local file), else ``SHOW TBLPROPERTIES``."""
         wanted = desired_properties(self.spec, self.partition)
-        current = self.properties()
+        newest = read_commits(self.spark, self.path, 1)
+        current = (newest and version_checksum.configuration(self.path, newest[0].version)) or self.properties()
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
         if changed:
             assignments = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in sorted(changed.items()))
@@ -149,10 +151,6 @@ class PartitionLog:
     def commits(self, limit: int | None = None) -> list[CommitEntry]:
         """Newest-first commits (version, read version, userMetadata)."""
         return [CommitEntry(c.version, c.read_version, c.user_metadata) for c in read_commits(self.spark, self.path, limit)]
-
-    def history_rows(self, limit: int | None = None) -> list:
-        history = self.delta_table().history(limit) if limit else self.delta_table().history()
-        return history.collect()
 
     def snapshot(self) -> Snapshot:
         """The latest version and the bookkeeping as of it."""
