@@ -4,8 +4,9 @@ After each maintenance stage the table read with delta-rs (``deltalake``) and wi
 DuckDB's ``delta_scan`` must hold exactly the records ``topiclake read`` prints, and
 delta-rs's time travel by version must match ``read --version``. topiclake's tables
 have protocol 1/2 and no table features. A table whose owner turned deletion vectors on
-is read exactly by DuckDB, and refused (not misread) by delta-rs 1.6.6, which is why
-topiclake never turns them on itself. The readers are test dependencies only.
+is read exactly by DuckDB and by delta-rs 1.6.6's query engine (``QueryBuilder``), and
+refused (not misread) by delta-rs's ``to_pyarrow_table``, which is why topiclake never
+turns them on itself. The readers are test dependencies only.
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ def delta_rs_rows(path, version=None):
     return sorted((r["offset"], r["key"], r["value"]) for r in data)
 
 
+def delta_rs_query_rows(path):
+    """The table through delta-rs's own query engine (``QueryBuilder``, DataFusion), which
+    applies deletion vectors where ``to_pyarrow_table`` refuses them."""
+    import pyarrow as pa
+
+    result = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(path)).execute(
+        'SELECT "offset", key, value FROM t').read_all()
+    return sorted((r["offset"], r["key"], r["value"]) for r in pa.table(result).to_pylist())
+
+
 def duckdb_rows(connection, path):
     query = f"SELECT \"offset\", key, value FROM delta_scan('{path}')"
     return sorted(tuple(row) for row in connection.execute(query).fetchall())
@@ -83,6 +94,7 @@ def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletio
                 delta_rs_rows(log.path)  # refused, never misread
         else:
             assert delta_rs_rows(log.path) == expected, f"delta-rs differs after cycle {cycle}"
+        assert delta_rs_query_rows(log.path) == expected, f"delta-rs's QueryBuilder differs after cycle {cycle}"
         checked_versions.append((version, expected))
     operations = {commit.operation for commit in read_commits(spark, log.path)}
     assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations  # every kind of maintenance commit
