@@ -33,6 +33,12 @@ LOCAL_CONF: Mapping[str, str] = {
     # VACUUM lists files with this many tasks (default 10000: 30 s for an empty table).
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     "spark.databricks.delta.stateReconstructionValidation.enabled": "false",
+    # Delta keeps every table it touched in a cache of up to 10,000 (its default), each with
+    # its snapshot: 0.1 MB for a small partition, about 3 MB once read through Delta, so a
+    # long-lived process could fill a 2 GB driver. maintain and validate forget each
+    # partition's table when done with it (delta_transactions.forget_table); a hundred
+    # bounds whatever else is left, far more than a run's tables in use at once.
+    "spark.databricks.delta.delta.log.cacheSize": "100",
     # Every query, Delta's internal ones too, renders its plan for the SQL UI's start event,
     # even with the UI off: the default "formatted" rendering was 3.5 % of the JVM's samples
     # in the property test (JFR, 2026-11-26). "simple" is one tree string (README, Performance).

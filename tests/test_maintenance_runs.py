@@ -542,3 +542,23 @@ def test_the_history_says_a_killed_run_did_not_finish(spark, tmp_path, capsys):
     assert [r["stage"] for r in rows].count("interrupted") == 1
     page = Path(warehouse) / "_topiclake" / "report" / "partitions" / "t-0.html"
     assert "did not finish" in page.read_text()
+
+
+# ------------------------------------------------------ c. a bounded driver
+def test_maintain_and_validate_leave_no_partition_in_deltas_cache(spark, isolated, capsys):
+    """Delta caches every table it touches with its snapshot (about 3 MB once read through
+    Delta); a run over many partitions must not keep them all. After ``maintain`` and after
+    ``validate``, Delta hands out a new log object for each partition: the run forgot it.
+    (A table touched otherwise stays cached: the same object comes back twice.)"""
+    common, paths = isolated
+    delta_log = getattr(spark._jvm, "org.apache.spark.sql.delta.DeltaLog")
+
+    def cached() -> list:
+        return [delta_log.forTable(spark._jsparkSession, path) for path in paths.values()]
+
+    for verb in (["maintain", "--no-report", "--now", "1000"], ["validate", "--now", "1000"]):
+        held = cached()
+        assert all(a.equals(b) for a, b in zip(held, cached())), "Delta's cache did not hold the tables"
+        code, out, err = cli(capsys, verb[0], *common, *verb[1:])
+        assert code == 0, out + err
+        assert not any(a.equals(b) for a, b in zip(held, cached())), f"{verb[0]} left a partition's table cached"

@@ -486,16 +486,14 @@ def _count_coverage(seen: Counter, decisions: list[dict], before: dict, model: M
 
 def forget_tables(session, folder: str) -> None:
     """Drop Delta's cached logs of the tables under ``folder`` (a finished scenario's), so
-    that hundreds of scenarios do not fill the driver's heap."""
-    jvm = session._jvm
+    that hundreds of scenarios do not fill the driver's heap (maintain forgets each table it
+    maintained; the scenario's produce calls and reads touch them again)."""
+    from framework.log.delta_transactions import forget_table
+
     for dirpath, dirnames, _ in os.walk(folder):
         if "_delta_log" in dirnames:
             dirnames.clear()
-            try:
-                getattr(jvm, "org.apache.spark.sql.delta.DeltaLog").invalidateCache(
-                    session._jsparkSession, getattr(jvm, "org.apache.hadoop.fs.Path")(dirpath))
-            except Exception:  # noqa: BLE001 - only a cache
-                pass
+            forget_table(session, dirpath)
 
 
 def scenario_key(scenario: dict) -> str:

@@ -135,6 +135,27 @@ class DeltaJvm:
             save_mode, none, none, metadata if metadata is not None else none, none, none, none, none, none)
 
 
+def forget_table(spark, path: str) -> None:
+    """Drop Delta's cached log of the table at ``path``, with the snapshot it holds.
+
+    Delta keeps every table it touched in a process-wide cache, each with its newest
+    snapshot and whatever that snapshot built: a table read through Delta (a large
+    partition, a vacuum, the change feed) keeps about 3 MB of query plans, a small one
+    about 0.1 MB. A maintain of a thousand such partitions filled a 2 GB driver, so each
+    partition's table is forgotten once its run is done; the next command that touches it
+    reads its log again (about 7 ms for a small table)."""
+    from py4j.protocol import Py4JError
+
+    if jvm_of(spark) is None:  # Spark Connect: the server keeps its own cache
+        return
+    try:
+        delta = DeltaJvm(spark)
+        delta.cls("org.apache.spark.sql.delta.DeltaLog").invalidateCache(
+            spark._jsparkSession, delta.cls("org.apache.hadoop.fs.Path")(path))
+    except Py4JError:  # only a cache: a Delta without this method keeps its entries
+        pass
+
+
 #: What :func:`claimed_commit` returns after a DataFrame write: it committed, or Delta
 #: skipped it, and only the table's commits tell which.
 WRITTEN_OR_SKIPPED = "written or skipped"

@@ -39,6 +39,7 @@ from framework.log.delta_commits import (
     is_concurrent_append,
     is_retryable_conflict,
 )
+from framework.log.delta_transactions import forget_table
 from framework.log.history import RUNS_KEPT, HistoryBatch, HistoryRow, MaintenanceHistory
 from framework.log.partition_log import PartitionLog
 from framework.log.small_partitions import small_partition_settings
@@ -176,6 +177,7 @@ class Maintenance:
             part.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
             part.rows.append(self._row(run, log, "error", message=traceback.format_exc(limit=3)[-2000:]))
         finally:
+            forget_table(log.spark, log.path)  # the heap stays bounded however many partitions a run has
             if held is not None:
                 self.progress.release()
         return part, held, None
