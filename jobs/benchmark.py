@@ -11,12 +11,16 @@
    change paired) and with whole versions paired (each twice, alternating; the faster
    kept); the naive rewrite. All must keep the same key -> offset set, and both checks
    must pass with the same verdict.
-2. ``partitions``: a topic of ``--partitions`` partitions: produce 5,000 JSON lines through
-   the command line's code, the first maintain, then an idle maintain (nothing due). Twin
-   topics of a quarter of the partitions are created, A B B A, through Delta's transaction
-   API (as shipped) and by Delta's table builder (as before); then the same lines, A B B A:
-   the driver's rows through Arrow against a Python list, and Java lists read by index
-   against iterated through py4j (each as shipped against as before). Then
+2. ``partitions``: after a warm-up (a topic of 4 partitions produced and maintained), a
+   topic of ``--partitions`` partitions: produce 5,000 JSON lines through the command
+   line's code (its tables created on the way), the first maintain, then an idle maintain
+   (nothing due); a twin topic's first maintain with two cleaner threads, as the quick
+   start runs it (both must end with the same offsets); then 5,000 more lines into the
+   first topic's tables. Twin topics of a quarter of the partitions are created, A B B A,
+   through Delta's transaction API (as shipped) and by Delta's table builder (as before);
+   then the same lines, A B B A: the driver's rows through Arrow against a Python list,
+   and Java lists read by index against iterated through py4j (each as shipped against
+   as before). Then
    four twin topics of a quarter of the partitions, with the same records, get their first
    maintain in the order A B B A: A measures each partition from its commit metadata (the
    newest timestamp rules out young records, the append commits give the records past the
@@ -36,7 +40,9 @@
    retention cuts half of each partition, the cut written through Delta's transaction API
    (as shipped) against Delta's DELETE after a time-travel read (as before); the files a
    compaction rewrites named by its totals (as shipped) against found by a pass of their
-   own over the offsets (as before). Each twin then gets an idle maintain, in the same order.
+   own over the offsets (as before); vacuum's check of the table properties against the
+   spec, read from the version checksum (as shipped) against ``SHOW TBLPROPERTIES`` (as
+   before). Each twin then gets an idle maintain, in the same order.
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too). Then
@@ -61,9 +67,14 @@
    task (as shipped) against through a shuffle (as before), alternating; then a vacuum's
    check (G9) of three versions, read in one Spark query (as shipped) against a query a
    version (as before), alternating.
-7. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
+7. ``heap``: ``maintain`` then ``validate`` (both versions read through Delta) of a topic of
+   ``--heap-partitions`` partitions through the command line, and the driver's heap in use
+   after a full collection before and after: with each partition's table forgotten from
+   Delta's cache when done (as shipped) against kept there (as before), the before side
+   first and its tables forgotten after it.
+8. ``lint`` of the shipped specs in a fresh interpreter against a bare interpreter start:
    lint is for git hooks, so it must not start Spark.
-8. ``start``: ``topiclake create`` of the shipped specs in new processes, A B C C B A twice:
+9. ``start``: ``topiclake create`` of the shipped specs in new processes, A B C C B A twice:
    as shipped (the jars Ivy resolved handed to Spark by path, HotSpot's class archive
    mapped), without the archive, and with neither (as before).
 
@@ -74,6 +85,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -90,7 +102,7 @@ from framework.cli.main import guarded  # noqa: E402
 from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
-SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "lint", "start")
+SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "heap", "lint", "start")
 
 
 def _timed(label, results, action):
@@ -252,19 +264,35 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
 
     topic = Topic(spark, warehouse, _spec("wide", partitions))
     lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(5000)]
+    # the process's first Spark work compiles most of what the rest runs: a small topic
+    # takes it, so that the figures below are the session's once it is up (as the issue's are)
+    warm = Topic(spark, warehouse, _spec("warm-up", 4))
+    _timed("warm-up: produce 200 lines into 4 partitions and maintain them", results, lambda: (
+        produce(warm, parse_records(lines[:200], warm.spec, "benchmark"), now),
+        Maintenance(spark, warehouse, [warm.spec], record_history=False).run(now)))
     _timed(f"produce 5000 lines into {partitions} partitions", results,
            lambda: produce(topic, parse_records(lines, topic.spec, "benchmark"), now))
     maintenance = Maintenance(spark, warehouse, [topic.spec], record_history=False)
     first = _timed(f"first maintain of {partitions} partitions", results, lambda: maintenance.run(now))
     idle = _timed(f"idle maintain of {partitions} partitions", results, lambda: maintenance.run(now))
+    # the same topic's twin maintained as the quick start maintains (``--cleaner-threads 2``)
+    threaded = Topic(spark, warehouse, _spec("wide-threads", partitions))
+    produce(threaded, parse_records(lines, threaded.spec, "benchmark"), now)
+    first_threaded = _timed(f"first maintain of {partitions} partitions, two cleaner threads", results,
+                            lambda: Maintenance(spark, warehouse, [threaded.spec], record_history=False).run(
+                                now, cleaner_threads=2))
     # Twin topics of a quarter of the partitions each, the same records, first maintains in
     # the order A B B A so that neither side gets the JVM's warm-up; both sides must end
     # with the same offsets. The measure from the commit metadata against a scan of the records
     # past the checkpoint (as before the append commits carried their bytes and oldest
     # timestamp); one cleaner thread against two; and so on.
     quarter = max(1, partitions // 4)
-    failed = first.failed or idle.failed
-    same = _produce_twins(spark, warehouse, quarter, lines[:5000 * quarter // partitions], now, results)
+    failed = first.failed or idle.failed or first_threaded.failed
+    same = all(_offsets(topic.partition(p)) == _offsets(threaded.partition(p)) for p in range(partitions))
+    more = [(i, {**line, "timestamp": now - DAY_MS + 5000 + i}) for i, line in lines]
+    _timed(f"produce 5000 more lines into the {partitions} partitions", results,
+           lambda: produce(topic, parse_records(more, topic.spec, "benchmark"), now))
+    same = _produce_twins(spark, warehouse, quarter, lines[:5000 * quarter // partitions], now, results) and same
     nothing = contextlib.nullcontext
     for kind, sides, run_with, history, policy in (
         ("measure", ("measured from the commits", "measured by a scan"),
@@ -291,6 +319,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_cut_by_delete() if b else nothing(), {}), False, "delete"),
         ("touched", ("touched files named by the totals", "touched files found by a pass"),
          lambda b: (_touched_found_by_a_pass() if b else nothing(), {}), False, "compact"),
+        ("properties", ("properties read from the version checksum", "properties by SHOW TBLPROPERTIES"),
+         lambda b: (_properties_shown() if b else nothing(), {}), False, "compact"),
     ):
         # the "cut" twins keep the newer half of each partition's records (their timestamps
         # span the 5 s from a day ago); the others' retention keeps every record
@@ -500,7 +530,17 @@ def _touched_found_by_a_pass():
 
     real = compaction_rewrite.rewrite
     with mock.patch.object(compaction_rewrite, "rewrite",
-                           lambda *args, planned_files=None: real(*args, planned_files=None)):
+                           lambda *args, planned_files=None, **options: real(*args, planned_files=None, **options)):
+        yield
+
+
+@contextlib.contextmanager
+def _properties_shown():
+    """Compare a partition's table properties with the spec's as topiclake did before it read
+    them from the version checksum: ``SHOW TBLPROPERTIES``, a Spark command a partition."""
+    from framework.log import version_checksum
+
+    with mock.patch.object(version_checksum, "configuration", lambda path, version: None):
         yield
 
 
@@ -832,6 +872,66 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     return {"runs": runs, "checks_passed": passed}
 
 
+def _heap_mb(spark) -> float:
+    """The driver JVM's heap in use after a full collection, in MB."""
+    jvm = spark._jvm
+    jvm.java.lang.System.gc()
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    return (runtime.totalMemory() - runtime.freeMemory()) / 2**20
+
+
+@contextlib.contextmanager
+def _tables_kept_cached():
+    """Leave every table in Delta's cache, as topiclake did before maintain and validate
+    forgot each partition's table when done with it."""
+    from framework.log import delta_transactions
+    from framework.stages import maintenance
+
+    # maintain holds the function it imported; validate (framework/cli/commands.py) imports it when it runs
+    with mock.patch.object(maintenance, "forget_table", lambda spark, path: None), \
+            mock.patch.object(delta_transactions, "forget_table", lambda spark, path: None):
+        yield
+
+
+def bench_heap(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
+    """The driver's heap a ``maintain`` and a ``validate`` (both versions read through Delta)
+    of ``partitions`` partitions leave behind, through the command line: as shipped (each
+    partition's table forgotten from Delta's cache when done) against as before (kept);
+    the before side first, then its tables forgotten, so each side starts from a collected heap."""
+    from framework.cli.main import main
+    from framework.log.delta_transactions import forget_table
+
+    specs = os.path.join(warehouse.root, "heap-specs")
+    os.makedirs(specs, exist_ok=True)
+    grown = {}
+    for side, label in (("b", "tables kept in Delta's cache (as before)"), ("a", "tables forgotten when done")):
+        topic = f"heap-{side}"
+        with open(os.path.join(specs, f"{topic}.yaml"), "w") as handle:
+            handle.write(f"topic: {topic}\npartitions: {partitions}\nconfig:\n  cleanup.policy: compact\n"
+                         "  min.cleanable.dirty.ratio: 0.0\n")
+        lines = os.path.join(specs, f"{topic}.jsonl")
+        with open(lines, "w") as handle:
+            handle.writelines(json.dumps({"key": f"k{i % 300}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) + "\n"
+                              for i in range(20 * partitions))
+        common = ["--warehouse", warehouse.root, "--specs", os.path.join(specs, f"{topic}.yaml"), "--now", str(now)]
+        said = io.StringIO()  # what the commands print is not the benchmark's output
+        with contextlib.redirect_stdout(said):
+            assert main(["produce", "--topic", topic, "--input", lines, *common]) == 0, said.getvalue()
+        start = _heap_mb(spark)
+        with _tables_kept_cached() if side == "b" else contextlib.nullcontext(), contextlib.redirect_stdout(said):
+            started = time.perf_counter()
+            assert main(["maintain", "--no-report", *common]) == 0, said.getvalue()
+            assert main(["validate", *common]) == 0, said.getvalue()
+            results[f"maintain and validate {partitions} partitions, {label}"] = round(time.perf_counter() - started, 3)
+        grown[side] = _heap_mb(spark) - start
+        results[f"heap kept after maintain and validate of {partitions} partitions, {label}, MB"] = round(grown[side], 1)
+        print(f"  heap kept, {label}: {grown[side]:.1f} MB ({grown[side] / partitions:.2f} MB a partition)",
+              file=sys.stderr, flush=True)
+        for partition in range(partitions):  # the next side starts from the same heap
+            forget_table(spark, os.path.join(warehouse.root, f"{topic}-{partition}"))
+    return {"partitions": partitions, "mb_per_partition": {k: round(v / partitions, 3) for k, v in grown.items()}}
+
+
 def bench_lint(results: dict) -> None:
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     lint = [sys.executable, "-c", "import sys; from framework.cli.main import main; sys.exit(main(['lint', 'table_specs']))"]
@@ -904,6 +1004,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["idle maintain, s per partition"] = round(idle / partitions, 3)
         ratios["first maintain, s per partition"] = round(results[f"first maintain of {partitions} partitions"]
                                                           / partitions, 3)
+        ratios["first maintain, two cleaner threads, s per partition"] = round(
+            results[f"first maintain of {partitions} partitions, two cleaner threads"] / partitions, 3)
         quarter = max(1, partitions // 4)
         for run in ("first", "idle"):
             ratios[f"{run} maintain, measured from the commits / by a scan"] = round(
@@ -941,7 +1043,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                     "retention cut through the transaction API / by Delta's DELETE": (
                         "retention cut through the transaction API", "retention cut by Delta's DELETE"),
                     "touched files named by the totals / found by a pass": (
-                        "touched files named by the totals", "touched files found by a pass")}.items():
+                        "touched files named by the totals", "touched files found by a pass"),
+                    "properties read from the version checksum / by SHOW TBLPROPERTIES": (
+                        "properties read from the version checksum", "properties by SHOW TBLPROPERTIES")}.items():
                 ratios[f"{run} maintain, {label}"] = round(
                     results[f"{run} maintain of {quarter} partitions, {shipped}"]
                     / results[f"{run} maintain of {quarter} partitions, {before}"], 2)
@@ -995,6 +1099,7 @@ def run(argv) -> int:
     parser.add_argument("--calls", type=int, default=300, help="produce calls of the files section")
     parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
+    parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results to this file")
@@ -1024,6 +1129,8 @@ def run(argv) -> int:
         others["metadata"] = bench_metadata(spark, warehouse, args.runs, now, results)
     if "checks" in sections:
         others["checks"] = bench_checks(spark, warehouse, args.check_runs, now, results)
+    if "heap" in sections:
+        others["heap"] = bench_heap(spark, warehouse, args.heap_partitions, now, results)
     if "lint" in sections:
         bench_lint(results)
     if "start" in sections:
