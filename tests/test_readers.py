@@ -1,10 +1,11 @@
 """Any Delta reader reads the partition tables exactly (CONTRACT section 11).
 
-After each maintenance stage the table read with delta-rs (``deltalake``) and with
-DuckDB's ``delta_scan`` must hold exactly the records ``topiclake read`` prints, and
-delta-rs's time travel by version must match ``read --version``. topiclake's tables
-have protocol 1/2 and no table features. A table whose owner turned deletion vectors on
-is read exactly by DuckDB and by delta-rs 1.6.6's query engine (``QueryBuilder``), and
+After each maintenance stage the table read with delta-rs (``deltalake``: its
+``to_pyarrow_table`` and its query engine), with Polars' ``scan_delta`` and with DuckDB's
+``delta_scan`` must hold exactly the records ``topiclake read`` prints, and delta-rs's and
+Polars' time travel by version must match ``read --version``. topiclake's tables have
+protocol 1/2 and no table features. A table whose owner turned deletion vectors on is read
+exactly by DuckDB, Polars 2.1 and delta-rs 1.6.6's query engine (``QueryBuilder``), and
 refused (not misread) by delta-rs's ``to_pyarrow_table``, which is why topiclake never
 turns them on itself. The readers are test dependencies only.
 """
@@ -59,6 +60,14 @@ def delta_rs_query_rows(path):
     return sorted((r["offset"], r["key"], r["value"]) for r in pa.table(result).to_pylist())
 
 
+def polars_rows(path, version=None):
+    """The table through Polars' own Delta scan (``scan_delta``)."""
+    import polars
+
+    frame = polars.scan_delta(path, version=version).select("offset", "key", "value").collect()
+    return sorted(frame.iter_rows())
+
+
 def duckdb_rows(connection, path):
     query = f"SELECT \"offset\", key, value FROM delta_scan('{path}')"
     return sorted(tuple(row) for row in connection.execute(query).fetchall())
@@ -95,12 +104,14 @@ def test_delta_rs_and_duckdb_read_what_topiclake_reads(spark, warehouse, deletio
         else:
             assert delta_rs_rows(log.path) == expected, f"delta-rs differs after cycle {cycle}"
         assert delta_rs_query_rows(log.path) == expected, f"delta-rs's QueryBuilder differs after cycle {cycle}"
+        assert polars_rows(log.path) == expected, f"Polars differs after cycle {cycle}"
         checked_versions.append((version, expected))
     operations = {commit.operation for commit in read_commits(spark, log.path)}
     assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations  # every kind of maintenance commit
     if not deletion_vectors:
         for version, expected in checked_versions:  # time travel inside the window
             assert delta_rs_rows(log.path, version) == expected == engine_rows(log, version)
+            assert polars_rows(log.path, version) == expected
         # Reader version 1, no reader features: any Delta reader. The writer features are
         # Delta's two legacy ones and the change data feed the guarantee checks read.
         protocol = deltalake.DeltaTable(log.path).protocol()
