@@ -43,6 +43,10 @@ LOCAL_CONF: Mapping[str, str] = {
     # even with the UI off: the default "formatted" rendering was 3.5 % of the JVM's samples
     # in the property test (JFR, 2026-11-26). "simple" is one tree string (README, Performance).
     "spark.sql.ui.explainMode": "simple",
+    # pyspark records the Python call site of every DataFrame function call in the JVM, for
+    # error messages (a few py4j round trips each: it doubled the cost of building a query's
+    # columns); the engine builds many small queries, and its errors name their partition.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     # The local file system without Hadoop's checksum side files (".<name>.crc" beside every
     # data file and every Delta log file): without Hadoop's native library each file it
     # creates or renames costs forked chmod and readlink processes, and the side files

@@ -42,7 +42,10 @@
    compaction rewrites named by its totals (as shipped) against found by a pass of their
    own over the offsets (as before); vacuum's check of the table properties against the
    spec, read from the version checksum (as shipped) against ``SHOW TBLPROPERTIES`` (as
-   before). Each twin then gets an idle maintain, in the same order.
+   before); pyspark's DataFrame debugging (each function call's Python call site recorded
+   in the JVM) off, as the embedded session sets it, against pyspark's default, on (as
+   before), the produce timed too. Each twin then gets an idle maintain, in the same
+   order. ``--twins`` runs only the named kinds (``measure``, ``debugging``, ...).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too). Then
@@ -256,7 +259,7 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
             "checks_passed": verdict.passed and whole.passed and verdict == whole, "same_winners_as_naive": same, "setup_seconds": setup}
 
 
-def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
+def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict, twin_kinds=None) -> dict:
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
@@ -321,7 +324,11 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
          lambda b: (_touched_found_by_a_pass() if b else nothing(), {}), False, "compact"),
         ("properties", ("properties read from the version checksum", "properties by SHOW TBLPROPERTIES"),
          lambda b: (_properties_shown() if b else nothing(), {}), False, "compact"),
+        ("debugging", ("DataFrame debugging off", "DataFrame debugging on"),
+         lambda b: (_dataframe_debugging_on() if b else nothing(), {}), False, "compact"),
     ):
+        if twin_kinds is not None and kind not in twin_kinds:
+            continue
         # the "cut" twins keep the newer half of each partition's records (their timestamps
         # span the 5 s from a day ago); the others' retention keeps every record
         retention_ms = DAY_MS - 2_500 if kind == "cut" else None
@@ -329,14 +336,14 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict)
                  for name in ("a1", "b1", "b2", "a2")}
         for name, twin in twins.items():
             records = parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark")
-            if kind != "claims":
+            if kind not in ("claims", "debugging"):
                 produce(twin, records, now)
                 continue
             side = sides[name.startswith("b")]
             with run_with(name.startswith("b"))[0]:
                 _timed(f"produce {len(records)} lines into {quarter} partitions, {side} ({name})", results,
                        lambda: produce(twin, records, now))
-        if kind == "claims":
+        if kind in ("claims", "debugging"):
             _mean_of_twins(results, f"produce {len(records)} lines into {quarter} partitions", sides)
         for run in ("first", "idle"):
             for name, twin in twins.items():
@@ -541,6 +548,17 @@ def _properties_shown():
     from framework.log import version_checksum
 
     with mock.patch.object(version_checksum, "configuration", lambda path, version: None):
+        yield
+
+
+@contextlib.contextmanager
+def _dataframe_debugging_on():
+    """Build DataFrames as pyspark does by default: every function call records its call
+    site in the JVM (a few py4j round trips each), which the embedded session turns off.
+    pyspark reads the setting once per process, so the twin flips what it read."""
+    from pyspark.errors import utils
+
+    with mock.patch.object(utils, "_enable_debugging_cache", True):
         yield
 
 
@@ -1007,23 +1025,26 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["first maintain, two cleaner threads, s per partition"] = round(
             results[f"first maintain of {partitions} partitions, two cleaner threads"] / partitions, 3)
         quarter = max(1, partitions // 4)
-        for run in ("first", "idle"):
-            ratios[f"{run} maintain, measured from the commits / by a scan"] = round(
-                results[f"{run} maintain of {quarter} partitions, measured from the commits"]
-                / results[f"{run} maintain of {quarter} partitions, measured by a scan"], 2)
+
+        def twin_ratio(label: str, shipped: str, before: str) -> None:
+            # only the twin kinds that ran (--twins)
+            if shipped in results and before in results:
+                ratios[label] = round(results[shipped] / results[before], 2)
+
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
-        ratios["produce lines, claims through the transaction API / by DataFrame writes"] = round(
-            results[f"{produced_lines}, claims through the transaction API"]
-            / results[f"{produced_lines}, claims by DataFrame writes"], 2)
-        ratios["produce lines, rows through Arrow / as a Python list"] = round(
-            results[f"{produced_lines}, rows through Arrow"] / results[f"{produced_lines}, rows as a Python list"], 2)
         created = f"create {quarter} partition tables"
-        ratios["create tables, through the transaction API / by Delta's table builder"] = round(
-            results[f"{created}, through the transaction API"] / results[f"{created}, by Delta's table builder"], 2)
-        ratios["produce lines, Java lists read by index / iterated"] = round(
-            results[f"{produced_lines}, Java lists read by index"] / results[f"{produced_lines}, Java lists iterated"], 2)
+        for label, (shipped, before) in {
+                "claims through the transaction API / by DataFrame writes": (
+                    "claims through the transaction API", "claims by DataFrame writes"),
+                "rows through Arrow / as a Python list": ("rows through Arrow", "rows as a Python list"),
+                "Java lists read by index / iterated": ("Java lists read by index", "Java lists iterated"),
+                "DataFrame debugging off / on": ("DataFrame debugging off", "DataFrame debugging on")}.items():
+            twin_ratio(f"produce lines, {label}", f"{produced_lines}, {shipped}", f"{produced_lines}, {before}")
+        twin_ratio("create tables, through the transaction API / by Delta's table builder",
+                   f"{created}, through the transaction API", f"{created}, by Delta's table builder")
         for run in ("first", "idle"):
             for label, (shipped, before) in {
+                    "measured from the commits / by a scan": ("measured from the commits", "measured by a scan"),
                     "two cleaner threads / one": ("two cleaner threads", "one cleaner thread"),
                     "empty clean section skipped / joined": (
                         "empty clean section skipped", "empty clean section joined"),
@@ -1045,10 +1066,10 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                     "touched files named by the totals / found by a pass": (
                         "touched files named by the totals", "touched files found by a pass"),
                     "properties read from the version checksum / by SHOW TBLPROPERTIES": (
-                        "properties read from the version checksum", "properties by SHOW TBLPROPERTIES")}.items():
-                ratios[f"{run} maintain, {label}"] = round(
-                    results[f"{run} maintain of {quarter} partitions, {shipped}"]
-                    / results[f"{run} maintain of {quarter} partitions, {before}"], 2)
+                        "properties read from the version checksum", "properties by SHOW TBLPROPERTIES"),
+                    "DataFrame debugging off / on": ("DataFrame debugging off", "DataFrame debugging on")}.items():
+                maintained = f"{run} maintain of {quarter} partitions"
+                twin_ratio(f"{run} maintain, {label}", f"{maintained}, {shipped}", f"{maintained}, {before}")
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
@@ -1100,6 +1121,7 @@ def run(argv) -> int:
     parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
+    parser.add_argument("--twins", help="the partitions section's twin kinds to run (default: all), comma-separated")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results to this file")
@@ -1120,7 +1142,8 @@ def run(argv) -> int:
         for clean in (int(x) for x in args.clean.split(",")):
             cases.append(bench_compaction(spark, warehouse, clean, args.updates, now, results))
     if "partitions" in sections:
-        others["partitions"] = bench_partitions(spark, warehouse, args.partitions, now, results)
+        others["partitions"] = bench_partitions(
+            spark, warehouse, args.partitions, now, results, args.twins.split(",") if args.twins else None)
     if "produce" in sections:
         others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
     if "files" in sections:
