@@ -259,7 +259,8 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
             "checks_passed": verdict.passed and whole.passed and verdict == whole, "same_winners_as_naive": same, "setup_seconds": setup}
 
 
-def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict, twin_kinds=None) -> dict:
+def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
+                     twin_kinds: list[str] | None = None) -> dict:
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
