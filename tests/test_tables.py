@@ -90,6 +90,30 @@ def test_the_properties_sync_reads_are_show_tblproperties(spark, warehouse):
     assert changed.sync_properties()["delta.deletedFileRetentionDuration"] == "interval 7000 milliseconds"
 
 
+def test_a_vacuum_hands_the_newest_version_to_the_properties_sync(spark, warehouse, monkeypatch):
+    """vacuum reads its page of commits first and the properties' sync takes the newest
+    version from it instead of reading the log again; when the sync commits a property
+    change, the vacuum starts from that new version."""
+    from framework.log import partition_log
+    from framework.log.commit_log import read_commits
+    from framework.stages.vacuum import vacuum
+
+    topic = Topic(spark, warehouse, spec(1))
+    topic.create()
+    own_reads = []
+    shipped = partition_log.read_commits
+    monkeypatch.setattr(partition_log, "read_commits", lambda *args, **kwargs: own_reads.append(args) or shipped(
+        *args, **kwargs))
+    unchanged = vacuum(topic.partition(0))
+    assert unchanged.properties_changed == () and own_reads == []
+    newest = read_commits(spark, topic.partition(0).path, 1)[0].version
+    assert unchanged.version_before == unchanged.version_after == newest
+    shorter = Topic(spark, warehouse, spec(1, **{"time.travel.retention.ms": 5000})).partition(0)
+    changed = vacuum(shorter)
+    assert "delta.deletedFileRetentionDuration" in changed.properties_changed and own_reads == []
+    assert changed.version_before == unchanged.version_before + 1 == read_commits(spark, shorter.path, 1)[0].version
+
+
 def _killed_create(path: Path) -> Path:
     """What Delta's create leaves when killed before its first commit (seen in the crash test):
     the log folder with its ``_staged_commits``, and maybe a commit's temp file not yet renamed."""

@@ -132,12 +132,16 @@ class PartitionLog:
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(self.path)}").collect()
         return {r["key"]: r["value"] for r in rows}
 
-    def sync_properties(self) -> dict[str, str]:
+    def sync_properties(self, newest_version: int | None = None) -> dict[str, str]:
         """Bring table properties in line with the spec; returns what changed. The current ones
-        come from the newest version's checksum (a local file), else ``SHOW TBLPROPERTIES``."""
+        come from the newest version's checksum (a local file), else ``SHOW TBLPROPERTIES``;
+        ``newest_version``: the newest version, if the caller has just read the log."""
         wanted = desired_properties(self.spec, self.partition)
-        newest = read_commits(self.spark, self.path, 1)
-        current = (newest and version_checksum.configuration(self.path, newest[0].version)) or self.properties()
+        if newest_version is None:
+            newest = read_commits(self.spark, self.path, 1)
+            newest_version = newest[0].version if newest else None
+        current = (newest_version is not None and version_checksum.configuration(self.path, newest_version)
+                   ) or self.properties()
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
         if changed:
             assignments = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in sorted(changed.items()))

@@ -150,8 +150,10 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
 
     window = check_window(log.spec.config.time_travel_retention_ms, requested_ms, unsafe)
     wall_now = wall_now_ms if wall_now_ms is not None else int(time.time() * 1000)
-    changed = tuple(sorted(log.sync_properties()))
     commits = _commit_summaries(log, HISTORY_PAGE)
+    changed = tuple(sorted(log.sync_properties(newest_version=commits[0].version)))
+    if changed:  # the properties' ALTER TABLE committed a version of its own
+        commits = _commit_summaries(log, HISTORY_PAGE)
     version_before = commits[0].version
     purge = purge_due(commits, window, wall_now)
     sweep = vacuum_due(commits, window, wall_now, complete=len(commits) < HISTORY_PAGE)
