@@ -97,6 +97,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from typing import Callable
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -256,7 +258,85 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
                for copy in (log.path, opted.partition(0).path, unfed.partition(0).path,
                             *(c.partition(0).path for c in (shipped2, merged1, merged2))))
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
-            "checks_passed": verdict.passed and whole.passed and verdict == whole, "same_winners_as_naive": same, "setup_seconds": setup}
+            "checks_passed": verdict.passed and whole.passed and verdict == whole,
+            "same_winners_as_naive": same, "setup_seconds": setup}
+
+
+@dataclass(frozen=True)
+class TwinKind:
+    """A pair of ways the partitions section runs on twin topics, A (``sides[0]``, as shipped)
+    against B (``sides[1]``, as before or the other setting), and the ratio reported."""
+
+    name: str
+    sides: tuple[str, str]
+    #: the ratio's label; the ratio is A over B, or B over A when ``b_over_a``
+    ratio: str
+    #: what side B runs under (side A runs as shipped)
+    other_way: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    #: each side's options of ``Maintenance.run``
+    a_options: tuple[tuple[str, object], ...] = ()
+    b_options: tuple[tuple[str, object], ...] = ()
+    history: bool = False
+    policy: str = "compact"
+    #: the twins' produce is timed too (the way touches how records are written)
+    produce_timed: bool = False
+    b_over_a: bool = False
+
+    def way(self, b: bool) -> contextlib.AbstractContextManager:
+        return self.other_way() if b else contextlib.nullcontext()
+
+    def options(self, b: bool) -> dict:
+        return dict(self.b_options if b else self.a_options)
+
+    def ratio_of(self, label: str, results: dict) -> float | None:
+        """The ratio of the two sides' means of ``label`` (None if the kind did not run)."""
+        a, b = (results.get(f"{label}, {side}") for side in self.sides)
+        if a is None or b is None:
+            return None
+        return round(b / a if self.b_over_a else a / b, 2)
+
+
+#: The partitions section's twin kinds (``--twins`` names them).
+TWIN_KINDS = (
+    TwinKind("measure", ("measured from the commits", "measured by a scan"),
+             "measured from the commits / by a scan", lambda: _measure_scanned()),
+    TwinKind("clean", ("empty clean section skipped", "empty clean section joined"),
+             "empty clean section skipped / joined", lambda: _empty_clean_section_joined()),
+    TwinKind("retention", ("retention planned from the metadata", "retention planned by a scan"),
+             "retention planned from the metadata / by a scan", lambda: _retention_scanned(),
+             history=True, policy="delete"),
+    TwinKind("threads", ("one cleaner thread", "two cleaner threads"), "two cleaner threads / one",
+             a_options=(("cleaner_threads", 1),), b_options=(("cleaner_threads", 2),), b_over_a=True),
+    TwinKind("files", ("files from the version checksum", "files listed by Delta"),
+             "files from the version checksum / listed by Delta", lambda: _files_listed_by_delta()),
+    TwinKind("history", ("history appended per run", "history appended per partition"),
+             "history appended per run / per partition", lambda: _history_per_partition(), history=True),
+    TwinKind("claims", ("claims through the transaction API", "claims by DataFrame writes"),
+             "claims through the transaction API / by DataFrame writes", lambda: _claims_by_dataframe_writes(),
+             produce_timed=True),
+    TwinKind("codegen", ("interpreted when small", "compiled always"), "interpreted when small / compiled always",
+             lambda: _compiled_always()),
+    TwinKind("rewrite", ("compaction written through the transaction API", "compaction by Delta's MERGE"),
+             "compaction through the transaction API / by MERGE", lambda: _committed_by_merge()),
+    TwinKind("shuffle", ("one shuffle partition when small", "the session's shuffle settings"),
+             "one shuffle partition when small / the session's shuffle settings", lambda: _sessions_shuffles()),
+    TwinKind("cut", ("retention cut through the transaction API", "retention cut by Delta's DELETE"),
+             "retention cut through the transaction API / by Delta's DELETE", lambda: _cut_by_delete(),
+             policy="delete"),
+    TwinKind("touched", ("touched files named by the totals", "touched files found by a pass"),
+             "touched files named by the totals / found by a pass", lambda: _touched_found_by_a_pass()),
+    TwinKind("properties", ("properties read from the version checksum", "properties by SHOW TBLPROPERTIES"),
+             "properties read from the version checksum / by SHOW TBLPROPERTIES", lambda: _properties_shown()),
+    TwinKind("debugging", ("DataFrame debugging off", "DataFrame debugging on"), "DataFrame debugging off / on",
+             lambda: _dataframe_debugging_on(), produce_timed=True),
+)
+
+#: The ways ``_produce_twins`` writes the same lines into existing tables: (name, sides, ratio label).
+PRODUCE_TWINS = (
+    ("rows", ("rows through Arrow", "rows as a Python list"), "rows through Arrow / as a Python list"),
+    ("lists", ("Java lists read by index", "Java lists iterated"), "Java lists read by index / iterated"),
+)
+CREATE_SIDES = ("through the transaction API", "by Delta's table builder")
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
@@ -297,37 +377,8 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     _timed(f"produce 5000 more lines into the {partitions} partitions", results,
            lambda: produce(topic, parse_records(more, topic.spec, "benchmark"), now))
     same = _produce_twins(spark, warehouse, quarter, lines[:5000 * quarter // partitions], now, results) and same
-    nothing = contextlib.nullcontext
-    for kind, sides, run_with, history, policy in (
-        ("measure", ("measured from the commits", "measured by a scan"),
-         lambda b: (_measure_scanned() if b else nothing(), {}), False, "compact"),
-        ("clean", ("empty clean section skipped", "empty clean section joined"),
-         lambda b: (_empty_clean_section_joined() if b else nothing(), {}), False, "compact"),
-        ("retention", ("retention planned from the metadata", "retention planned by a scan"),
-         lambda b: (_retention_scanned() if b else nothing(), {}), True, "delete"),
-        ("threads", ("one cleaner thread", "two cleaner threads"),
-         lambda b: (nothing(), {"cleaner_threads": 2 if b else 1}), False, "compact"),
-        ("files", ("files from the version checksum", "files listed by Delta"),
-         lambda b: (_files_listed_by_delta() if b else nothing(), {}), False, "compact"),
-        ("history", ("history appended per run", "history appended per partition"),
-         lambda b: (_history_per_partition() if b else nothing(), {}), True, "compact"),
-        ("claims", ("claims through the transaction API", "claims by DataFrame writes"),
-         lambda b: (_claims_by_dataframe_writes() if b else nothing(), {}), False, "compact"),
-        ("codegen", ("interpreted when small", "compiled always"),
-         lambda b: (_compiled_always() if b else nothing(), {}), False, "compact"),
-        ("rewrite", ("compaction written through the transaction API", "compaction by Delta's MERGE"),
-         lambda b: (_committed_by_merge() if b else nothing(), {}), False, "compact"),
-        ("shuffle", ("one shuffle partition when small", "the session's shuffle settings"),
-         lambda b: (_sessions_shuffles() if b else nothing(), {}), False, "compact"),
-        ("cut", ("retention cut through the transaction API", "retention cut by Delta's DELETE"),
-         lambda b: (_cut_by_delete() if b else nothing(), {}), False, "delete"),
-        ("touched", ("touched files named by the totals", "touched files found by a pass"),
-         lambda b: (_touched_found_by_a_pass() if b else nothing(), {}), False, "compact"),
-        ("properties", ("properties read from the version checksum", "properties by SHOW TBLPROPERTIES"),
-         lambda b: (_properties_shown() if b else nothing(), {}), False, "compact"),
-        ("debugging", ("DataFrame debugging off", "DataFrame debugging on"),
-         lambda b: (_dataframe_debugging_on() if b else nothing(), {}), False, "compact"),
-    ):
+    for twin_kind in TWIN_KINDS:
+        kind, sides, history, policy = twin_kind.name, twin_kind.sides, twin_kind.history, twin_kind.policy
         if twin_kinds is not None and kind not in twin_kinds:
             continue
         # the "cut" twins keep the newer half of each partition's records (their timestamps
@@ -337,23 +388,22 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
                  for name in ("a1", "b1", "b2", "a2")}
         for name, twin in twins.items():
             records = parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark")
-            if kind not in ("claims", "debugging"):
+            if not twin_kind.produce_timed:
                 produce(twin, records, now)
                 continue
             side = sides[name.startswith("b")]
-            with run_with(name.startswith("b"))[0]:
+            with twin_kind.way(name.startswith("b")):
                 _timed(f"produce {len(records)} lines into {quarter} partitions, {side} ({name})", results,
                        lambda: produce(twin, records, now))
-        if kind in ("claims", "debugging"):
+        if twin_kind.produce_timed:
             _mean_of_twins(results, f"produce {len(records)} lines into {quarter} partitions", sides)
         for run in ("first", "idle"):
             for name, twin in twins.items():
-                context, options = run_with(name.startswith("b"))
-                side = sides[name.startswith("b")]
-                with context:
-                    failed = _timed(f"{run} maintain of {quarter} partitions, {side} ({name})", results,
+                other_way = name.startswith("b")
+                with twin_kind.way(other_way):
+                    failed = _timed(f"{run} maintain of {quarter} partitions, {sides[other_way]} ({name})", results,
                                     lambda: Maintenance(spark, warehouse, [twin.spec], record_history=history).run(
-                                        now, **options)).failed or failed
+                                        now, **twin_kind.options(other_way))).failed or failed
             _mean_of_twins(results, f"{run} maintain of {quarter} partitions", sides)
         same = _same_offsets(twins, quarter) and same
     return {"partitions": partitions, "first_failed": failed or not same, "idle_failed": idle.failed,
@@ -370,7 +420,7 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
 
-    create, sides = f"create {partitions} partition tables", ("through the transaction API", "by Delta's table builder")
+    create, sides = f"create {partitions} partition tables", CREATE_SIDES
     for name in ("a1", "b1", "b2", "a2"):
         twin = Topic(spark, warehouse, _spec(f"wide-create-{name}", partitions))
         as_before = name.startswith("b")
@@ -379,8 +429,9 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
     _mean_of_twins(results, create, sides)
     label = f"produce {len(lines)} lines into {partitions} partitions"
     same = True
-    for kind, sides, before in (("rows", ("rows through Arrow", "rows as a Python list"), _rows_as_python_lists),
-                                ("lists", ("Java lists read by index", "Java lists iterated"), _java_lists_iterated)):
+    other_ways = {"rows": _rows_as_python_lists, "lists": _java_lists_iterated}
+    for kind, sides, _ in PRODUCE_TWINS:
+        before = other_ways[kind]
         twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", partitions))
                  for name in ("a1", "b1", "b2", "a2")}
         for name, twin in twins.items():
@@ -1033,44 +1084,19 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                 ratios[label] = round(results[shipped] / results[before], 2)
 
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
-        created = f"create {quarter} partition tables"
-        for label, (shipped, before) in {
-                "claims through the transaction API / by DataFrame writes": (
-                    "claims through the transaction API", "claims by DataFrame writes"),
-                "rows through Arrow / as a Python list": ("rows through Arrow", "rows as a Python list"),
-                "Java lists read by index / iterated": ("Java lists read by index", "Java lists iterated"),
-                "DataFrame debugging off / on": ("DataFrame debugging off", "DataFrame debugging on")}.items():
+        for _, (shipped, before), label in PRODUCE_TWINS:
             twin_ratio(f"produce lines, {label}", f"{produced_lines}, {shipped}", f"{produced_lines}, {before}")
-        twin_ratio("create tables, through the transaction API / by Delta's table builder",
-                   f"{created}, through the transaction API", f"{created}, by Delta's table builder")
-        for run in ("first", "idle"):
-            for label, (shipped, before) in {
-                    "measured from the commits / by a scan": ("measured from the commits", "measured by a scan"),
-                    "two cleaner threads / one": ("two cleaner threads", "one cleaner thread"),
-                    "empty clean section skipped / joined": (
-                        "empty clean section skipped", "empty clean section joined"),
-                    "retention planned from the metadata / by a scan": (
-                        "retention planned from the metadata", "retention planned by a scan"),
-                    "files from the version checksum / listed by Delta": (
-                        "files from the version checksum", "files listed by Delta"),
-                    "history appended per run / per partition": (
-                        "history appended per run", "history appended per partition"),
-                    "claims through the transaction API / by DataFrame writes": (
-                        "claims through the transaction API", "claims by DataFrame writes"),
-                    "interpreted when small / compiled always": ("interpreted when small", "compiled always"),
-                    "compaction through the transaction API / by MERGE": (
-                        "compaction written through the transaction API", "compaction by Delta's MERGE"),
-                    "one shuffle partition when small / the session's shuffle settings": (
-                        "one shuffle partition when small", "the session's shuffle settings"),
-                    "retention cut through the transaction API / by Delta's DELETE": (
-                        "retention cut through the transaction API", "retention cut by Delta's DELETE"),
-                    "touched files named by the totals / found by a pass": (
-                        "touched files named by the totals", "touched files found by a pass"),
-                    "properties read from the version checksum / by SHOW TBLPROPERTIES": (
-                        "properties read from the version checksum", "properties by SHOW TBLPROPERTIES"),
-                    "DataFrame debugging off / on": ("DataFrame debugging off", "DataFrame debugging on")}.items():
-                maintained = f"{run} maintain of {quarter} partitions"
-                twin_ratio(f"{run} maintain, {label}", f"{maintained}, {shipped}", f"{maintained}, {before}")
+        created = f"create {quarter} partition tables"
+        twin_ratio(f"create tables, {CREATE_SIDES[0]} / {CREATE_SIDES[1]}", f"{created}, {CREATE_SIDES[0]}",
+                   f"{created}, {CREATE_SIDES[1]}")
+        for kind in TWIN_KINDS:
+            measured = [(f"{run} maintain", f"{run} maintain of {quarter} partitions") for run in ("first", "idle")]
+            if kind.produce_timed:
+                measured.insert(0, ("produce lines", produced_lines))
+            for prefix, label in measured:
+                ratio = kind.ratio_of(label, results)
+                if ratio is not None:
+                    ratios[f"{prefix}, {kind.ratio}"] = ratio
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
@@ -1128,6 +1154,10 @@ def run(argv) -> int:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     sections = set(args.only.split(","))
+    twin_kinds = args.twins.split(",") if args.twins else None
+    unknown = sorted(set(twin_kinds or ()) - {kind.name for kind in TWIN_KINDS})
+    if unknown:
+        parser.error(f"--twins: no twin kind {', '.join(unknown)}; kinds: {', '.join(k.name for k in TWIN_KINDS)}")
 
     from framework.log.warehouse import Warehouse
     from framework.session import get_session
@@ -1144,7 +1174,7 @@ def run(argv) -> int:
             cases.append(bench_compaction(spark, warehouse, clean, args.updates, now, results))
     if "partitions" in sections:
         others["partitions"] = bench_partitions(
-            spark, warehouse, args.partitions, now, results, args.twins.split(",") if args.twins else None)
+            spark, warehouse, args.partitions, now, results, twin_kinds)
     if "produce" in sections:
         others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
     if "files" in sections:
