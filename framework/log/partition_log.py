@@ -137,11 +137,9 @@ class PartitionLog:
         come from the newest version's checksum (a local file), else ``SHOW TBLPROPERTIES``;
         ``newest_version``: the newest version, if the caller has just read the log."""
         wanted = desired_properties(self.spec, self.partition)
-        if newest_version is None:
-            newest = read_commits(self.spark, self.path, 1)
-            newest_version = newest[0].version if newest else None
-        current = (newest_version is not None and version_checksum.configuration(self.path, newest_version)
-                   ) or self.properties()
+        newest = [newest_version] if newest_version is not None else [c.version for c in read_commits(
+            self.spark, self.path, 1)]
+        current = (newest and version_checksum.configuration(self.path, newest[0])) or self.properties()
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
         if changed:
             assignments = ", ".join(f"'{k}' = '{_sql_string(v)}'" for k, v in sorted(changed.items()))
