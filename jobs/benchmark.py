@@ -1148,13 +1148,13 @@ def run(argv) -> int:
     parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
-    parser.add_argument("--twins", help="the partitions section's twin kinds to run (default: all), comma-separated")
+    parser.add_argument("--twins", help="the partitions section's twin kinds to run, comma-separated, or none (default: all)")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     sections = set(args.only.split(","))
-    twin_kinds = args.twins.split(",") if args.twins else None
+    twin_kinds = None if not args.twins else [] if args.twins == "none" else args.twins.split(",")
     unknown = sorted(set(twin_kinds or ()) - {kind.name for kind in TWIN_KINDS})
     if unknown:
         parser.error(f"--twins: no twin kind {', '.join(unknown)}; kinds: {', '.join(k.name for k in TWIN_KINDS)}")
