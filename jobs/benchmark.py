@@ -331,12 +331,16 @@ TWIN_KINDS = (
              lambda: _dataframe_debugging_on(), produce_timed=True),
 )
 
-#: The ways ``_produce_twins`` writes the same lines into existing tables: (name, sides, ratio label).
+#: The ways ``_produce_twins`` writes the same lines into existing tables.
 PRODUCE_TWINS = (
-    ("rows", ("rows through Arrow", "rows as a Python list"), "rows through Arrow / as a Python list"),
-    ("lists", ("Java lists read by index", "Java lists iterated"), "Java lists read by index / iterated"),
+    TwinKind("rows", ("rows through Arrow", "rows as a Python list"), "rows through Arrow / as a Python list",
+             lambda: _rows_as_python_lists()),
+    TwinKind("lists", ("Java lists read by index", "Java lists iterated"), "Java lists read by index / iterated",
+             lambda: _java_lists_iterated()),
 )
-CREATE_SIDES = ("through the transaction API", "by Delta's table builder")
+#: The way ``_produce_twins`` creates the tables of new twin topics.
+CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's table builder"),
+                        "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
@@ -420,27 +424,25 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
 
-    create, sides = f"create {partitions} partition tables", CREATE_SIDES
+    create, sides = f"create {partitions} partition tables", CREATE_TWINS.sides
     for name in ("a1", "b1", "b2", "a2"):
         twin = Topic(spark, warehouse, _spec(f"wide-create-{name}", partitions))
         as_before = name.startswith("b")
-        with _created_by_builder() if as_before else contextlib.nullcontext():
+        with CREATE_TWINS.way(as_before):
             _timed(f"{create}, {sides[as_before]} ({name})", results, twin.ensure)
     _mean_of_twins(results, create, sides)
     label = f"produce {len(lines)} lines into {partitions} partitions"
     same = True
-    other_ways = {"rows": _rows_as_python_lists, "lists": _java_lists_iterated}
-    for kind, sides, _ in PRODUCE_TWINS:
-        before = other_ways[kind]
-        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", partitions))
+    for kind in PRODUCE_TWINS:
+        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind.name}-{name}", partitions))
                  for name in ("a1", "b1", "b2", "a2")}
         for name, twin in twins.items():
             twin.ensure()
             records = parse_records(lines, twin.spec, "benchmark")
             as_before = name.startswith("b")
-            with before() if as_before else contextlib.nullcontext():
-                _timed(f"{label}, {sides[as_before]} ({name})", results, lambda: produce(twin, records, now))
-        _mean_of_twins(results, label, sides)
+            with kind.way(as_before):
+                _timed(f"{label}, {kind.sides[as_before]} ({name})", results, lambda: produce(twin, records, now))
+        _mean_of_twins(results, label, kind.sides)
         same = _same_offsets(twins, partitions) and same
     return same
 
@@ -1078,17 +1080,13 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
             results[f"first maintain of {partitions} partitions, two cleaner threads"] / partitions, 3)
         quarter = max(1, partitions // 4)
 
-        def twin_ratio(label: str, shipped: str, before: str) -> None:
-            # only the twin kinds that ran (--twins)
-            if shipped in results and before in results:
-                ratios[label] = round(results[shipped] / results[before], 2)
-
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
-        for _, (shipped, before), label in PRODUCE_TWINS:
-            twin_ratio(f"produce lines, {label}", f"{produced_lines}, {shipped}", f"{produced_lines}, {before}")
-        created = f"create {quarter} partition tables"
-        twin_ratio(f"create tables, {CREATE_SIDES[0]} / {CREATE_SIDES[1]}", f"{created}, {CREATE_SIDES[0]}",
-                   f"{created}, {CREATE_SIDES[1]}")
+        # only the twin kinds that ran (--twins) have a ratio
+        for prefix, kind, label in (*(("produce lines", k, produced_lines) for k in PRODUCE_TWINS),
+                                    ("create tables", CREATE_TWINS, f"create {quarter} partition tables")):
+            ratio = kind.ratio_of(label, results)
+            if ratio is not None:
+                ratios[f"{prefix}, {kind.ratio}"] = ratio
         for kind in TWIN_KINDS:
             measured = [(f"{run} maintain", f"{run} maintain of {quarter} partitions") for run in ("first", "idle")]
             if kind.produce_timed:
