@@ -133,8 +133,10 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     if metastore is not None:
         settings.update(hive_metastore_conf(metastore))
     settings.update(conf or {})
-    # HotSpot maps the classes a set-up run archived instead of loading them (framework/class_archive.py)
-    settings["spark.driver.extraJavaOptions"] = class_archive.java_options(settings["spark.driver.extraJavaOptions"])
+    # HotSpot maps the classes a set-up run archived instead of loading them (framework/class_archive.py);
+    # the JVM keeps UTC, as the session's SQL does (in_utc)
+    options = class_archive.java_options(settings["spark.driver.extraJavaOptions"])
+    settings["spark.driver.extraJavaOptions"] = in_utc(options)
     builder = SparkSession.builder.master(os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]"))
     builder = builder.appName(app_name)
     for key, value in settings.items():
@@ -149,6 +151,26 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
             spark = builder.config("spark.jars", jars).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("TOPICLAKE_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+#: The embedded JVM's own time zone. topiclake's SQL runs in UTC already
+#: (``spark.sql.session.timeZone``), but Delta also looks at the JVM's default zone and
+#: ``user.timezone``: when either is not UTC, it rebuilds the table's state after every
+#: commit to verify the version checksum it computed incrementally (its internal
+#: ``allFilesInCrc.verificationMode.forceOnNonUTC``), one more Spark job per commit. On a
+#: machine set to Europe/Berlin a produce into 30 new partitions took 14.1 s against 8.8 s
+#: with this option, and their first maintain 21.4 s against 15.9 s (README, "Performance").
+UTC_JVM_OPTION = "-Duser.timezone=UTC"
+
+
+def in_utc(driver_options: str) -> str:
+    """``driver_options`` with :data:`UTC_JVM_OPTION`, unless they or the JVM options in the
+    environment already choose the JVM's time zone."""
+    chosen = " ".join((driver_options, os.environ.get("SPARK_SUBMIT_OPTS", ""), os.environ.get("JDK_JAVA_OPTIONS", ""),
+                       os.environ.get("JAVA_TOOL_OPTIONS", "")))
+    if "-Duser.timezone=" in chosen:
+        return driver_options
+    return f"{driver_options} {UTC_JVM_OPTION}".strip()
 
 
 def running_under_spark_submit() -> bool:

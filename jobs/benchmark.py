@@ -44,7 +44,9 @@
    spec, read from the version checksum (as shipped) against ``SHOW TBLPROPERTIES`` (as
    before); pyspark's DataFrame debugging (each function call's Python call site recorded
    in the JVM) off, as the embedded session sets it, against pyspark's default, on (as
-   before), the produce timed too. Each twin then gets an idle maintain, in the same
+   before), the produce timed too; the JVM in UTC, as the embedded session starts it,
+   against Europe/Berlin, as on such a machine before (Delta then rebuilds the state after
+   every commit), the produce timed too. Each twin then gets an idle maintain, in the same
    order. ``--twins`` runs only the named kinds (``measure``, ``debugging``, ...).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
@@ -329,6 +331,8 @@ TWIN_KINDS = (
              "properties read from the version checksum / by SHOW TBLPROPERTIES", lambda: _properties_shown()),
     TwinKind("debugging", ("DataFrame debugging off", "DataFrame debugging on"), "DataFrame debugging off / on",
              lambda: _dataframe_debugging_on(), produce_timed=True),
+    TwinKind("zone", ("the JVM in UTC", "the JVM in Europe/Berlin"), "the JVM in UTC / in Europe/Berlin",
+             lambda: _jvm_outside_utc(), produce_timed=True),
 )
 
 #: The ways ``_produce_twins`` writes the same lines into existing tables.
@@ -614,6 +618,25 @@ def _dataframe_debugging_on():
 
     with mock.patch.object(utils, "_enable_debugging_cache", True):
         yield
+
+
+@contextlib.contextmanager
+def _jvm_outside_utc():
+    """Commit as the embedded session did on a machine outside UTC before its JVM was put in
+    UTC (``framework.session.in_utc``): Delta reads the JVM's default zone at every commit
+    and, when it is not UTC, rebuilds the table's state to verify the commit's checksum."""
+    from pyspark.sql import SparkSession
+
+    jvm = SparkSession.getActiveSession()._jvm
+    zones, system = jvm.java.util.TimeZone, jvm.java.lang.System
+    zone, property_ = zones.getDefault(), system.getProperty("user.timezone")
+    zones.setDefault(zones.getTimeZone("Europe/Berlin"))
+    system.setProperty("user.timezone", "Europe/Berlin")
+    try:
+        yield
+    finally:
+        zones.setDefault(zone)
+        system.setProperty("user.timezone", property_)
 
 
 @contextlib.contextmanager

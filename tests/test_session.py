@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _py4j_commands(spark, build) -> int:
@@ -41,3 +49,51 @@ def test_queries_are_built_without_pysparks_dataframe_debugging(spark):
         rows_with_debugging = build().collect()
     assert shipped * 2 <= pysparks_default, (shipped, pysparks_default)
     assert build().collect() == rows_with_debugging
+
+
+def _delta_verifies_every_commit(spark) -> bool:
+    """Delta's own decision to rebuild a table's state after every commit, to verify the
+    version checksum it computed incrementally (it does when the JVM is not in UTC)."""
+    snapshot = getattr(getattr(spark._jvm, "org.apache.spark.sql.delta.Snapshot$"), "MODULE$")
+    return bool(snapshot.allFilesInCrcVerificationForceEnabled(spark._jsparkSession))
+
+
+def test_the_embedded_jvm_keeps_utc_so_delta_rebuilds_no_state_after_a_commit(spark):
+    """The suite's session is the embedded one (``local_session``): its JVM runs in UTC, as
+    its SQL does, whatever zone the machine is in (this machine's own is ``Etc/UTC``)."""
+    assert spark._jvm.java.util.TimeZone.getDefault().getID() == "UTC"
+    assert not _delta_verifies_every_commit(spark)
+
+
+def test_a_time_zone_chosen_for_the_jvm_is_kept(monkeypatch):
+    from framework.session import UTC_JVM_OPTION, in_utc
+
+    for name in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    assert in_utc("-Dderby.system.home=/tmp/x") == f"-Dderby.system.home=/tmp/x {UTC_JVM_OPTION}"
+    assert in_utc("") == UTC_JVM_OPTION
+    assert in_utc("-Duser.timezone=Asia/Tokyo") == "-Duser.timezone=Asia/Tokyo"
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Duser.timezone=America/New_York")
+    assert in_utc("-Dx=1") == "-Dx=1"
+
+
+_CHILD = """
+from framework.session import local_session
+spark = local_session("time-zone")
+snapshot = getattr(getattr(spark._jvm, "org.apache.spark.sql.delta.Snapshot$"), "MODULE$")
+print("jvm", spark._jvm.java.util.TimeZone.getDefault().getID(),
+      snapshot.allFilesInCrcVerificationForceEnabled(spark._jsparkSession))
+"""
+
+
+@pytest.mark.slow
+def test_on_a_machine_outside_utc_the_embedded_jvm_still_keeps_utc(tmp_path):
+    """A process whose machine is in Europe/Berlin (``TZ``): without the option its JVM
+    takes that zone and Delta verifies every commit by rebuilding the table's state, one
+    more Spark job a commit (README, "Performance")."""
+    env = {**os.environ, "TZ": "Europe/Berlin"}
+    done = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("jvm ")]
+    assert line == "jvm UTC False", line
