@@ -79,10 +79,9 @@ def test_a_time_zone_chosen_for_the_jvm_is_kept(monkeypatch):
 
 _CHILD = """
 from framework.session import local_session
+from tests.test_session import _delta_verifies_every_commit
 spark = local_session("time-zone")
-snapshot = getattr(getattr(spark._jvm, "org.apache.spark.sql.delta.Snapshot$"), "MODULE$")
-print("jvm", spark._jvm.java.util.TimeZone.getDefault().getID(),
-      snapshot.allFilesInCrcVerificationForceEnabled(spark._jsparkSession))
+print("jvm", spark._jvm.java.util.TimeZone.getDefault().getID(), _delta_verifies_every_commit(spark))
 """
 
 
