@@ -8,8 +8,10 @@
    MERGE (as before), these two on copies in the order A B B A; on a copy whose owner
    turned deletion vectors on (a MERGE that marks the losers) and on one without the
    change data feed; the guarantee checks (Great Expectations) as they run (only the
-   change paired) and with whole versions paired (each twice, alternating; the faster
-   kept); the naive rewrite. All must keep the same key -> offset set, and both checks
+   change paired, from one read of the after version's files), as they ran until
+   2026-11-28 (the versions read through Delta's time travel, the before side a multiset
+   difference of whole records) and with whole versions paired (each twice, alternating;
+   the faster kept); the naive rewrite. All must keep the same key -> offset set, and both checks
    must pass with the same verdict.
 2. ``partitions``: after a warm-up (a topic of 4 partitions produced and maintained), a
    topic of ``--partitions`` partitions: produce 5,000 JSON lines through the command
@@ -189,6 +191,35 @@ def _whole_versions_paired():
         changes.MIN_SCOPED_RECORDS = kept
 
 
+@contextlib.contextmanager
+def _scoped_check_as_before():
+    """The scoped stage check as it was until 2026-11-28: both versions read through
+    Delta's time travel (a state rebuilt at each query), the after version's records in
+    scope persisted whole and read twice, and the before side their multiset difference
+    with the change over whole records (``exceptAll``)."""
+    from pyspark.sql import functions as F
+
+    from framework.checks import changes
+
+    persisted = []
+
+    def sides(scope, after, project):
+        in_scope = scope.of(after).persist()
+        persisted.append(in_scope)
+        columns = in_scope.columns
+        made = scope.feed.where("_change_type IN ('insert', 'update_postimage')").select(*columns)
+        undone = scope.feed.where("_change_type IN ('delete', 'update_preimage')").select(*columns)
+        before = in_scope.exceptAll(made).unionByName(undone)
+        return project(before, "b").unionByName(project(in_scope, "a")).withColumn("_n", F.lit(1))
+
+    with _read_through_delta(), mock.patch.object(changes.ChangeScope, "sides", sides):
+        try:
+            yield
+        finally:
+            for frame in persisted:
+                frame.unpersist()
+
+
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
     from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce_frame
@@ -241,26 +272,26 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     guarantees = Guarantees(spark, warehouse)
     # Each route twice, alternating, the faster of each kept: a route's first run pays for
     # the JVM compiling its code, and the later one is what every run after it costs.
-    verdicts, runs = {}, {"scoped": [], "whole": []}
-    for route in ("scoped", "whole", "scoped", "whole"):
-        started = time.perf_counter()
-        if route == "whole":
-            with _whole_versions_paired():
-                verdicts[route] = guarantees.check_stage(check)
-        else:
+    routes = {"scoped": contextlib.nullcontext, "scoped as before": _scoped_check_as_before,
+              "whole": _whole_versions_paired}
+    verdicts, runs = {}, {route: [] for route in routes}
+    for route in ("scoped", "scoped as before", "whole", "scoped as before", "scoped", "whole"):
+        with routes[route]():
+            started = time.perf_counter()
             verdicts[route] = guarantees.check_stage(check)
-        runs[route].append(time.perf_counter() - started)
-    for route, label in (("scoped", "guarantee checks"), ("whole", "guarantee checks, whole versions paired")):
+            runs[route].append(time.perf_counter() - started)
+    for route, label in (("scoped", "guarantee checks"), ("scoped as before", "guarantee checks, as before"),
+                         ("whole", "guarantee checks, whole versions paired")):
         results[f"[{tag}] {label}"] = round(min(runs[route]), 3)
         print(f"  [{tag}] {label:<30} {min(runs[route]):8.2f} s (runs: "
               f"{', '.join(f'{r:.2f}' for r in runs[route])})", file=sys.stderr, flush=True)
-    verdict, whole = verdicts["scoped"], verdicts["whole"]
+    verdict, whole, before = verdicts["scoped"], verdicts["whole"], verdicts["scoped as before"]
     _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
     same = all(_same_winners(spark, copy, twin)
                for copy in (log.path, opted.partition(0).path, unfed.partition(0).path,
                             *(c.partition(0).path for c in (shipped2, merged1, merged2))))
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
-            "checks_passed": verdict.passed and whole.passed and verdict == whole,
+            "checks_passed": verdict.passed and whole.passed and verdict == whole == before,
             "same_winners_as_naive": same, "setup_seconds": setup}
 
 
@@ -1082,6 +1113,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
             naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
+        ratios[f"[{tag}] checks / checks as before"] = round(
+            checks / results[f"[{tag}] guarantee checks, as before"], 2)
         ratios[f"[{tag}] checks, whole versions paired / compaction"] = round(
             results[f"[{tag}] guarantee checks, whole versions paired"] / run, 2)
         ratios[f"[{tag}] compaction / compaction without the change data feed"] = round(

@@ -23,8 +23,9 @@ What is left out are records of untouched keys in untouched offsets below the cl
 the same records, with the same neighbours, as in the version the previous run's check
 passed. ``topiclake validate`` still pairs whole versions, for changes made behind
 topiclake's back between runs. The cost is one read of the after version, the change and
-its keys (broadcast, so the table itself is never shuffled), and the bounds where Delta's
-file statistics point (``framework.checks.rules.scoped_bounds``).
+its keys (broadcast, so the table itself is never shuffled; the records in scope are, once,
+by offset), and the bounds where file statistics point
+(``framework.checks.rules.scoped_bounds``).
 """
 
 from __future__ import annotations
@@ -73,14 +74,25 @@ class ChangeScope:
             | F.coalesce(F.col("_changed_offset"), F.lit(False)) | F.coalesce(F.col("_touched_key"), F.lit(False))
         ).drop("_changed_offset", "_touched_key")
 
-    def before_from(self, after_in_scope):
-        """The before version's records in scope, without reading it: a Delta data file
-        never changes, so they are the after version's, minus what the commits inserted
-        or updated to, plus what they deleted or updated from (as multisets)."""
-        columns = after_in_scope.columns
-        made = self.feed.where("_change_type IN ('insert', 'update_postimage')").select(*columns)
-        undone = self.feed.where("_change_type IN ('delete', 'update_preimage')").select(*columns)
-        return after_in_scope.exceptAll(made).unionByName(undone)
+    def sides(self, after, project):
+        """Both versions' records in scope as ``project(records, side)`` rows, each with the
+        number of records it stands for (``_n``), from one read of the after version: its
+        rows count once for each side, and the before side then loses what the commits
+        inserted or updated to and gains what they deleted or updated from. The rows are
+        netted per offset (one shuffle, which the pairing's grouping by offset reuses), so
+        the before side is the multiset difference ``before_from`` takes."""
+        from pyspark.sql import functions as F
+
+        columns = [name for name in self.feed.columns if name not in ("_change_type", "_commit_version",
+                                                                      "_commit_timestamp")]
+        rows = project(self.of(after), "a")
+        narrow = [name for name in rows.columns if name != "side"]
+        both = rows.select(*narrow, F.explode(F.array(F.lit("a"), F.lit("b"))).alias("side"), F.lit(1).alias("_n"))
+        made = project(self.feed.where("_change_type IN ('insert', 'update_postimage')").select(*columns), "b")
+        undone = project(self.feed.where("_change_type IN ('delete', 'update_preimage')").select(*columns), "b")
+        netted = (both.unionByName(made.withColumn("_n", F.lit(-1))).unionByName(undone.withColumn("_n", F.lit(1)))
+                  .repartition("offset").groupBy(*narrow, "side").agg(F.sum("_n").alias("_n")))
+        return netted.where("_n > 0")
 
     def release(self) -> None:
         for frame in (self.keys, self.offsets, self.feed):

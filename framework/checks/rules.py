@@ -13,8 +13,8 @@ brings no records to the driver:
 2. **Bounds.** One aggregate over the pairing gives the numbers ``framework.checks.scope``
    turns into a :class:`Scope`: the first uncleanable offset recomputed from the data, the
    time-retention boundary, the highest removed offset... (``scoped_bounds`` when the
-   pairing holds only the change: what needs every record is read where Delta's file
-   statistics point.)
+   pairing holds only the change: what needs every record is read where file statistics
+   point.)
 3. **Violations.** The per-offset rules in one pass over the pairing, the per-key rules
    (unique keys, winners, final state, tombstones) in one window over the key.
 """
@@ -35,8 +35,9 @@ __all__ = ["SAMPLE_ROWS", "Rule", "bounds", "literal_violations", "pairing", "sc
 SAMPLE_ROWS = 5
 
 
-def _side(frame, side: str, config: TopicConfig):
-    """One version, one narrow row per record."""
+def narrow(frame, side: str, config: TopicConfig):
+    """One version's records (or some of them), one narrow row per record: what
+    :func:`paired` groups."""
     return frame.selectExpr(
         "`offset`",
         f"'{side}' AS side",
@@ -66,12 +67,19 @@ def pairing(before, after, config: TopicConfig, one_task: bool = False):
     partition, so the grouping here and the windows of :func:`violations` and
     :func:`summary` need no shuffle: each of the check's two jobs is one stage.
     """
+    return paired(narrow(before, "b", config).unionByName(narrow(after, "a", config)), one_task)
+
+
+def paired(both, one_task: bool = False, counted: bool = False):
+    """The narrow rows of both sides grouped by offset (see :func:`pairing`); ``counted``:
+    each row stands for ``_n`` records (see ``framework.checks.changes``)."""
     from pyspark.sql import functions as F
 
-    both = _side(before, "b", config).unionByName(_side(after, "a", config))
     if one_task:
         both = both.coalesce(1)
-    aggregates = ["count(CASE WHEN side = 'b' THEN 1 END) AS nb", "count(CASE WHEN side = 'a' THEN 1 END) AS na",
+    one = "_n" if counted else "1"
+    aggregates = [f"coalesce(sum(CASE WHEN side = 'b' THEN {one} END), 0) AS nb",
+                  f"coalesce(sum(CASE WHEN side = 'a' THEN {one} END), 0) AS na",
                   # differs from fp_a only when the after version repeats the offset
                   "min(CASE WHEN side = 'a' THEN fp END) AS fp_a_low"]
     for column, sides in _PAIRED.items():
@@ -132,10 +140,11 @@ def _first_offset_from(frame, ms: int):
 def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int,
                   retention: bool) -> dict:
     """The numbers a stage check needs when ``pairs`` holds only the change
-    (``framework.checks.changes``). What needs every record is read where Delta's file
-    statistics point: U from the files young enough, the counts from the statistics
-    themselves; what only retention is judged by (the time boundary, the bytes kept) only
-    for a retention stage. What was removed or added comes from the pairing."""
+    (``framework.checks.changes``). What needs every record is read where file statistics
+    point (Parquet's row groups, or Delta's files when the version is read through Delta):
+    U from the files young enough, the counts from the statistics themselves; what only
+    retention is judged by (the time boundary, the bytes kept) only for a retention stage.
+    What was removed or added comes from the pairing."""
     from pyspark.sql import functions as F
 
     numbers = {
