@@ -11,6 +11,7 @@ partition's folder, a path Spark would read as a glob.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -87,6 +88,8 @@ def test_every_version_read_from_its_files_is_the_version_delta_reads(spark, liv
             from_files, from_delta = version_checksum.read_plain(spark, log.path, version), log.read(version)
             assert [(f.name, f.dataType) for f in from_files.schema] == [(f.name, f.dataType) for f in from_delta.schema]
             assert _rows(from_files) == _rows(from_delta), f"{log.name} version {version}"
+            # the scoped checks' record counts come from the files' statistics
+            assert version_checksum.record_count(files) == from_delta.count(), f"{log.name} version {version}"
             versions += 1
     assert versions >= 10 and len(segments) >= 3, (versions, segments)
     # the life did what it says: records compacted and retained away, tombstones stamped,
@@ -96,6 +99,15 @@ def test_every_version_read_from_its_files_is_the_version_delta_reads(spark, liv
     assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations
     latest = log.read()
     assert latest.count() < 60 and latest.where("_delete_horizon IS NOT NULL").count() > 0
+
+
+def test_a_file_without_statistics_leaves_the_record_count_to_the_check(lived):
+    log = lived.partition(0)
+    files = version_checksum.plain_files(log.path, log.snapshot().version)
+    assert files.adds and version_checksum.record_count(files) > 0
+    unknown = ({**files.adds[0], "stats": None},) + files.adds[1:]
+    assert version_checksum.record_count(dataclasses.replace(files, adds=unknown)) is None
+    assert version_checksum.record_count(None) is None
 
 
 def test_a_version_with_deletion_vectors_is_read_through_delta(spark, warehouse):

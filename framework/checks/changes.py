@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from framework.checks.scope import clean_end
+from framework.log import version_checksum
 from framework.log.log_state import LogState
 
 __all__ = ["ChangeScope", "change_scope", "dirty_from", "worth_scoping"]
@@ -63,6 +64,9 @@ class ChangeScope:
     offsets: object
     #: every row the feed reports for the range, with ``_change_type`` (persisted)
     feed: object
+    #: the records of the before and after versions by Delta's file statistics (None:
+    #: not listed by the version's checksum; the check counts them)
+    records: tuple = (None, None)
 
     def of(self, frame):
         """The records of one version that are in scope."""
@@ -137,4 +141,6 @@ def change_scope(log, before, version_before: int, version_after: int, dirty_fro
             return None
         raise
     offsets = changed.select("offset").distinct().withColumn("_changed_offset", F.lit(True)).persist()
-    return ChangeScope(dirty_from, log_start_after, keys, offsets, feed)
+    records = tuple(version_checksum.record_count(version_checksum.plain_files(log.path, version))
+                    for version in (version_before, version_after))
+    return ChangeScope(dirty_from, log_start_after, keys, offsets, feed, records)

@@ -151,7 +151,8 @@ class Guarantees:
             if changes is None:
                 bounds = rules.bounds(pairs, config, now_ms, start)
             else:
-                bounds = rules.scoped_bounds(pairs, before, after, config, now_ms, start, retention=stage != "compact")
+                bounds = rules.scoped_bounds(pairs, before, after, config, now_ms, start, retention=stage != "compact",
+                                             records=changes.records)
             scope = scope_of(bounds)
             violations = rules.violations(pairs, scope, config, log.spec.key_type, checked).persist()
             context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,

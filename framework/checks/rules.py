@@ -138,18 +138,20 @@ def _first_offset_from(frame, ms: int):
 
 
 def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int,
-                  retention: bool) -> dict:
+                  retention: bool, records: tuple[int | None, int | None] = (None, None)) -> dict:
     """The numbers a stage check needs when ``pairs`` holds only the change
     (``framework.checks.changes``). What needs every record is read where file statistics
     point (Parquet's row groups, or Delta's files when the version is read through Delta):
-    U from the files young enough, the counts from the statistics themselves; what only
+    U from the files young enough, the counts from the statistics themselves (``records``,
+    before and after, when the caller has them from Delta's file statistics); what only
     retention is judged by (the time boundary, the bytes kept) only for a retention stage.
     What was removed or added comes from the pairing."""
     from pyspark.sql import functions as F
 
     numbers = {
         "u_before": _first_offset_from(before, now_ms - config.min_compaction_lag_ms),
-        "records_before": before.count(), "records_after": after.count(),
+        "records_before": before.count() if records[0] is None else records[0],
+        "records_after": after.count() if records[1] is None else records[1],
         "time_boundary": None, "kept_bytes": 0,
     }
     changed = pairs.agg(*[F.expr(a) for a in (

@@ -147,6 +147,23 @@ def rewritable(files: PlainFiles | None) -> bool:
     return files is not None and not files.features.intersection(REWRITE_BLOCKING_FEATURES)
 
 
+def record_count(files: PlainFiles | None) -> int | None:
+    """The records of a version (``plain_files``' answer) from its files' statistics
+    (Delta's ``numRecords``), or None when a file carries none."""
+    if files is None:
+        return None
+    total = 0
+    for add in files.adds:
+        try:
+            count = json.loads(add.get("stats") or "{}").get("numRecords")
+        except (ValueError, AttributeError):
+            return None
+        if not isinstance(count, int) or isinstance(count, bool):
+            return None
+        total += count
+    return total
+
+
 def read_plain(spark, path: str, version: int):
     """The records of ``version`` as a read of its files (:func:`plain_files`), or None."""
     files = plain_files(path, version)
