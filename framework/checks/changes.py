@@ -84,16 +84,15 @@ class ChangeScope:
         rows count once for each side, and the before side then loses what the commits
         inserted or updated to and gains what they deleted or updated from. The rows are
         netted per offset (one shuffle, which the pairing's grouping by offset reuses), so
-        the before side is the multiset difference ``before_from`` takes."""
+        the before side is that multiset difference of whole records (the module's text):
+        ``project`` keeps what a record says, and drops the feed's own columns."""
         from pyspark.sql import functions as F
 
-        columns = [name for name in self.feed.columns if name not in ("_change_type", "_commit_version",
-                                                                      "_commit_timestamp")]
         rows = project(self.of(after), "a")
         narrow = [name for name in rows.columns if name != "side"]
         both = rows.select(*narrow, F.explode(F.array(F.lit("a"), F.lit("b"))).alias("side"), F.lit(1).alias("_n"))
-        made = project(self.feed.where("_change_type IN ('insert', 'update_postimage')").select(*columns), "b")
-        undone = project(self.feed.where("_change_type IN ('delete', 'update_preimage')").select(*columns), "b")
+        made = project(self.feed.where("_change_type IN ('insert', 'update_postimage')"), "b")
+        undone = project(self.feed.where("_change_type IN ('delete', 'update_preimage')"), "b")
         netted = (both.unionByName(made.withColumn("_n", F.lit(-1))).unionByName(undone.withColumn("_n", F.lit(1)))
                   .repartition("offset").groupBy(*narrow, "side").agg(F.sum("_n").alias("_n")))
         return netted.where("_n > 0")
