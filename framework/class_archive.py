@@ -10,11 +10,14 @@ it) by running the main job once in a JVM that writes the classes it loaded at i
 The archive is only an optimisation: the JVM checks that its own build and class path are
 the ones the archive was made with and, when they are not, starts without it (HotSpot's
 default ``-Xshare:auto``). One archive per pyspark installation, delta-spark version and
-Java runtime (:func:`archive_path`).
+Java runtime (:func:`archive_path`). An archive is about 200 MB, so a build removes the ones
+no installation can map again (:func:`stale_archives`): a reinstall or an upgrade at the
+same place, or a virtual environment since deleted, would otherwise leave one each.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -34,20 +37,95 @@ def _java() -> str:
     return os.path.realpath(java) if java else ""
 
 
+#: The archives' names in the cache folder: ``spark-classes-<hash of the key>.jsa``.
+ARCHIVE_NAME = "spark-classes"
+
+
+def _pyspark_home() -> str:
+    import pyspark
+
+    return os.path.dirname(os.path.realpath(pyspark.__file__))
+
+
+def _jars_stamp(home: str) -> int | None:
+    """When the installation's jars folder last changed (None: the installation is gone)."""
+    try:
+        return os.stat(os.path.join(home, "jars")).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _key() -> list:
+    from importlib.metadata import version
+
+    import pyspark
+
+    home = _pyspark_home()
+    # the JVM refuses an archive whose class path jars changed (a reinstall at the same path): a new key
+    return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java()]
+
+
 def archive_path() -> Path:
     """Where the archive of this pyspark installation, delta-spark and Java runtime lives."""
     override = os.environ.get(ARCHIVE_ENV)
     if override and override != "off":
         return Path(override)
-    from importlib.metadata import version
+    return user_cache.keyed(ARCHIVE_NAME, _key(), ".jsa")
 
-    import pyspark
 
-    home = os.path.dirname(os.path.realpath(pyspark.__file__))
-    # the JVM refuses an archive whose class path jars changed (a reinstall at the same path): a new key
-    jars = os.stat(os.path.join(home, "jars")).st_mtime_ns
-    key = [home, jars, pyspark.__version__, version("delta-spark"), _java()]
-    return user_cache.keyed("spark-classes", key, ".jsa")
+def made_for(archive: Path) -> Path:
+    """The note beside an archive that says which installation it was built for."""
+    return archive.with_suffix(".json")
+
+
+def record_installation(archive: Path) -> None:
+    """Write :func:`made_for` of a newly built archive: this installation's key."""
+    user_cache.write_whole(made_for(archive), json.dumps({"key": _key()}))
+
+
+def stale_archives(current: Path) -> list[Path]:
+    """The other archives in ``current``'s folder that no installation can map again:
+
+    * built for an installation that is gone, or whose jars changed since (a reinstall);
+    * built for this installation under another key (this build replaces it: an upgrade
+      of pyspark or delta-spark in place, or another Java runtime for it, which would
+      build its own again);
+    * without a note of what they were built for (an archive of a topiclake before the
+      notes: unknown, so not worth 200 MB; an installation that still wanted it only
+      starts more slowly, and its set-up builds it again).
+    """
+    home = _pyspark_home()
+    stale = []
+    for archive in sorted(current.parent.glob(f"{ARCHIVE_NAME}-*.jsa")):
+        if archive == current:
+            continue
+        try:
+            key = json.loads(made_for(archive).read_text(encoding="utf-8"))["key"]
+            built_home, built_jars = key[0], key[1]
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            stale.append(archive)
+            continue
+        if built_home == home or _jars_stamp(built_home) != built_jars:
+            stale.append(archive)
+    return stale
+
+
+def remove_stale(current: Path) -> int:
+    """Remove :func:`stale_archives` (and their notes); the bytes freed. A JVM that maps
+    one keeps it until it exits (the file system frees it then). Only in topiclake's cache
+    folder: an archive put elsewhere (``TOPICLAKE_CLASS_ARCHIVE``) is the user's to keep."""
+    if current.parent != user_cache.folder():
+        return 0
+    freed = 0
+    for archive in stale_archives(current):
+        try:
+            size = archive.stat().st_size
+            archive.unlink()
+            freed += size
+        except OSError:
+            continue
+        made_for(archive).unlink(missing_ok=True)
+    return freed
 
 
 def java_options(driver_options: str) -> str:

@@ -3,7 +3,8 @@
 Runs the main job once (the shipped specs, a few sample records, the guarantee checks and
 the report) in a temporary warehouse, in a JVM that writes every class it loaded to the
 archive when it exits, then ends that JVM. Later embedded sessions map the archive instead
-of loading those classes. The set-up runs this; it takes about two minutes.
+of loading those classes. The set-up runs this; it takes about two minutes. Each run also
+removes the archives no installation can map again (``class_archive.stale_archives``).
 
     python jobs/class_archive.py [--if-missing]
 
@@ -52,6 +53,8 @@ def build(path: Path) -> bool:
             gateway.proc.wait(timeout=600)
         if status != 0 or not partial.is_file():
             return False
+        # the note first: another installation's set-up removes an archive without one
+        class_archive.record_installation(path)
         os.replace(partial, path)
         return True
     finally:
@@ -65,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     path = class_archive.archive_path()
     if args.if_missing and path.is_file():
+        if not class_archive.made_for(path).is_file():
+            class_archive.record_installation(path)  # built before the notes: its name is this key's
         print(f"class archive: {path} (there already)")
-        return 0
+        return _remove_stale(path)
     started = time.monotonic()
     try:
         built = build(path)
@@ -80,6 +85,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     print(f"class archive: {path} ({path.stat().st_size / 1e6:.0f} MB, built in {time.monotonic() - started:.0f} s)")
+    return _remove_stale(path)
+
+
+def _remove_stale(path: Path) -> int:
+    freed = class_archive.remove_stale(path)
+    if freed:
+        print(f"class archive: removed the archives no installation can map again ({freed / 1e6:.0f} MB)")
     return 0
 
 

@@ -45,6 +45,51 @@ def test_off_turns_the_archive_off(monkeypatch, tmp_path):
     assert class_archive.java_options("-Dx=1") == "-Dx=1"
 
 
+def test_a_build_removes_the_archives_no_installation_can_map_again(monkeypatch, tmp_path):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(cache))
+    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
+    current = class_archive.archive_path()
+    assert current.parent == cache
+    cache.mkdir()
+    current.write_bytes(b"x" * 10)
+    class_archive.record_installation(current)
+    ours = json.loads(class_archive.made_for(current).read_text())["key"]
+    other = tmp_path / "other-venv" / "pyspark"
+    (other / "jars").mkdir(parents=True)
+    stamp = os.stat(other / "jars").st_mtime_ns
+
+    def archive(name: str, key=None, note: str | None = None, size: int = 100):
+        path = cache / f"spark-classes-{name}.jsa"
+        path.write_bytes(b"x" * size)
+        if key is not None or note is not None:
+            class_archive.made_for(path).write_text(note if note is not None else json.dumps({"key": key}))
+        return path
+
+    kept = archive("another-installation", [str(other), stamp, "4.1.1", "4.1.0", "/usr/bin/java"])
+    removed = [
+        archive("this-installation-upgraded", [ours[0], ours[1], "4.0.0", "4.0.0", ours[4]]),
+        archive("a-deleted-venv", [str(tmp_path / "gone" / "pyspark"), stamp, "4.1.1", "4.1.0", "/usr/bin/java"]),
+        archive("reinstalled-since", [str(other), stamp - 1, "4.1.1", "4.1.0", "/usr/bin/java"]),
+        archive("before-the-notes"),
+        archive("an-unreadable-note", note="{not json"),
+    ]
+    unrelated = cache / "gx-expectation-types-1.24.1.json"
+    unrelated.write_text("{}")
+    assert class_archive.stale_archives(current) == sorted(removed)
+    assert class_archive.remove_stale(current) == 500
+    left = sorted(path.name for path in cache.iterdir())
+    assert left == sorted([current.name, class_archive.made_for(current).name, kept.name,
+                           class_archive.made_for(kept).name, unrelated.name])
+    # an archive the user put elsewhere: its folder is theirs
+    elsewhere = tmp_path / "mine" / "classes.jsa"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"x")
+    (elsewhere.parent / "spark-classes-old.jsa").write_bytes(b"x")
+    assert class_archive.remove_stale(elsewhere) == 0
+    assert (elsewhere.parent / "spark-classes-old.jsa").exists()
+
+
 CHILD = """
 import json, sys
 from framework.session import local_session
@@ -64,6 +109,9 @@ def test_a_started_session_loads_most_of_its_classes_from_the_archive(tmp_path):
     built = subprocess.run([sys.executable, str(REPO / "jobs" / "class_archive.py"), "--if-missing"], env=env,
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    # the note of what it was built for, which a later build elsewhere reads before removing it
+    note = json.loads(class_archive.made_for(class_archive.archive_path()).read_text())
+    assert note["key"][0] == os.path.dirname(os.path.realpath(__import__("pyspark").__file__))
     loads = tmp_path / "class-load.log"
     env["SPARK_SUBMIT_OPTS"] = f"{env.get('SPARK_SUBMIT_OPTS', '')} -Xlog:class+load=info:file={loads}"
     env["PYTHONPATH"] = str(REPO)
