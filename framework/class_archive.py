@@ -22,7 +22,7 @@ import os
 import shutil
 from pathlib import Path
 
-from framework import user_cache
+from framework import jvm_options, user_cache
 
 #: Set to a path to use that archive, or to ``off`` for none.
 ARCHIVE_ENV = "TOPICLAKE_CLASS_ARCHIVE"
@@ -131,7 +131,7 @@ def remove_stale(current: Path) -> int:
 def java_options(driver_options: str) -> str:
     """``driver_options`` with the option that maps the archive, when there is one and neither
     they nor the JVM options in the environment already choose what to share."""
-    chosen = " ".join((driver_options, os.environ.get("SPARK_SUBMIT_OPTS", ""), os.environ.get("JDK_JAVA_OPTIONS", "")))
+    chosen = jvm_options.chosen(driver_options)
     if os.environ.get(ARCHIVE_ENV) == "off" or any(name in chosen for name in _SHARING_OPTIONS):
         return driver_options
     path = archive_path()

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from typing import Iterator, Mapping
 
-from framework import class_archive, engine_jars
+from framework import class_archive, engine_jars, jvm_options
 from framework.errors import EngineNotInstalledError
 
 #: Settings for the embedded session, sized for a small (2-core) machine.
@@ -166,9 +166,7 @@ UTC_JVM_OPTION = "-Duser.timezone=UTC"
 def in_utc(driver_options: str) -> str:
     """``driver_options`` with :data:`UTC_JVM_OPTION`, unless they or the JVM options in the
     environment already choose the JVM's time zone."""
-    chosen = " ".join((driver_options, os.environ.get("SPARK_SUBMIT_OPTS", ""), os.environ.get("JDK_JAVA_OPTIONS", ""),
-                       os.environ.get("JAVA_TOOL_OPTIONS", "")))
-    if "-Duser.timezone=" in chosen:
+    if "-Duser.timezone=" in jvm_options.chosen(driver_options):
         return driver_options
     return f"{driver_options} {UTC_JVM_OPTION}".strip()
 

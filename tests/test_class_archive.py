@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from framework import class_archive, user_cache
+from framework import class_archive, jvm_options, user_cache
 from tests.support.acceptance_files import REPO
 
 
@@ -17,8 +17,8 @@ from tests.support.acceptance_files import REPO
 def archive(tmp_path, monkeypatch):
     path = tmp_path / "classes.jsa"
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, str(path))
-    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
-    monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
+    for name in jvm_options.ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
     return path
 
 
@@ -34,8 +34,10 @@ def test_a_session_maps_the_archive_once_it_exists(archive):
 def test_options_that_choose_what_to_share_are_left_alone(archive, monkeypatch, chosen):
     archive.write_bytes(b"")
     assert class_archive.java_options(f"-Dx=1 {chosen}") == f"-Dx=1 {chosen}"
-    monkeypatch.setenv("SPARK_SUBMIT_OPTS", chosen)
-    assert class_archive.java_options("-Dx=1") == "-Dx=1"
+    for name in jvm_options.ENVIRONMENT:
+        monkeypatch.setenv(name, chosen)
+        assert class_archive.java_options("-Dx=1") == "-Dx=1", name
+        monkeypatch.delenv(name)
 
 
 def test_off_turns_the_archive_off(monkeypatch, tmp_path):
