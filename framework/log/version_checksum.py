@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from framework.log import file_stats
 from framework.log.commit_log import DELTA_LOG, local_folder
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.-]+")
@@ -152,16 +153,8 @@ def record_count(files: PlainFiles | None) -> int | None:
     (Delta's ``numRecords``), or None when a file carries none."""
     if files is None:
         return None
-    total = 0
-    for add in files.adds:
-        try:
-            count = json.loads(add.get("stats") or "{}").get("numRecords")
-        except (ValueError, AttributeError):
-            return None
-        if not isinstance(count, int) or isinstance(count, bool):
-            return None
-        total += count
-    return total
+    counts = [file_stats.of(add).records for add in files.adds]
+    return None if None in counts else sum(counts)
 
 
 def read_plain(spark, path: str, version: int):

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import unquote
 
-from framework.log import version_checksum
+from framework.log import file_stats, version_checksum
 from framework.log.delta_transactions import DeltaJvm, jvm_of
 from framework.stages.compaction import DELETE, STAMP  # what a stage does to a record (``_action``)
 
@@ -121,9 +121,9 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
         change_type = (F.when(F.col("_variant") == _DELETED, F.lit("delete"))
                        .when(F.col("_variant") == _PREIMAGE, F.lit("update_preimage"))
                        .when(F.col("_variant") == _POSTIMAGE, F.lit("update_postimage")))
+        stamped = F.when(new_horizon, F.col("_horizon")).otherwise(F.col("_delete_horizon")).alias("_delete_horizon")
         out = rows.select(
-            *[F.when(new_horizon, F.col("_horizon")).otherwise(F.col(c)).alias(c) if c == "_delete_horizon" else F.col(c)
-              for c in columns],
+            *[stamped if c == "_delete_horizon" else F.col(c) for c in columns],
             *([change_type.cast("string").alias("_change_type")] if feed else []))
         if sum(int(by_name[name]["size"]) for name in touched) <= ONE_TASK_BYTES:
             # one file per segment, in offset order, so file statistics keep skipping by offset
@@ -142,7 +142,7 @@ def written_summary(written: list, removes: list) -> dict:
     changes = [a["cdc"] for a in adds if "cdc" in a]
     return {
         "files_added": len(data), "bytes_added": sum(a["size"] for a in data),
-        "rows_written": sum(json.loads(a.get("stats") or "{}").get("numRecords", 0) for a in data),
+        "rows_written": sum(file_stats.of(a).records or 0 for a in data),
         "change_files": len(changes), "change_bytes": sum(c["size"] for c in changes),
         "files_removed": len(removes), "bytes_removed": sum(int(r.getFileSize()) for r in removes),
     }

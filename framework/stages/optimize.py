@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from framework import faults
-from framework.log import version_checksum
+from framework.log import file_stats, version_checksum
 from framework.log.delta_commits import commit_metadata
 from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
@@ -158,24 +158,21 @@ def _data_files(spark, snapshot_files) -> list[DataFile]:
     adds = DataFrame(snapshot_files.toDF(), spark)
     rows = adds.select("path", "size", F.col("partitionValues")["_segment"].alias("segment"), "stats",
                        F.col("deletionVector.cardinality").alias("hidden")).collect()
-    return [_data_file(r["path"], r["segment"], r["size"], r["stats"], r["hidden"]) for r in rows]
+    return [_data_file(r["path"], r["segment"], r["size"], file_stats.parse(r["stats"]), r["hidden"]) for r in rows]
 
 
 def _data_file_of_add(add: dict) -> DataFile:
     """A live file from an add action as the Delta log writes it (JSON)."""
     vector = add.get("deletionVector") or {}
-    return _data_file(add["path"], (add.get("partitionValues") or {}).get("_segment"), add["size"], add.get("stats"),
-                      vector.get("cardinality"))
+    return _data_file(add["path"], (add.get("partitionValues") or {}).get("_segment"), add["size"],
+                      file_stats.of(add), vector.get("cardinality"))
 
 
-def _data_file(path: str, segment, size, stats_json: str | None, hidden: int | None) -> DataFile:
-    stats = json.loads(stats_json) if stats_json else {}
-    count = stats.get("numRecords")
-    low, high = (stats.get("minValues") or {}).get("offset"), (stats.get("maxValues") or {}).get("offset")
-    if count is None or low is None or high is None:
+def _data_file(path: str, segment, size, stats: file_stats.FileStats, hidden: int | None) -> DataFile:
+    if None in (stats.records, stats.min_offset, stats.max_offset):  # no statistics to check a rewrite by
         return DataFile(path, int(segment), int(size), -1, -1, -1, packable=False)
-    return DataFile(path=path, segment=int(segment), size_bytes=int(size), min_offset=int(low),
-                    max_offset=int(high), records=int(count) - int(hidden or 0))
+    return DataFile(path=path, segment=int(segment), size_bytes=int(size), min_offset=stats.min_offset,
+                    max_offset=stats.max_offset, records=stats.records - int(hidden or 0))
 
 
 def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
@@ -238,7 +235,10 @@ def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: s
         for add in written:
             body = json.loads(add.json())
             body["add"]["dataChange"] = False  # rearranged, not changed: streaming readers skip it
-            records += json.loads(body["add"]["stats"])["numRecords"]
+            count = file_stats.of(body["add"]).records
+            if count is None:  # nothing to check the rewrite by
+                raise RuntimeError(f"{log.name}: bin-packing wrote a file without statistics; nothing committed")
+            records += count
             added_bytes += body["add"]["size"]
             added_files += 1
             actions.append(action.fromJson(json.dumps(body)))

@@ -12,9 +12,9 @@ Delta's DELETE is given.
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
+from framework.log import file_stats
 from framework.log.delta_transactions import DeltaJvm
 from framework.stages import file_rewrite
 from framework.stages.compaction import DELETE
@@ -39,11 +39,8 @@ def may_hold_below(add: dict, new_start: int) -> bool:
     segment = (add.get("partitionValues") or {}).get("_segment")
     if segment is None or int(segment) >= new_start:
         return segment is None  # a file outside the segment layout: read it
-    try:
-        first = json.loads(add.get("stats") or "{}").get("minValues", {}).get("offset")
-    except ValueError:
-        first = None
-    return first is None or int(first) < new_start
+    first = file_stats.of(add).min_offset
+    return first is None or first < new_start
 
 
 def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Callable[[], object]) -> int | None:

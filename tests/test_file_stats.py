@@ -1,0 +1,58 @@
+"""A file's statistics, read once for every reader of them (a version's record count,
+bin-packing, a retention cut, a rewrite's metrics), and what each does where they are missing."""
+
+import dataclasses
+import json
+
+import pytest
+
+from framework.log import file_stats, version_checksum
+from framework.log.file_stats import FileStats
+from framework.stages import file_rewrite, optimize, retention_rewrite
+
+WHOLE = json.dumps({"numRecords": 3, "minValues": {"offset": 4, "key": "a"}, "maxValues": {"offset": 9}})
+
+
+@pytest.mark.parametrize("stats, expected", [
+    (WHOLE, FileStats(records=3, min_offset=4, max_offset=9)),
+    (None, FileStats()),
+    ("", FileStats()),
+    ("{", FileStats()),                                                     # malformed
+    ("[1]", FileStats()),                                                   # not an object
+    (json.dumps({"numRecords": 3}), FileStats(records=3)),                  # no column statistics
+    (json.dumps({"numRecords": "3", "minValues": {"offset": 4.5}}), FileStats()),  # not whole numbers
+    (json.dumps({"numRecords": True, "minValues": [4], "maxValues": {"offset": 0}}), FileStats(max_offset=0)),
+])
+def test_statistics_are_whole_numbers_or_nothing(stats, expected):
+    assert file_stats.parse(stats) == expected
+    assert file_stats.of({"stats": stats} if stats is not None else {}) == expected
+
+
+def test_each_reader_decides_what_missing_statistics_mean(tmp_path):
+    counted = {"path": "a.parquet", "size": 10, "partitionValues": {"_segment": "0"}, "stats": WHOLE}
+    bare = {"path": "b.parquet", "size": 10, "partitionValues": {"_segment": "0"}}
+    files = version_checksum.PlainFiles(schema_json="{}", folder=str(tmp_path), paths=(), adds=(counted, counted))
+    # a version's record count: known only when every file says it
+    assert version_checksum.record_count(files) == 6
+    assert version_checksum.record_count(dataclasses.replace(files, adds=(counted, bare))) is None
+    # bin-packing: a file without statistics is left alone (its rewrite could not be checked)
+    assert optimize._data_file_of_add(counted).packable and optimize._data_file_of_add(counted).records == 3
+    assert not optimize._data_file_of_add(bare).packable
+    hidden = {**counted, "deletionVector": {"cardinality": 2}}
+    assert optimize._data_file_of_add(hidden).records == 1
+    # a retention cut: a file without statistics may hold a record below the cut, so it is read
+    assert not retention_rewrite.may_hold_below(counted, 4) and retention_rewrite.may_hold_below(counted, 5)
+    assert retention_rewrite.may_hold_below(bare, 4)
+    # a rewrite's metrics: a file without statistics adds no counted records
+    summary = file_rewrite.written_summary([_Written({"add": counted}), _Written({"add": bare})], [])
+    assert summary["rows_written"] == 3 and summary["files_added"] == 2 and summary["bytes_added"] == 20
+
+
+class _Written:
+    """An action as ``txn.writeFiles`` returns it, as far as the metrics read it: its JSON."""
+
+    def __init__(self, body: dict):
+        self.body = body
+
+    def json(self) -> str:
+        return json.dumps(self.body)
