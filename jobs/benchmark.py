@@ -8,10 +8,10 @@
    MERGE (as before), these two on copies in the order A B B A; on a copy whose owner
    turned deletion vectors on (a MERGE that marks the losers) and on one without the
    change data feed; the guarantee checks (Great Expectations) as they run (only the
-   change paired, from one read of the after version's files), as they ran until
-   2026-11-28 (the versions read through Delta's time travel, the before side a multiset
-   difference of whole records) and with whole versions paired (each twice, alternating;
-   the faster kept); the naive rewrite. All must keep the same key -> offset set, and both checks
+   change paired, from one read of the after version's files, the touched keys joined by
+   their 64-bit hash, U from the pairing where the file statistics allow), as they ran
+   until 2026-11-28 (keys joined by the key itself, U read from the before version) and
+   with whole versions paired (each twice, alternating; the faster kept); the naive rewrite. All must keep the same key -> offset set, and both checks
    must pass with the same verdict.
 2. ``partitions``: after a warm-up (a topic of 4 partitions produced and maintained), a
    topic of ``--partitions`` partitions: produce 5,000 JSON lines through the command
@@ -193,31 +193,14 @@ def _whole_versions_paired():
 
 @contextlib.contextmanager
 def _scoped_check_as_before():
-    """The scoped stage check as it was until 2026-11-28: both versions read through
-    Delta's time travel (a state rebuilt at each query), the after version's records in
-    scope persisted whole and read twice, and the before side their multiset difference
-    with the change over whole records (``exceptAll``)."""
-    from pyspark.sql import functions as F
-
+    """The scoped stage check as it was until 2026-11-28 (a78793f): the touched keys joined
+    to every record of the after version by the key itself, not its 64-bit hash, and U
+    always read from the before version's files, never taken from the pairing."""
     from framework.checks import changes
 
-    persisted = []
-
-    def sides(scope, after, project):
-        in_scope = scope.of(after).persist()
-        persisted.append(in_scope)
-        columns = in_scope.columns
-        made = scope.feed.where("_change_type IN ('insert', 'update_postimage')").select(*columns)
-        undone = scope.feed.where("_change_type IN ('delete', 'update_preimage')").select(*columns)
-        before = in_scope.exceptAll(made).unionByName(undone)
-        return project(before, "b").unionByName(project(in_scope, "a")).withColumn("_n", F.lit(1))
-
-    with _read_through_delta(), mock.patch.object(changes.ChangeScope, "sides", sides):
-        try:
-            yield
-        finally:
-            for frame in persisted:
-                frame.unpersist()
+    with mock.patch.object(changes, "KEY_HASH_SQL", "key"), \
+            mock.patch.object(changes.ChangeScope, "holds_every_record_newer_than", lambda scope, ms: False):
+        yield
 
 
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:

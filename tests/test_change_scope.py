@@ -18,7 +18,7 @@ import datetime as dt
 import pytest
 
 from framework.checks import rules
-from framework.checks.changes import ChangeScope
+from framework.checks.changes import ChangeScope, touched_keys
 from framework.spec import parse_spec
 
 CONFIG = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "compact"}}, "test").config
@@ -57,7 +57,7 @@ def scope(spark):
     feed = spark.createDataFrame(
         [(*row, change, 3, T0) for row, change in FEED],
         SCHEMA + ", _change_type STRING, _commit_version BIGINT, _commit_timestamp TIMESTAMP")
-    keys = spark.createDataFrame([(k, True) for k in "acdefh"], "key STRING, _touched_key BOOLEAN")
+    keys = touched_keys(spark.createDataFrame([(k,) for k in "acdefh"], "key STRING"))
     offsets = spark.createDataFrame([(o, True) for o in (2, 4, 5, 6, 7)], "offset BIGINT, _changed_offset BOOLEAN")
     return ChangeScope(dirty_from=10, log_start_after=0, keys=keys, offsets=offsets, feed=feed)
 

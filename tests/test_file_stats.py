@@ -10,11 +10,18 @@ from framework.log import file_stats, version_checksum
 from framework.log.file_stats import FileStats
 from framework.stages import file_rewrite, optimize, retention_rewrite
 
-WHOLE = json.dumps({"numRecords": 3, "minValues": {"offset": 4, "key": "a"}, "maxValues": {"offset": 9}})
+WHOLE = json.dumps({"numRecords": 3, "minValues": {"offset": 4, "key": "a"},
+                    "maxValues": {"offset": 9, "timestamp": "2026-11-28T21:49:36.123Z"}})
+#: 2026-11-28T21:49:36.123Z in epoch milliseconds
+NEWEST_MS = 1_795_902_576_123
 
 
 @pytest.mark.parametrize("stats, expected", [
-    (WHOLE, FileStats(records=3, min_offset=4, max_offset=9)),
+    (WHOLE, FileStats(records=3, min_offset=4, max_offset=9, max_timestamp_ms=NEWEST_MS)),
+    (json.dumps({"maxValues": {"timestamp": "2026-11-28T22:49:36.123+01:00"}}), FileStats(max_timestamp_ms=NEWEST_MS)),
+    (json.dumps({"maxValues": {"timestamp": "1969-12-31T23:59:59.999Z"}}), FileStats(max_timestamp_ms=-1)),
+    (json.dumps({"maxValues": {"timestamp": "2026-11-28T21:49:36.123"}}), FileStats()),  # no offset: unknown
+    (json.dumps({"maxValues": {"timestamp": "yesterday"}}), FileStats()),
     (None, FileStats()),
     ("", FileStats()),
     ("{", FileStats()),                                                     # malformed
@@ -26,6 +33,17 @@ WHOLE = json.dumps({"numRecords": 3, "minValues": {"offset": 4, "key": "a"}, "ma
 def test_statistics_are_whole_numbers_or_nothing(stats, expected):
     assert file_stats.parse(stats) == expected
     assert file_stats.of({"stats": stats} if stats is not None else {}) == expected
+
+
+def test_a_record_newer_than_a_moment_may_lie_below_an_offset_unless_every_file_rules_it_out():
+    old = FileStats(records=5, min_offset=0, max_offset=4, max_timestamp_ms=1_000)
+    young = FileStats(records=5, min_offset=5, max_offset=9, max_timestamp_ms=9_000)
+    assert not file_stats.may_hold_newer([old, young], below_offset=5, ms=1_001)
+    assert file_stats.may_hold_newer([old, young], below_offset=5, ms=1_000)   # its newest is not older
+    assert file_stats.may_hold_newer([old, young], below_offset=6, ms=1_001)   # the young file starts below 6
+    assert not file_stats.may_hold_newer([], below_offset=5, ms=0)
+    for unknown in (FileStats(min_offset=7), FileStats(max_timestamp_ms=0)):  # says nothing: it may
+        assert file_stats.may_hold_newer([old, unknown], below_offset=5, ms=1_001)
 
 
 def test_each_reader_decides_what_missing_statistics_mean(tmp_path):

@@ -527,14 +527,47 @@ def test_a_check_of_only_the_change_finds_what_pairing_whole_versions_finds(spar
         return scopes[-1]
 
     monkeypatch.setattr(guarantees, "change_scope", recorded)
+    queried = _spy_on_u_queries(monkeypatch)
     only_the_change = Guarantees(spark, warehouse).check_stage(check)
     assert scopes and scopes[0] is not None and scopes[0].dirty_from == 6
     assert only_the_change == whole
+    assert not queried, "no record below the clean end is young: U comes from the pairing"
     assert whole.passed == (not corrupted), whole.details
     if len(corrupted) > 1:  # each corruption is named: G1 (changed, duplicated), G3/G4 (restored), G7 (tombstone)
         assert failed_codes(whole) == {"G1", "G3", "G4", "G7"}, whole.details
     elif corrupted:
         assert failed_codes(whole) == {"G7"}, whole.details
+
+
+def _spy_on_u_queries(monkeypatch) -> list:
+    """The thresholds of the scoped check's reads of the before version for U (and time retention)."""
+    from framework.checks import rules
+
+    queried, shipped = [], rules._first_offset_from
+
+    def first_offset_from(frame, ms):
+        queried.append(ms)
+        return shipped(frame, ms)
+
+    monkeypatch.setattr(rules, "_first_offset_from", first_offset_from)
+    return queried
+
+
+def test_a_young_record_below_the_clean_end_sends_the_scoped_check_to_the_before_versions_files(
+        spark, base, tmp_path, monkeypatch):
+    """A clock that went back makes a record below the clean end young again (offset 5, at
+    5000, at now 5500 with a 1000 ms min lag). The before version's file statistics then
+    cannot prove U lies in the pairing, so the scoped check reads the before version for it,
+    and finds what pairing whole versions finds."""
+    from framework.checks import changes
+
+    warehouse, log, check = _second_round(spark, base, tmp_path)
+    check = dataclasses.replace(check, now_ms=5_500)
+    whole = Guarantees(spark, warehouse).check_stage(check)
+    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    queried = _spy_on_u_queries(monkeypatch)
+    assert Guarantees(spark, warehouse).check_stage(check) == whole
+    assert queried == [5_500 - 1_000]
 
 
 @pytest.mark.parametrize("topic", ["prices", "versions"])
@@ -589,7 +622,8 @@ def test_a_second_record_for_a_key_below_the_checkpoint_is_caught_and_shown(spar
 
 
 @pytest.mark.slow
-def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_records_behind(spark, base, tmp_path):
+def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_records_behind(spark, base, tmp_path,
+                                                                                        monkeypatch):
     """G6: the engine ran with a stale min.compaction.lag.ms (U = 5 instead of 6), so record 5,
     older than max lag, stayed above the checkpoint; the check recomputes U from the data."""
     from framework.log.topic import Topic
@@ -604,15 +638,28 @@ def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_record
     result = compaction.execute(buggy, planned)
     assert result.cleaned_up_to == 5
     log = Topic(spark, warehouse, spec).partition(0)
-    outcome = Guarantees(spark, warehouse).check_stage(StageCheck(
+    check = StageCheck(
         log=log, stage="compact", now_ms=NOW, version_before=result.version_before,
         version_after=result.version_after, before=before, state_before=planned.snapshot.state,
         state_after=result.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
         cleaned_up_to=result.cleaned_up_to,
-    ))
+    )
+    outcome = Guarantees(spark, warehouse).check_stage(check)
     assert failed_codes(outcome) == {"G6"}, outcome.details
     assert "  offset 5, key 'b': timestamp 5000 is older than now - max.compaction.lag.ms = 6000" in "\n".join(
         outcome.details)
+    # the check of only the change recomputes U from its pairing (the file statistics
+    # prove no young record lies below the clean end) and catches the same
+    from framework.checks import changes, guarantees
+
+    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    monkeypatch.setattr(changes, "MAX_WHOLE_SHARE", 1.0)  # the first compaction: all of it is dirty
+    scoped = []
+    monkeypatch.setattr(guarantees, "worth_scoping", lambda *args: scoped.append(changes.worth_scoping(*args))
+                        or scoped[-1])
+    queried = _spy_on_u_queries(monkeypatch)
+    assert Guarantees(spark, warehouse).check_stage(check) == outcome
+    assert scoped == [True] and not queried
 
 
 def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, base, tmp_path):

@@ -33,10 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from framework.checks.scope import clean_end
-from framework.log import version_checksum
+from framework.log import file_stats, version_checksum
 from framework.log.log_state import LogState
 
-__all__ = ["ChangeScope", "change_scope", "dirty_from", "worth_scoping"]
+__all__ = ["ChangeScope", "change_scope", "dirty_from", "touched_keys", "worth_scoping"]
 
 #: Below this many records a pairing of whole versions is a few small Spark jobs, fewer
 #: than reading the changes costs (tests lower it to check both routes).
@@ -46,6 +46,11 @@ MAX_WHOLE_SHARE = 0.5
 #: Above this many dirty offsets the key set stops being small enough to broadcast, and
 #: the dirty section is most of what a pairing reads anyway: pair whole versions.
 MAX_SCOPED_DIRTY = 2_000_000
+#: The touched keys are joined by a 64-bit hash (a long join, not a string one, over every
+#: record of the after version). A hash shared with an untouched key brings all of that
+#: key's records into scope, since they share the key: a larger scope, never a partial key.
+KEY_HASH = "_key_hash"
+KEY_HASH_SQL = "CASE WHEN key IS NOT NULL THEN xxhash64(key) END"
 #: Delta's error for a version range whose changes were not recorded (the feed was off).
 _NOT_RECORDED = "DELTA_MISSING_CHANGE_DATA"
 
@@ -58,7 +63,7 @@ class ChangeScope:
     dirty_from: int
     #: the after version's log start: every record below it is in scope
     log_start_after: int
-    #: (key, _touched_key) rows, broadcast
+    #: (_key_hash, _touched_key) rows, broadcast: the touched keys by their 64-bit hash
     keys: object
     #: (offset, _changed_offset) rows, broadcast
     offsets: object
@@ -67,16 +72,26 @@ class ChangeScope:
     #: the records of the before and after versions by Delta's file statistics (None:
     #: not listed by the version's checksum; the check counts them)
     records: tuple = (None, None)
+    #: the before version's files' statistics (None: not listed by its checksum)
+    before_files: tuple | None = None
 
     def of(self, frame):
         """The records of one version that are in scope."""
         from pyspark.sql import functions as F
 
-        marked = frame.join(F.broadcast(self.keys), "key", "left").join(F.broadcast(self.offsets), "offset", "left")
+        hashed = frame.withColumn(KEY_HASH, F.expr(KEY_HASH_SQL))
+        marked = (hashed.join(F.broadcast(self.keys), KEY_HASH, "left")
+                  .join(F.broadcast(self.offsets), "offset", "left"))
         return marked.where(
             (F.col("offset") >= self.dirty_from) | (F.col("offset") < self.log_start_after)
             | F.coalesce(F.col("_changed_offset"), F.lit(False)) | F.coalesce(F.col("_touched_key"), F.lit(False))
-        ).drop("_changed_offset", "_touched_key")
+        ).drop("_changed_offset", "_touched_key", KEY_HASH)
+
+    def holds_every_record_newer_than(self, ms: int) -> bool:
+        """Whether every record of the before version newer than ``ms`` is in scope: all
+        at or above ``dirty_from`` are, and the before version's file statistics show that
+        no file starting below it holds one (a clock that went back could leave one there)."""
+        return self.before_files is not None and not file_stats.may_hold_newer(self.before_files, self.dirty_from, ms)
 
     def sides(self, after, project):
         """Both versions' records in scope as ``project(records, side)`` rows, each with the
@@ -117,6 +132,14 @@ def worth_scoping(dirty_from: int, before: LogState) -> bool:
     return span >= MIN_SCOPED_RECORDS and whole <= MAX_SCOPED_DIRTY and whole <= MAX_WHOLE_SHARE * span
 
 
+def touched_keys(keys):
+    """The ``keys`` rows of a :class:`ChangeScope` from a frame of keys (any repeats, nulls)."""
+    from pyspark.sql import functions as F
+
+    return (keys.select(F.expr(KEY_HASH_SQL).alias(KEY_HASH)).where(F.col(KEY_HASH).isNotNull()).distinct()
+            .withColumn("_touched_key", F.lit(True)))
+
+
 def change_scope(log, before, version_before: int, version_after: int, dirty_from: int,
                  log_start_after: int) -> ChangeScope | None:
     """What the commits after ``version_before`` up to ``version_after`` changed, or None
@@ -129,8 +152,8 @@ def change_scope(log, before, version_before: int, version_after: int, dirty_fro
     feed = feed.persist()
     # Below the new log start everything is in scope already.
     changed = feed.where(F.col("offset") >= log_start_after)
-    keys = (changed.select("key").unionByName(before.where(F.col("offset") >= dirty_from).select("key"))
-            .where(F.col("key").isNotNull()).distinct().withColumn("_touched_key", F.lit(True)).persist())
+    keys = touched_keys(changed.select("key").unionByName(before.where(F.col("offset") >= dirty_from).select("key"))
+                        ).persist()
     try:
         keys.count()  # a range the feed did not record is refused here, before any rule runs
     except AnalysisException as error:
@@ -140,6 +163,7 @@ def change_scope(log, before, version_before: int, version_after: int, dirty_fro
             return None
         raise
     offsets = changed.select("offset").distinct().withColumn("_changed_offset", F.lit(True)).persist()
-    records = tuple(version_checksum.record_count(version_checksum.plain_files(log.path, version))
-                    for version in (version_before, version_after))
-    return ChangeScope(dirty_from, log_start_after, keys, offsets, feed, records)
+    files = [version_checksum.plain_files(log.path, version) for version in (version_before, version_after)]
+    records = tuple(version_checksum.record_count(listed) for listed in files)
+    before_files = None if files[0] is None else tuple(file_stats.of(add) for add in files[0].adds)
+    return ChangeScope(dirty_from, log_start_after, keys, offsets, feed, records, before_files)

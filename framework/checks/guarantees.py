@@ -151,8 +151,11 @@ class Guarantees:
             if changes is None:
                 bounds = rules.bounds(pairs, config, now_ms, start)
             else:
+                young = now_ms - config.min_compaction_lag_ms
                 bounds = rules.scoped_bounds(pairs, before, after, config, now_ms, start, retention=stage != "compact",
-                                             records=changes.records)
+                                             records=changes.records,
+                                             young_from=changes.dirty_from
+                                             if changes.holds_every_record_newer_than(young) else None)
             scope = scope_of(bounds)
             violations = rules.violations(pairs, scope, config, log.spec.key_type, checked).persist()
             context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,

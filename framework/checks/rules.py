@@ -138,24 +138,30 @@ def _first_offset_from(frame, ms: int):
 
 
 def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int,
-                  retention: bool, records: tuple[int | None, int | None] = (None, None)) -> dict:
+                  retention: bool, records: tuple[int | None, int | None] = (None, None),
+                  young_from: int | None = None) -> dict:
     """The numbers a stage check needs when ``pairs`` holds only the change
     (``framework.checks.changes``). What needs every record is read where file statistics
     point (Parquet's row groups, or Delta's files when the version is read through Delta):
-    U from the files young enough, the counts from the statistics themselves (``records``,
-    before and after, when the caller has them from Delta's file statistics); what only
-    retention is judged by (the time boundary, the bytes kept) only for a retention stage.
-    What was removed or added comes from the pairing."""
+    U from the files young enough, or from the pairing itself when ``young_from`` says it
+    holds every before record at or above that offset and none below it is young (Delta's
+    file statistics prove it: ``ChangeScope.holds_every_record_newer_than``); the counts
+    from the statistics themselves (``records``, before and after, when the caller has them
+    from Delta's file statistics); what only retention is judged by (the time boundary, the
+    bytes kept) only for a retention stage. What was removed or added comes from the pairing."""
     from pyspark.sql import functions as F
 
     numbers = {
-        "u_before": _first_offset_from(before, now_ms - config.min_compaction_lag_ms),
         "records_before": before.count() if records[0] is None else records[0],
         "records_after": after.count() if records[1] is None else records[1],
         "time_boundary": None, "kept_bytes": 0,
     }
+    if young_from is None:
+        numbers["u_before"] = _first_offset_from(before, now_ms - config.min_compaction_lag_ms)
+    u_from_pairs = [] if young_from is None else [
+        f"{_first_young(f'nb > 0 AND `offset` >= {int(young_from)}', 'ts_b', config, now_ms)} AS u_before"]
     changed = pairs.agg(*[F.expr(a) for a in (
-        *_CHANGE_AGGREGATES,
+        *_CHANGE_AGGREGATES, *u_from_pairs,
         f"coalesce(sum(CASE WHEN nb > 0 AND na = 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
         "AS removed_from_start",
     )]).collect()[0].asDict()

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,8 @@ class FileStats:
     records: int | None = None
     min_offset: int | None = None
     max_offset: int | None = None
+    #: the newest timestamp, in epoch milliseconds (Delta truncates the statistic to them)
+    max_timestamp_ms: int | None = None
 
 
 def parse(stats_json: str | None) -> FileStats:
@@ -31,13 +37,36 @@ def parse(stats_json: str | None) -> FileStats:
         return FileStats()
     if not isinstance(stats, dict):
         return FileStats()
+    newest = stats.get("maxValues")
     return FileStats(records=_whole(stats.get("numRecords")), min_offset=_offset(stats.get("minValues")),
-                     max_offset=_offset(stats.get("maxValues")))
+                     max_offset=_offset(newest), max_timestamp_ms=_timestamp_ms(newest))
 
 
 def of(add: dict) -> FileStats:
     """The statistics of the file an add action (as the Delta log writes it) adds."""
     return parse(add.get("stats"))
+
+
+def may_hold_newer(files: Iterable[FileStats], below_offset: int, ms: int) -> bool:
+    """Whether a record below ``below_offset`` newer than ``ms`` may lie in ``files``: some
+    file starts below that offset and its newest timestamp is not older than ``ms`` (or it
+    does not say). The test is on whole milliseconds, as the rules' ``unix_millis`` is."""
+    return any(f.min_offset is None or f.max_timestamp_ms is None
+               or (f.min_offset < below_offset and f.max_timestamp_ms >= ms) for f in files)
+
+
+def _timestamp_ms(bounds) -> int | None:
+    """A timestamp statistic (``2026-11-28T21:49:36.123Z``) in epoch milliseconds."""
+    text = bounds.get("timestamp") if isinstance(bounds, dict) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:  # Delta writes an offset; without one the instant is unknown
+        return None
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _offset(bounds) -> int | None:
