@@ -23,9 +23,11 @@ What is left out are records of untouched keys in untouched offsets below the cl
 the same records, with the same neighbours, as in the version the previous run's check
 passed. ``topiclake validate`` still pairs whole versions, for changes made behind
 topiclake's back between runs. The cost is one read of the after version, the change and
-its keys (broadcast, so the table itself is never shuffled; the records in scope are, once,
-by offset), and the bounds where file statistics point
-(``framework.checks.rules.scoped_bounds``).
+its keys (broadcast, by their 64-bit hash, so the table itself is never shuffled; the
+records in scope are, once, by offset), and the bounds where file statistics point
+(``framework.checks.rules.scoped_bounds``). The first uncleanable offset is a bound the
+pairing itself gives when the before version's file statistics show that every young
+record lies at or above the clean end, as it does unless the clock went back.
 """
 
 from __future__ import annotations
