@@ -85,3 +85,24 @@ def test_the_netted_sides_pair_as_the_definitions_sides_do(spark, scope):
     assert {o: (by_offset[o]["nb"], by_offset[o]["na"]) for o in by_offset} == {
         0: (1, 1), 2: (1, 1), 3: (2, 2), 4: (2, 1), 5: (0, 1), 7: (1, 0)}
     assert by_offset[2]["horizon_b"] is None and by_offset[2]["horizon_a"] is not None
+
+
+@pytest.mark.parametrize("key_type", ["STRING", "BINARY"])
+def test_the_touched_keys_bring_every_record_of_theirs_into_scope_by_their_hash(spark, key_type):
+    """Keys are matched by their 64-bit hash, on string and binary topics alike: every record
+    of a touched key is in scope, an untouched key's records below the clean end are not,
+    and a record without a key is in scope only by its offset."""
+    def key(text):
+        return None if text is None else (text if key_type == "STRING" else text.encode())
+
+    schema = SCHEMA.replace("key STRING", f"key {key_type}")
+    rows = [(o, T0, key(k), "v", None, 10, None, 0) for o, k in
+            [(0, "a"), (1, "b"), (2, "a"), (3, None), (4, "c"), (5, None), (12, "b")]]
+    scope = ChangeScope(dirty_from=10, log_start_after=0,
+                        keys=touched_keys(spark.createDataFrame([(key(k),) for k in ("a", "c", "a", None)],
+                                                                f"key {key_type}")),
+                        offsets=spark.createDataFrame([(5, True)], "offset BIGINT, _changed_offset BOOLEAN"),
+                        feed=None)
+    in_scope = scope.of(spark.createDataFrame(rows, schema))
+    assert in_scope.columns == spark.createDataFrame(rows, schema).columns
+    assert sorted(r["offset"] for r in in_scope.collect()) == [0, 2, 4, 5, 12]
