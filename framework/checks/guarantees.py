@@ -26,6 +26,7 @@ from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, worth_scoping
 from framework.checks.readability import read_problems
 from framework.checks.scope import Scope, stage_scope, validate_scope, versions_to_read
+from framework.cleaner.rules import uncleanable_after_ms
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log.log_state import LogState
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
@@ -151,7 +152,7 @@ class Guarantees:
             if changes is None:
                 bounds = rules.bounds(pairs, config, now_ms, start)
             else:
-                young = now_ms - config.min_compaction_lag_ms
+                young = uncleanable_after_ms(now_ms, config)
                 bounds = rules.scoped_bounds(pairs, before, after, config, now_ms, start, retention=stage != "compact",
                                              records=changes.records,
                                              young_from=changes.dirty_from

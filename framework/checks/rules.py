@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from framework.checks.scope import Scope
-from framework.cleaner.rules import delete_horizon_ms
+from framework.cleaner.rules import delete_horizon_ms, uncleanable_after_ms
 from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
@@ -89,7 +89,7 @@ def paired(both, one_task: bool = False, counted: bool = False):
 
 def _first_young(present: str, ts: str, config: TopicConfig, now_ms: int) -> str:
     """U recomputed from the data: the smallest offset newer than now - min lag."""
-    return f"min(CASE WHEN {present} AND {ts} > {now_ms - config.min_compaction_lag_ms} THEN `offset` END)"
+    return f"min(CASE WHEN {present} AND {ts} > {uncleanable_after_ms(now_ms, config)} THEN `offset` END)"
 
 
 def _time_boundary(present: str, ts: str, config: TopicConfig, now_ms: int) -> str:
@@ -157,7 +157,7 @@ def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_st
         "time_boundary": None, "kept_bytes": 0,
     }
     if young_from is None:
-        numbers["u_before"] = _first_offset_from(before, now_ms - config.min_compaction_lag_ms)
+        numbers["u_before"] = _first_offset_from(before, uncleanable_after_ms(now_ms, config))
     u_from_pairs = [] if young_from is None else [
         f"{_first_young(f'nb > 0 AND `offset` >= {int(young_from)}', 'ts_b', config, now_ms)} AS u_before"]
     changed = pairs.agg(*[F.expr(a) for a in (
