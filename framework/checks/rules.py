@@ -156,10 +156,12 @@ def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_st
         "records_after": after.count() if records[1] is None else records[1],
         "time_boundary": None, "kept_bytes": 0,
     }
+    u_from_pairs = []
     if young_from is None:
         numbers["u_before"] = _first_offset_from(before, uncleanable_after_ms(now_ms, config))
-    u_from_pairs = [] if young_from is None else [
-        f"{_first_young(f'nb > 0 AND `offset` >= {int(young_from)}', 'ts_b', config, now_ms)} AS u_before"]
+    else:
+        u_from_pairs.append(f"{_first_young(f'nb > 0 AND `offset` >= {int(young_from)}', 'ts_b', config, now_ms)} "
+                            "AS u_before")
     changed = pairs.agg(*[F.expr(a) for a in (
         *_CHANGE_AGGREGATES, *u_from_pairs,
         f"coalesce(sum(CASE WHEN nb > 0 AND na = 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
