@@ -4,10 +4,11 @@
    record per key (200-byte values), plus ``--updates`` fresh updates of existing keys.
    Its twin (a copy of the same table files) is compacted by the naive rewrite (a window
    dedupe of the whole table, then an overwrite). Timed: topiclake's compaction (plan +
-   commit: the touched files rewritten through Delta's transaction API) and by Delta's
-   MERGE (as before), these two on copies in the order A B B A; on a copy whose owner
-   turned deletion vectors on (a MERGE that marks the losers) and on one without the
-   change data feed; the guarantee checks (Great Expectations) as they run (only the
+   commit: the version read from the files its checksum lists, the touched files
+   rewritten through Delta's transaction API), by Delta's MERGE (as before) and with the
+   version read through Delta's time travel (as before), on copies in the order A C B B C
+   A; on a copy whose owner turned deletion vectors on (a MERGE that marks the losers)
+   and on one without the change data feed; the guarantee checks (Great Expectations) as they run (only the
    change paired, from one read of the after version's files, the touched keys joined by
    their 64-bit hash, U from the pairing where the file statistics allow), as they ran
    until 2026-11-28 (keys joined by the key itself, U read from the before version) and
@@ -221,13 +222,13 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     shutil.copytree(log.path, twin)
     # More copies, as partitions of topics of their own: one whose owner turned deletion
     # vectors on, one without the change data feed (how tables were before it).
-    opted, unfed, shipped2, merged1, merged2 = (Topic(spark, warehouse, _spec(f"bench-{tag}-{kind}"))
-                                                for kind in ("dv", "no-cdf", "a2", "b1", "b2"))
+    opted, unfed, shipped2, merged1, merged2, delta1, delta2 = (
+        Topic(spark, warehouse, _spec(f"bench-{tag}-{kind}")) for kind in ("dv", "no-cdf", "a2", "b1", "b2", "c1", "c2"))
     settings = ((opted, "'delta.enableDeletionVectors' = 'true'"), (unfed, "'delta.enableChangeDataFeed' = 'false'"))
     for copy, setting in settings:
         shutil.copytree(log.path, copy.partition(0).path)
         spark.sql(f"ALTER TABLE {delta_table_sql(copy.partition(0).path)} SET TBLPROPERTIES ({setting})")
-    for copy in (shipped2, merged1, merged2):
+    for copy in (shipped2, merged1, merged2, delta1, delta2):
         shutil.copytree(log.path, copy.partition(0).path)
 
     def compact(partition_log):
@@ -235,15 +236,20 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
         assert planned.decision.due, planned.decision
         return planned, compaction.execute(partition_log, planned, run_id="benchmark")
 
-    # as shipped against Delta's MERGE (as before), on copies in the order A B B A, so that
-    # neither side alone pays for the JVM's warm-up; each side's mean is its figure
+    # as shipped (A) against Delta's MERGE (B) and against the version read through Delta
+    # (C; both as before), on copies in the order A C B B C A, so that no side alone pays
+    # for the JVM's warm-up; each side's mean is its figure
     shipped, merge = "compaction (plan + commit)", "compaction, Delta's MERGE (as before)"
+    through_delta = "compaction, version read through Delta (as before)"
     planned, outcome = _timed(f"[{tag}] {shipped} (a1)", results, lambda: compact(log))
-    for name, copy in (("b1", merged1), ("b2", merged2)):
-        with _committed_by_merge():
-            _timed(f"[{tag}] {merge} ({name})", results, lambda: compact(copy.partition(0)))
+    for name, copy, way, label in (("c1", delta1, _large_read_through_delta, through_delta),
+                                   ("b1", merged1, _committed_by_merge, merge),
+                                   ("b2", merged2, _committed_by_merge, merge),
+                                   ("c2", delta2, _large_read_through_delta, through_delta)):
+        with way():
+            _timed(f"[{tag}] {label} ({name})", results, lambda: compact(copy.partition(0)))
     _timed(f"[{tag}] {shipped} (a2)", results, lambda: compact(shipped2.partition(0)))
-    for side, label in (("a", shipped), ("b", merge)):
+    for side, label in (("a", shipped), ("b", merge), ("c", through_delta)):
         results[f"[{tag}] {label}"] = round(
             (results[f"[{tag}] {label} ({side}1)"] + results[f"[{tag}] {label} ({side}2)"]) / 2, 3)
     _timed(f"[{tag}] compaction, deletion vectors (opt-in)", results, lambda: compact(opted.partition(0)))
@@ -272,7 +278,7 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
     same = all(_same_winners(spark, copy, twin)
                for copy in (log.path, opted.partition(0).path, unfed.partition(0).path,
-                            *(c.partition(0).path for c in (shipped2, merged1, merged2))))
+                            *(c.partition(0).path for c in (shipped2, merged1, merged2, delta1, delta2))))
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
             "checks_passed": verdict.passed and whole.passed and verdict == whole == before,
             "same_winners_as_naive": same, "setup_seconds": setup}
@@ -587,6 +593,14 @@ def _committed_by_merge():
 
     with mock.patch.object(compaction_rewrite, "available", lambda spark, path, version, changes=0: False):
         yield
+
+
+def _large_read_through_delta():
+    """A large partition's compaction reading its version through Delta's time travel, as
+    before 2026-11-29 (small partitions read the files their checksums list, unpruned)."""
+    from framework.stages import compaction
+
+    return mock.patch.object(compaction, "_offsets_reader", compaction._through_delta)
 
 
 @contextlib.contextmanager
@@ -1093,6 +1107,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios[f"[{tag}] naive rewrite / compaction"] = round(naive / run, 2)
         ratios[f"[{tag}] compaction / Delta's MERGE (as before)"] = round(
             run / results[f"[{tag}] compaction, Delta's MERGE (as before)"], 2)
+        ratios[f"[{tag}] compaction / version read through Delta (as before)"] = round(
+            run / results[f"[{tag}] compaction, version read through Delta (as before)"], 2)
         ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
             naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)

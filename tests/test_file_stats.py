@@ -1,5 +1,6 @@
 """A file's statistics, read once for every reader of them (a version's record count,
-bin-packing, a retention cut, a rewrite's metrics), and what each does where they are missing."""
+bin-packing, a retention cut, a compaction's read, a rewrite's metrics), and what each does where they
+are missing."""
 
 import dataclasses
 import json
@@ -44,6 +45,29 @@ def test_a_record_newer_than_a_moment_may_lie_below_an_offset_unless_every_file_
     assert not file_stats.may_hold_newer([], below_offset=5, ms=0)
     for unknown in (FileStats(min_offset=7), FileStats(max_timestamp_ms=0)):  # says nothing: it may
         assert file_stats.may_hold_newer([old, unknown], below_offset=5, ms=1_001)
+
+
+def test_a_file_may_hold_an_offset_range_unless_its_offset_statistics_rule_it_out(tmp_path):
+    four_to_nine = FileStats(records=6, min_offset=4, max_offset=9)
+    assert file_stats.may_hold_offsets(four_to_nine, 9, 10) and file_stats.may_hold_offsets(four_to_nine, 0, 5)
+    assert not file_stats.may_hold_offsets(four_to_nine, 10, None)  # every offset below the range
+    assert not file_stats.may_hold_offsets(four_to_nine, None, 4)   # every offset at or past its end
+    assert not file_stats.may_hold_offsets(four_to_nine, 6, 6)      # an empty range
+    assert file_stats.may_hold_offsets(four_to_nine, None, None)
+    for unknown in (FileStats(), FileStats(min_offset=20), FileStats(max_offset=0)):  # says nothing: it may
+        assert file_stats.may_hold_offsets(unknown, 10, 12) and not file_stats.may_hold_offsets(unknown, 12, 12)
+    # the compaction's read of a version: the files its checksum lists, less those ruled out
+    adds = tuple({"path": f"{name}.parquet", "stats": json.dumps(stats)} for name, stats in (
+        ("low", {"minValues": {"offset": 0}, "maxValues": {"offset": 4}}),
+        ("high", {"minValues": {"offset": 5}, "maxValues": {"offset": 9}}),
+        ("bare", {"numRecords": 3})))
+    files = version_checksum.PlainFiles(schema_json="{}", folder=str(tmp_path),
+                                        paths=tuple(str(tmp_path / a["path"]) for a in adds), adds=adds)
+    for (start, end), kept in (((5, 10), ["high", "bare"]), ((None, 5), ["low", "bare"]),
+                               ((None, None), ["low", "high", "bare"]), ((10, 12), ["bare"]), ((5, 5), [])):
+        pruned = version_checksum.holding_offsets(files, start, end)
+        assert [a["path"] for a in pruned.adds] == [f"{name}.parquet" for name in kept]
+        assert pruned.paths == tuple(str(tmp_path / f"{name}.parquet") for name in kept)
 
 
 def test_each_reader_decides_what_missing_statistics_mean(tmp_path):

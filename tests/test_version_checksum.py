@@ -23,6 +23,7 @@ from framework.clients.produce import produce
 from framework.clients.records import parse_records
 from framework.log import version_checksum
 from framework.log.commit_log import read_commits
+from framework.log.partition_log import PartitionLog
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import MIB, parse_spec
@@ -99,6 +100,38 @@ def test_every_version_read_from_its_files_is_the_version_delta_reads(spark, liv
     assert {"MERGE", "DELETE", "OPTIMIZE"} <= operations, operations
     latest = log.read()
     assert latest.count() < 60 and latest.where("_delete_horizon IS NOT NULL").count() > 0
+
+
+def test_a_version_s_files_pruned_to_an_offset_range_hold_every_record_of_it(spark, lived):
+    """What the compaction reads of each branch (the dirty section, the clean one below it):
+    the listed files less those whose offset statistics rule the range out hold exactly
+    the records Delta's read of that range holds, and the pruning leaves files out."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    log = lived.partition(0)
+    pruned = ranges = 0
+    for version in range(log.snapshot().version + 1):
+        files = version_checksum.plain_files(log.path, version)
+        delta = log.read(version)
+        low, high = delta.agg(F.min("offset"), F.max("offset")).collect()[0]
+        if low is None:
+            continue
+        from_files, from_delta = [], []
+        for cut in sorted({low, (low + high) // 2, high, high + 1}):
+            for start, end in ((cut, None), (None, cut)):
+                kept = version_checksum.holding_offsets(files, start, end)
+                pruned += len(files.paths) - len(kept.paths)
+                ranges += 1
+                in_range = (F.col("offset") >= (low if start is None else start)) & (
+                    F.col("offset") < (high + 1 if end is None else end))
+                label = F.lit(f"[{start}, {end})").alias("range")
+                from_files.append(version_checksum.frame_of(spark, kept).where(in_range).select(label, "*"))
+                from_delta.append(delta.where(in_range).select(label, "*"))
+        union = [reduce(lambda left, right: left.unionByName(right), frames) for frames in (from_files, from_delta)]
+        assert _rows(union[0]) == _rows(union[1]), f"{log.name} version {version}"
+    assert ranges >= 60 and pruned > 0, (ranges, pruned)
 
 
 def test_a_file_without_statistics_leaves_the_record_count_to_the_check(lived):
@@ -182,11 +215,18 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
         return frame
 
     monkeypatch.setattr(version_checksum, "read_plain", counted)
+    framed, through_delta = [], []
+    frame_of, read_through_delta = version_checksum.frame_of, PartitionLog.read
+    monkeypatch.setattr(version_checksum, "frame_of", lambda session, files: framed.append(files) or frame_of(session, files))
+    monkeypatch.setattr(PartitionLog, "read", lambda self, version=None, as_of=None: (
+        through_delta.append(version) or read_through_delta(self, version, as_of)))
     run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse).check_stage,
                       record_history=False).run(NOW, stages=("compact",))
     assert not run.failed, [(p.error, p.failed_guarantees) for p in run.partitions]
     compacted = next(row for row in run.partitions[0].rows if row.stage == "compact")
     assert compacted.validation == "passed" and compacted.removed_records > 0
-    # the compaction reads the version it plans from; its check, that one and the one it made
-    assert read == [(compacted.version_before, True), (compacted.version_before, True),
-                    (compacted.version_after, True)]
+    # the check reads the version the compaction planned from and the one it made; the
+    # compaction reads its records from the files too (a first run has no clean section:
+    # only the files that may hold the dirty one), and nothing is read through Delta's time travel
+    assert read == [(compacted.version_before, True), (compacted.version_after, True)]
+    assert len(framed) == 3 and through_delta == []

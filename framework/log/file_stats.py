@@ -47,6 +47,17 @@ def of(add: dict) -> FileStats:
     return parse(add.get("stats"))
 
 
+def may_hold_offsets(stats: FileStats, start: int | None, end: int | None) -> bool:
+    """Whether a file with ``stats`` may hold an offset in ``[start, end)`` (None: unbounded):
+    its offset range meets it, or its statistics do not give that range. No file holds an
+    offset of an empty range."""
+    if start is not None and end is not None and start >= end:
+        return False
+    if stats.min_offset is None or stats.max_offset is None:
+        return True
+    return (start is None or stats.max_offset >= start) and (end is None or stats.min_offset < end)
+
+
 def may_hold_newer(files: Iterable[FileStats], below_offset: int, ms: int) -> bool:
     """Whether a record below ``below_offset`` newer than ``ms`` may lie in ``files``: some
     file starts below that offset and its newest timestamp is not older than ``ms`` (or it

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
 from framework.log import file_stats
@@ -155,6 +155,14 @@ def record_count(files: PlainFiles | None) -> int | None:
         return None
     counts = [file_stats.of(add).records for add in files.adds]
     return None if None in counts else sum(counts)
+
+
+def holding_offsets(files: PlainFiles, start: int | None, end: int | None) -> PlainFiles:
+    """``files`` less those whose offset statistics put every record outside ``[start, end)``
+    (None: unbounded): what Delta's file skipping leaves of a scan with that offset filter."""
+    kept = [(path, add) for path, add in zip(files.paths, files.adds)
+            if file_stats.may_hold_offsets(file_stats.of(add), start, end)]
+    return replace(files, paths=tuple(p for p, _ in kept), adds=tuple(a for _, a in kept))
 
 
 def read_plain(spark, path: str, version: int):
