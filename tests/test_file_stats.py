@@ -54,8 +54,11 @@ def test_a_file_may_hold_an_offset_range_unless_its_offset_statistics_rule_it_ou
     assert not file_stats.may_hold_offsets(four_to_nine, None, 4)   # every offset at or past its end
     assert not file_stats.may_hold_offsets(four_to_nine, 6, 6)      # an empty range
     assert file_stats.may_hold_offsets(four_to_nine, None, None)
-    for unknown in (FileStats(), FileStats(min_offset=20), FileStats(max_offset=0)):  # says nothing: it may
+    for unknown in (FileStats(), FileStats(min_offset=0), FileStats(max_offset=20)):  # says nothing: it may
         assert file_stats.may_hold_offsets(unknown, 10, 12) and not file_stats.may_hold_offsets(unknown, 12, 12)
+    # a bound the statistics give rules out what it can
+    assert not file_stats.may_hold_offsets(FileStats(min_offset=20), 10, 12)
+    assert not file_stats.may_hold_offsets(FileStats(max_offset=5), 10, None)
     # the compaction's read of a version: the files its checksum lists, less those ruled out
     adds = tuple({"path": f"{name}.parquet", "stats": json.dumps(stats)} for name, stats in (
         ("low", {"minValues": {"offset": 0}, "maxValues": {"offset": 4}}),

@@ -49,13 +49,13 @@ def of(add: dict) -> FileStats:
 
 def may_hold_offsets(stats: FileStats, start: int | None, end: int | None) -> bool:
     """Whether a file with ``stats`` may hold an offset in ``[start, end)`` (None: unbounded):
-    its offset range meets it, or its statistics do not give that range. No file holds an
-    offset of an empty range."""
+    unless its highest offset lies below ``start`` or its lowest at or past ``end`` (a bound
+    the statistics do not give rules nothing out). No file holds an offset of an empty range."""
     if start is not None and end is not None and start >= end:
         return False
-    if stats.min_offset is None or stats.max_offset is None:
-        return True
-    return (start is None or stats.max_offset >= start) and (end is None or stats.min_offset < end)
+    below = start is not None and stats.max_offset is not None and stats.max_offset < start
+    past = end is not None and stats.min_offset is not None and stats.min_offset >= end
+    return not (below or past)
 
 
 def may_hold_newer(files: Iterable[FileStats], below_offset: int, ms: int) -> bool:

@@ -39,8 +39,7 @@ def may_hold_below(add: dict, new_start: int) -> bool:
     segment = (add.get("partitionValues") or {}).get("_segment")
     if segment is None or int(segment) >= new_start:
         return segment is None  # a file outside the segment layout: read it
-    first = file_stats.of(add).min_offset
-    return first is None or first < new_start
+    return file_stats.may_hold_offsets(file_stats.of(add), None, new_start)
 
 
 def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Callable[[], object]) -> int | None:
