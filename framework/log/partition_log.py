@@ -61,7 +61,6 @@ from framework.log.log_state import (
     oldest_timestamp,
     to_metadata,
 )
-from framework.log.small_partitions import is_small
 from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import TopicSpec
@@ -227,9 +226,10 @@ class PartitionLog:
         return self.read(version) if frame is None else frame
 
     def read_snapshot(self, snap: Snapshot):
-        """A pinned snapshot's records: a small partition's from its files (a time-travel read
-        rebuilds state first), a large one's through Delta (file statistics skip files)."""
-        return self.read_files(snap.version) if is_small(snap.state.offset_span) else self.read(snap.version)
+        """A pinned snapshot's records from its files (:meth:`read_files`), at every size: a
+        time-travel read rebuilds the version's state to plan each scan (Delta's
+        ``PrepareDeltaScan``); Parquet's row-group statistics skip by offset instead."""
+        return self.read_files(snap.version)
 
     def size(self, version: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
         """Records and bytes (the contract's byte measure) at ``version``, of the offsets in
