@@ -273,16 +273,11 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     snap = compaction.snapshot
     state = snap.state
     measured = compaction.measure
-    config = log.spec.config
     end = measured.first_uncleanable_offset if cleanable_end is None else min(cleanable_end, measured.first_uncleanable_offset)
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
-    read = _offsets_reader(log, snap.version)
-    clean_end = min(checkpoint, end)
-    records = read(clean_end, end)
-    below = read(None, clean_end) if clean_end > measured.log_start_offset else None  # else no clean section
-    actions = compaction_actions(records, config, end, compaction.now_ms, checkpoint, measured.log_start_offset,
-                                 carried=("_file",), clean_records=below).persist()
+    actions = version_actions(log, snap.version, end, compaction.now_ms, checkpoint, measured.log_start_offset,
+                              carried=("_file",)).persist()
     try:
         is_delete = F.col("_action") == DELETE
         left_with_horizon = F.col("_action").isin(STAMP, KEEP)
@@ -300,7 +295,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
         if end < checkpoint:
             # The clock went back: tombstones in [U, C) stay clean and keep their horizons.
-            more, earliest = _horizons_between(read(end, checkpoint), end, checkpoint)
+            more, earliest = _horizons_between(_offsets_reader(log, snap.version)(end, checkpoint), end, checkpoint)
             tombstones += more
             min_horizon = earliest if min_horizon is None else min(x for x in (min_horizon, earliest) if x is not None)
         dirty_records = measured.dirty_records if end >= checkpoint else 0
@@ -341,6 +336,18 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         )
     finally:
         actions.unpersist()
+
+
+def version_actions(log: PartitionLog, version: int, cleanable_end: int, now_ms: int, checkpoint: int,
+                    log_start_offset: int, carried: tuple[str, ...] = ()):
+    """:func:`compaction_actions` over ``version``, the dirty and the clean section each read
+    from the files that may hold it (:func:`_offsets_reader`): what a run does, and what
+    ``plan`` says it would do."""
+    read = _offsets_reader(log, version)
+    clean_end = min(checkpoint, cleanable_end)
+    below = read(None, clean_end) if clean_end > log_start_offset else None  # else no clean section
+    return compaction_actions(read(clean_end, cleanable_end), log.spec.config, cleanable_end, now_ms, checkpoint,
+                              log_start_offset, carried=carried, clean_records=below)
 
 
 def _offsets_reader(log: PartitionLog, version: int):

@@ -95,10 +95,9 @@ def plan_partition(log: PartitionLog, now_ms: int, offsets: ConsumerOffsets, for
 def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPlan) -> dict[str, dict[str, int]]:
     from pyspark.sql import functions as F
 
-    # the whole version, so its files are as good as Delta's read of it, without a snapshot state
-    actions = compaction.compaction_actions(log.read_files(planned.snapshot.version), log.spec.config,
-                                            planned.measure.first_uncleanable_offset, planned.now_ms,
-                                            planned.measure.checkpoint, planned.measure.log_start_offset)
+    # read as the run reads it: the files that may hold each section, without a snapshot state
+    actions = compaction.version_actions(log, planned.snapshot.version, planned.measure.first_uncleanable_offset,
+                                         planned.now_ms, planned.measure.checkpoint, planned.measure.log_start_offset)
     rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()
     return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
 
