@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+from urllib.parse import unquote, urlparse
 
+import pyarrow.parquet as pq
 import pytest
 
 from framework import faults
@@ -140,6 +142,10 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins, monk
     # every file holds one stretch of offsets, apart from the others' (statistics skip by offset)
     ranges = _offset_ranges(spark, log)
     assert ranges and all(hi < lo for (_, hi), (lo, _) in zip(ranges, ranges[1:])), ranges
+    # and holds it in offset order, so that its row groups skip by offset too
+    for uri in log.read().inputFiles():
+        offsets = pq.read_table(unquote(urlparse(uri).path), columns=["offset"])["offset"].to_pylist()
+        assert offsets == sorted(offsets), uri
 
 
 def test_more_changes_than_a_rewrite_broadcasts_go_to_delta_s_merge(spark, twins, monkeypatch):
