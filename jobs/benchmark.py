@@ -1222,34 +1222,36 @@ def run(argv) -> int:
     results: dict[str, float] = {}
     cases, others = [], {}
     print(f"benchmark in {warehouse.root}", file=sys.stderr)
-    if "compaction" in sections:
-        for clean in (int(x) for x in args.clean.split(",")):
-            cases.append(bench_compaction(spark, warehouse, clean, args.updates, now, results))
-    if "partitions" in sections:
-        others["partitions"] = bench_partitions(
-            spark, warehouse, args.partitions, now, results, twin_kinds)
-    if "produce" in sections:
-        others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
-    if "files" in sections:
-        others["files"] = bench_files(spark, warehouse, args.calls, now, results)
-    if "metadata" in sections:
-        others["metadata"] = bench_metadata(spark, warehouse, args.runs, now, results)
-    if "checks" in sections:
-        others["checks"] = bench_checks(spark, warehouse, args.check_runs, now, results)
-    if "heap" in sections:
-        others["heap"] = bench_heap(spark, warehouse, args.heap_partitions, now, results)
-    if "lint" in sections:
-        bench_lint(results)
-    if "start" in sections:
-        others["start"] = bench_start(results)
-    summary = {"seconds": results, "ratios": _ratios(results, cases, args.partitions, args.produce),
-               "compaction": cases, **others}
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(summary, handle, indent=2)
-    if not args.warehouse:
-        shutil.rmtree(folder, ignore_errors=True)
+    try:  # a temporary warehouse goes, however the run ends (a 5M run leaves 13 GB)
+        if "compaction" in sections:
+            for clean in (int(x) for x in args.clean.split(",")):
+                cases.append(bench_compaction(spark, warehouse, clean, args.updates, now, results))
+        if "partitions" in sections:
+            others["partitions"] = bench_partitions(
+                spark, warehouse, args.partitions, now, results, twin_kinds)
+        if "produce" in sections:
+            others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
+        if "files" in sections:
+            others["files"] = bench_files(spark, warehouse, args.calls, now, results)
+        if "metadata" in sections:
+            others["metadata"] = bench_metadata(spark, warehouse, args.runs, now, results)
+        if "checks" in sections:
+            others["checks"] = bench_checks(spark, warehouse, args.check_runs, now, results)
+        if "heap" in sections:
+            others["heap"] = bench_heap(spark, warehouse, args.heap_partitions, now, results)
+        if "lint" in sections:
+            bench_lint(results)
+        if "start" in sections:
+            others["start"] = bench_start(results)
+        summary = {"seconds": results, "ratios": _ratios(results, cases, args.partitions, args.produce),
+                   "compaction": cases, **others}
+        print(json.dumps(summary, indent=2))
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(summary, handle, indent=2)
+    finally:
+        if not args.warehouse:
+            shutil.rmtree(folder, ignore_errors=True)
     exact = all(c["checks_passed"] and c["same_winners_as_naive"] for c in cases)
     failed = any(v.get("first_failed") or v.get("idle_failed") for v in others.values() if isinstance(v, dict))
     failed = failed or not others.get("files", {}).get("same_records", True)
