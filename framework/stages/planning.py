@@ -96,7 +96,7 @@ def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPl
     from pyspark.sql import functions as F
 
     # read as the run reads it: the files that may hold each section, without a snapshot state
-    actions = compaction.version_actions(log, planned.snapshot.version, planned.measure.first_uncleanable_offset,
+    actions = compaction.version_actions(log, planned.snapshot, planned.measure.first_uncleanable_offset,
                                          planned.now_ms, planned.measure.checkpoint, planned.measure.log_start_offset)
     rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()
     return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
