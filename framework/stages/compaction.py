@@ -319,9 +319,8 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         extra = dict(run_id=run_id, cleaned_up_to=end, removed=totals["removed"], stamped=totals["stamped"])
         action = None
         if changes:
-            from framework.stages import (
-                compaction_rewrite,  # which imports this module's names
-            )
+            # imported here, not at the top: compaction_rewrite imports this module's names
+            from framework.stages import compaction_rewrite
 
             source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
             merge = _merge(log, source, end, stamps=totals["stamped"] > 0)
