@@ -78,6 +78,10 @@ def lived(spark, tmp_path_factory):
     return topic
 
 
+def _not_through_delta():
+    raise AssertionError("read through Delta, not from the files the checksum lists")
+
+
 def test_every_version_read_from_its_files_is_the_version_delta_reads(spark, lived):
     versions = 0
     segments = set()
@@ -86,7 +90,8 @@ def test_every_version_read_from_its_files_is_the_version_delta_reads(spark, liv
             files = version_checksum.plain_files(log.path, version)
             assert files is not None, f"{log.name} version {version}: its checksum lists no plain files"
             segments.update(os.path.dirname(os.path.relpath(p, log.path)) for p in files.paths)
-            from_files, from_delta = version_checksum.read_plain(spark, log.path, version), log.read(version)
+            from_files = version_checksum.read_plain(spark, log.path, version, _not_through_delta)
+            from_delta = log.read(version)
             assert [(f.name, f.dataType) for f in from_files.schema] == [(f.name, f.dataType) for f in from_delta.schema]
             assert _rows(from_files) == _rows(from_delta), f"{log.name} version {version}"
             # the scoped checks' record counts come from the files' statistics
@@ -155,7 +160,7 @@ def test_a_version_with_deletion_vectors_is_read_through_delta(spark, warehouse)
     version = log.snapshot().version
     assert any(add.get("deletionVector") for add in version_checksum.live_adds(log.path, version))
     assert version_checksum.plain_files(log.path, version) is None
-    assert version_checksum.read_plain(spark, log.path, version) is None
+    assert version_checksum.read_plain(spark, log.path, version, lambda: "through Delta") == "through Delta"
     assert _rows(log.read_files(version)) == _rows(log.read(version))
     assert log.read_files(version).count() == 20
 
@@ -210,9 +215,10 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
     read = []
     plain = version_checksum.read_plain
 
-    def counted(session, path, version):
-        frame = plain(session, path, version)
-        read.append((version, frame is not None))
+    def counted(session, path, version, through_delta):
+        fell_back = []
+        frame = plain(session, path, version, lambda: fell_back.append(version) or through_delta())
+        read.append((version, not fell_back))
         return frame
 
     monkeypatch.setattr(version_checksum, "read_plain", counted)

@@ -209,8 +209,9 @@ class MaintenanceHistory:
         rebuild: the read every run with history makes to find killed runs took 1.2 s and
         five or six Spark jobs so, against 0.3 s and two (2 cores, 2026-11-27)."""
         commits = read_commits(self.spark, self.path, 1)
-        frame = version_checksum.read_plain(self.spark, self.path, commits[0].version) if commits else None
-        return self.read() if frame is None else frame
+        if not commits:
+            return self.read()
+        return version_checksum.read_plain(self.spark, self.path, commits[0].version, self.read)
 
     def recorded_versions(self) -> dict[tuple[str, int], int]:
         """Per partition, the highest table version a history row records (one Spark job)."""

@@ -222,8 +222,7 @@ class PartitionLog:
     def read_files(self, version: int):
         """All columns at ``version`` from the files its checksum lists when they are the
         version (no snapshot state to rebuild), else through Delta (:meth:`read`)."""
-        frame = version_checksum.read_plain(self.spark, self.path, version)
-        return self.read(version) if frame is None else frame
+        return version_checksum.read_plain(self.spark, self.path, version, lambda: self.read(version))
 
     def read_snapshot(self, snap: Snapshot):
         """A pinned snapshot's records from its files (:meth:`read_files`), at every size: a

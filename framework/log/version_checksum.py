@@ -165,10 +165,28 @@ def holding_offsets(files: PlainFiles, start: int | None, end: int | None) -> Pl
     return replace(files, paths=tuple(p for p, _ in kept), adds=tuple(a for _, a in kept))
 
 
-def read_plain(spark, path: str, version: int):
-    """The records of ``version`` as a read of its files (:func:`plain_files`), or None."""
-    files = plain_files(path, version)
-    return None if files is None else frame_of(spark, files)
+def offsets_reader(spark, path: str, version: int, through_delta):
+    """A reader ``(start, end) -> (records, scanned)`` of ``version``'s records that may hold
+    offsets in ``[start, end)`` (None: unbounded): the files :func:`plain_files` lists, less
+    those whose offset statistics rule the range out, as Delta's skipping would, with no
+    snapshot state to rebuild (Delta's ``PrepareDeltaScan`` does at each scan of a pinned
+    version: 0.6 to 1 s at 500k records). Else ``through_delta()``, the version read
+    through Delta, for every range. ``scanned`` is false when no file is read."""
+    listed = plain_files(path, version)
+    if listed is None:
+        whole = through_delta()
+        return lambda start, end: (whole, True)
+
+    def read(start: int | None, end: int | None):
+        files = holding_offsets(listed, start, end)
+        return frame_of(spark, files), bool(files.paths)
+
+    return read
+
+
+def read_plain(spark, path: str, version: int, through_delta):
+    """The records of ``version`` (:func:`offsets_reader`, every offset)."""
+    return offsets_reader(spark, path, version, through_delta)(None, None)[0]
 
 
 def frame_of(spark, files: PlainFiles):

@@ -279,8 +279,9 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     end = measured.first_uncleanable_offset if cleanable_end is None else min(cleanable_end, measured.first_uncleanable_offset)
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
+    read = _offsets_reader(log, snap.version)
     actions = version_actions(log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset,
-                              carried=("_file",)).persist()
+                              carried=("_file",), read=read).persist()
     try:
         is_delete = F.col("_action") == DELETE
         left_with_horizon = F.col("_action").isin(STAMP, KEEP)
@@ -298,7 +299,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
         tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
         if end < checkpoint:
             # The clock went back: tombstones in [U, C) stay clean and keep their horizons.
-            more, earliest = _horizons_between(_offsets_reader(log, snap.version)(end, checkpoint), end, checkpoint)
+            more, earliest = _horizons_between(read(end, checkpoint), end, checkpoint)
             tombstones += more
             min_horizon = earliest if min_horizon is None else min(x for x in (min_horizon, earliest) if x is not None)
         dirty_records = measured.dirty_records if end >= checkpoint else 0
@@ -343,11 +344,11 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
 
 
 def version_actions(log: PartitionLog, snapshot: Snapshot, cleanable_end: int, now_ms: int, checkpoint: int,
-                    log_start_offset: int, carried: tuple[str, ...] = ()):
+                    log_start_offset: int, carried: tuple[str, ...] = (), read=None):
     """:func:`compaction_actions` over ``version``, the dirty and the clean section each read
-    from the files that may hold it (:func:`_offsets_reader`): what a run does, and what
-    ``plan`` says it would do."""
-    read = _offsets_reader(log, snapshot.version)
+    from the files that may hold it (``read``, else :func:`_offsets_reader`'s): what a run
+    does, and what ``plan`` says it would do."""
+    read = read or _offsets_reader(log, snapshot.version)
     clean_end = min(checkpoint, cleanable_end)
     below = read(None, clean_end) if clean_end > log_start_offset else None  # else no clean section
     return compaction_actions(read(clean_end, cleanable_end), log.spec.config, cleanable_end, now_ms, checkpoint,
@@ -356,26 +357,14 @@ def version_actions(log: PartitionLog, snapshot: Snapshot, cleanable_end: int, n
 
 
 def _offsets_reader(log: PartitionLog, version: int):
-    """A reader of ``version``'s records that may hold offsets in ``[start, end)`` (None:
-    unbounded), each with its file's name (:func:`_with_file`): the files the version's
-    checksum lists, less those whose offset statistics rule the range out, as Delta's
-    skipping would (so the planner still broadcasts the dirty keys); through Delta,
-    ``PrepareDeltaScan`` rebuilds the pinned version's state to plan each scan, 0.6 to 1 s
-    at 500k records, twice a run. Else through Delta's time travel."""
-    listed = version_checksum.plain_files(log.path, version)
-    if listed is None:
-        return _through_delta(log, version)
-
-    def read(start: int | None, end: int | None):
-        files = version_checksum.holding_offsets(listed, start, end)
-        return _with_file(version_checksum.frame_of(log.spark, files), scanned=bool(files.paths))
-
-    return read
+    """:func:`version_checksum.offsets_reader` of ``version``, each record with its file's
+    name (:func:`_with_file`)."""
+    read = version_checksum.offsets_reader(log.spark, log.path, version, lambda: log.read(version))
+    return lambda start, end: _with_file(*read(start, end))
 
 
 def _through_delta(log: PartitionLog, version: int):
-    """:func:`_offsets_reader` through Delta's time travel: one frame for every range, its
-    files skipped by Delta at each scan."""
+    """:func:`_offsets_reader` through Delta's time travel (the benchmark's before)."""
     whole = _with_file(log.read(version), scanned=True)
     return lambda start, end: whole
 
