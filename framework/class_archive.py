@@ -3,7 +3,7 @@
 A ``topiclake create`` of the shipped specs loads some 17,000 classes, and a short command
 is mostly that start. A dynamic class-data-sharing archive (JDK 13+) holds such classes
 already parsed and verified; a JVM started with it maps them instead (12,000 of that
-command's; README, "Performance"). ``jobs/class_archive.py`` builds it (the set-up runs
+command's; docs/performance-log.md). ``jobs/class_archive.py`` builds it (the set-up runs
 it) by running the main job once in a JVM that writes the classes it loaded at its exit;
 :func:`java_options` gives later sessions the option that maps it.
 

@@ -159,7 +159,7 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
 #: commit to verify the version checksum it computed incrementally (its internal
 #: ``allFilesInCrc.verificationMode.forceOnNonUTC``), one more Spark job per commit. On a
 #: machine set to Europe/Berlin a produce into 30 new partitions took 14.1 s against 8.8 s
-#: with this option, and their first maintain 21.4 s against 15.9 s (README, "Performance").
+#: with this option, and their first maintain 21.4 s against 15.9 s (docs/performance-log.md).
 UTC_JVM_OPTION = "-Duser.timezone=UTC"
 
 

@@ -89,7 +89,7 @@ print("jvm", spark._jvm.java.util.TimeZone.getDefault().getID(), _delta_verifies
 def test_on_a_machine_outside_utc_the_embedded_jvm_still_keeps_utc(tmp_path):
     """A process whose machine is in Europe/Berlin (``TZ``): without the option its JVM
     takes that zone and Delta verifies every commit by rebuilding the table's state, one
-    more Spark job a commit (README, "Performance")."""
+    more Spark job a commit (docs/performance-log.md)."""
     env = {**os.environ, "TZ": "Europe/Berlin"}
     done = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)

@@ -10,7 +10,7 @@ of them, so :func:`claimed_commit` reads them there and writes the commit itself
 data files through the transaction's own ``writeFiles`` (the one Spark job a write
 needs), then one commit of those files and the SetTransaction. A 50-record append into a
 small table took 0.19 to 0.27 s so, against 0.52 to 1.08 s as a DataFrame write (2 cores,
-2026-11-26; README, "Performance", has the produce figures). Delta leaves the
+2026-11-26; docs/performance-log.md has the produce figures). Delta leaves the
 SetTransactions out of the checksum when a table sets
 ``delta.setTransactionRetentionDuration``, so topiclake's tables no longer do.
 
@@ -214,7 +214,7 @@ def replaced_commit(spark, path: str, replace) -> bool:
     when the version is not plain files its checksum lists
     (:func:`framework.log.version_checksum.rewritable`) or there is no JVM to reach: the
     caller then writes its own way. A MERGE of one row into the consumer offsets table took
-    2.4 to 3.0 s, this 0.6 to 0.8 s (README, "Performance")."""
+    2.4 to 3.0 s, this 0.6 to 0.8 s (docs/performance-log.md)."""
     from py4j.protocol import Py4JError, Py4JJavaError
 
     if jvm_of(spark) is None:

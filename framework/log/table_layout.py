@@ -69,7 +69,7 @@ def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
     # make a large compaction's MERGE mark rows instead of rewriting files (5M clean
     # records + 50k updates: 6.9 s against 18.2 s), but delta-rs 1.6.6 cannot read a
     # table with them, and CONTRACT section 11 says every Delta reader must. Opt in per
-    # table when your readers can (README, "Performance"); vacuum purges them.
+    # table when your readers can (README, "How the cost grows"); vacuum purges them.
     props = {
         "delta.deletedFileRetentionDuration": f"interval {window} milliseconds",
         "delta.logRetentionDuration": f"interval {max(window, MIN_LOG_RETENTION_MS)} milliseconds",
