@@ -93,6 +93,8 @@ def test_every_version_read_from_its_files_is_the_version_delta_reads(spark, liv
             from_files = version_checksum.read_plain(spark, log.path, version, _not_through_delta)
             from_delta = log.read(version)
             assert [(f.name, f.dataType) for f in from_files.schema] == [(f.name, f.dataType) for f in from_delta.schema]
+            # the spec's check against the tables reads the schema from the checksum too
+            assert version_checksum.schema(log.path, version) == from_delta.schema, f"{log.name} version {version}"
             assert _rows(from_files) == _rows(from_delta), f"{log.name} version {version}"
             # the scoped checks' record counts come from the files' statistics
             assert version_checksum.record_count(files) == from_delta.count(), f"{log.name} version {version}"
@@ -173,9 +175,11 @@ def test_without_a_checksum_or_with_column_mapping_the_read_goes_through_delta(s
     _produce(topic, spec, 0, 10, NOW)
     version = log.snapshot().version
     assert version_checksum.plain_files(log.path, version) is not None
+    assert version_checksum.newest_schema(spark, log.path) == log.read().schema
     os.remove(_checksum_path(log, version))
     assert version_checksum.plain_files(log.path, version) is None
     assert _rows(log.read_files(version)) == _rows(log.read(version))
+    assert version_checksum.newest_schema(spark, log.path) is None and log.schema() == log.read().schema
 
     spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ("
               "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5', 'delta.columnMapping.mode' = 'name')")

@@ -111,7 +111,6 @@ class PartitionLog:
 
     def delta_table(self):
         from delta.tables import DeltaTable
-
         return DeltaTable.forPath(self.spark, self.path)
 
     def create(self) -> bool:
@@ -146,7 +145,9 @@ class PartitionLog:
         return changed
 
     def schema(self):
-        return self.spark.read.format("delta").load(self.path).schema
+        """The table's schema: the newest version's checksum holds it, else Delta loads it."""
+        found = version_checksum.newest_schema(self.spark, self.path)
+        return found or self.spark.read.format("delta").load(self.path).schema
 
     # ---------------------------------------------------------------- history
     def commits(self, limit: int | None = None) -> list[CommitEntry]:

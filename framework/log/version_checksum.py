@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
 from framework.log import file_stats
-from framework.log.commit_log import DELTA_LOG, local_folder
+from framework.log.commit_log import DELTA_LOG, local_folder, read_commits
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.-]+")
 #: characters Spark's file sources read as a glob pattern in a path
@@ -89,6 +89,26 @@ def configuration(path: str, version: int) -> dict[str, str] | None:
     if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
         return None
     return dict(properties)
+
+
+def schema(path: str, version: int):
+    """The table's schema at ``version`` (a ``StructType``, from its metadata's
+    ``schemaString``), or None when the checksum does not hold it. Delta's answer
+    (``spark.read.load(path).schema``) loads a snapshot and analyses a plan, about 20 ms;
+    the spec's check against the tables asks for every partition on every produce and
+    maintain."""
+    from pyspark.sql.types import StructType
+
+    found = _checksum(path, version)
+    metadata = None if found is None else found[1].get("metadata")
+    text = metadata.get("schemaString") if isinstance(metadata, dict) else None
+    return StructType.fromJson(json.loads(text)) if isinstance(text, str) else None
+
+
+def newest_schema(spark, path: str):
+    """:func:`schema` at the table's newest version, or None."""
+    newest = read_commits(spark, path, 1)
+    return schema(path, newest[0].version) if newest else None
 
 
 def _in_its_partition_folder(relative: str, add: dict, columns: list[str]) -> bool:
