@@ -9,7 +9,7 @@ Two implementations must agree with the table below, whose expected values are w
 out by hand: the pure rule (``framework.cleaner.rules.header_version``) and its one Spark
 SQL expression (``framework.cleaner.spark_sql``), reached both the way the guarantee checks
 read a record's headers and the way the compaction engine ranks records
-(``compaction._rank`` under the header strategy).
+(``compaction._rank_sql`` under the header strategy).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _header_spec(name: str = "version"):
 
 
 def test_the_compaction_engine_ranks_header_versions_as_the_table_says(spark):
-    from framework.stages.compaction import _rank
+    from framework.stages.compaction import _rank_sql
 
     config = _header_spec().config
     assert config.compaction_strategy == "header"
@@ -141,7 +141,7 @@ def test_the_compaction_engine_ranks_header_versions_as_the_table_says(spark):
         [(i, None if value is None else bytearray(value)) for i, (_, value, _) in enumerate(CASES)],
         "offset bigint, _hv binary",
     )
-    rows = frame.select("offset", _rank(config).alias("r")).collect()
+    rows = frame.selectExpr("`offset`", f"{_rank_sql(config)} AS r").collect()
     got = {IDS[r["offset"]]: (r["r"]["has"], r["r"]["v"]) for r in rows}
     # missing: the record does not have the version, and ranks as version 0 below every one that has it
     wanted = {label: (expected is not None, 0 if expected is None else expected) for label, _, expected in CASES}

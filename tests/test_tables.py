@@ -375,3 +375,34 @@ def test_tables_created_side_by_side_keep_the_defaults_the_caller_set_at_run_tim
         spark.conf.unset(key)
     found = {log.partition: log.properties().get("delta.enableDeletionVectors") for log in topic.partitions()}
     assert found == {p: "true" for p in range(6)}
+
+
+def test_the_size_column_is_the_contract_s_record_size(spark, warehouse):
+    """``_size`` (``table_layout.RECORD_SIZE_SQL``, computed in Spark at every append) is
+    CONTRACT section 4's size, as the reference model counts it: UTF-8 bytes of key and
+    value, and of every header's name and value; nothing for a NULL."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from reference_model import record_size
+
+    corpus = [
+        ("k", "v", []),
+        (None, "vé", [("h", b"12")]),                       # two-byte UTF-8; a NULL key counts 0
+        ("ké€", None, [("h", None), ("hh", b"")]),          # a tombstone; a header without a value
+        (None, None, [("名前", b"\x00\x01\x02"), ("h", b"x")]),
+        ("", "", []),
+    ]
+    topic = Topic(spark, warehouse, spec(1, **{"cleanup.policy": "delete"}))
+    topic.create()
+    frame = spark.createDataFrame([(k, v, 1_700_000_000_000 + i, [(n, bytearray(h) if h is not None else None)
+                                                                  for n, h in hs], 0)
+                                   for i, (k, v, hs) in enumerate(corpus)],
+                                  "key string, value string, timestamp bigint, "
+                                  "headers array<struct<key:string,value:binary>>, partition int")
+    produce_frame(topic, frame, 1_700_000_000_000)
+    sizes = dict(topic.partition(0).read().select("offset", "_size").collect())
+    wanted = {offset: record_size(SimpleNamespace(key=k, value=v, headers=hs))
+              for offset, (k, v, hs) in enumerate(corpus)}
+    assert sizes == wanted and wanted[3] == 6 + 3 + 1 + 1

@@ -28,12 +28,8 @@ from framework.spec import TopicConfig
 DELETE = "delete"
 STAMP = "stamp"
 KEEP = "keep"
-
-
-def _ms(column):
-    from pyspark.sql import functions as F
-
-    return F.unix_millis(F.col(column))
+#: the records a run changes (SQL over its actions' ``_action``)
+CHANGED = f"_action IN ('{DELETE}', '{STAMP}')"
 
 
 def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_offset: int,
@@ -43,14 +39,12 @@ def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_
     When the newest timestamp ever appended (``max_timestamp_ms``, from the commit
     metadata) is not newer, no record is, and U is the log end offset without a scan.
     """
-    from pyspark.sql import functions as F
-
     after = cleaner.uncleanable_after_ms(now_ms, config)
     if cleaner.none_newer_than(max_timestamp_ms, after):
         return log_end_offset
     # Below 0 every timestamp is newer.
     young = records if after < 0 else records.where(spark_sql.newer_than_sql(after))
-    row = young.agg(F.min("offset").alias("u")).collect()[0]
+    row = young.selectExpr("min(`offset`) AS u").collect()[0]
     return log_end_offset if row["u"] is None else min(row["u"], log_end_offset)
 
 
@@ -64,8 +58,6 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     are scanned (Delta skips files below it by their offset stats), and U is looked for
     only when the metadata cannot rule out a record too young.
     """
-    from pyspark.sql import functions as F
-
     state = snapshot.state
     config = log.spec.config
     checkpoint = max(state.checkpoint, state.log_start_offset)
@@ -75,18 +67,15 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     records = log.read_snapshot(snapshot)
     u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset, state.max_timestamp_ms)
     head_from = max(checkpoint, u)
-    in_dirty = (F.col("offset") >= checkpoint) & (F.col("offset") < u)
-    row = (
-        records.where(F.col("offset") >= checkpoint)
-        .agg(
-            F.count(F.when(in_dirty, 1)).alias("dirty_records"),
-            F.sum(F.when(in_dirty, F.col("_size"))).alias("dirty_bytes"),
-            F.min(F.when(in_dirty, _ms("timestamp"))).alias("oldest_dirty"),
-            F.count(F.when(F.col("offset") >= head_from, 1)).alias("head_records"),
-            F.sum(F.when(F.col("offset") >= head_from, F.col("_size"))).alias("head_bytes"),
-        )
-        .collect()[0]
-    )
+    in_dirty = f"`offset` >= {int(checkpoint)} AND `offset` < {int(u)}"
+    in_head = f"`offset` >= {int(head_from)}"
+    row = records.where(f"`offset` >= {int(checkpoint)}").selectExpr(
+        f"count(CASE WHEN {in_dirty} THEN 1 END) AS dirty_records",
+        f"sum(CASE WHEN {in_dirty} THEN _size END) AS dirty_bytes",
+        f"min(CASE WHEN {in_dirty} THEN unix_millis(`timestamp`) END) AS oldest_dirty",
+        f"count(CASE WHEN {in_head} THEN 1 END) AS head_records",
+        f"sum(CASE WHEN {in_head} THEN _size END) AS head_bytes",
+    ).collect()[0]
     clean = state.clean
     return PartitionMeasure(
         log_start_offset=state.log_start_offset,
@@ -184,63 +173,51 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     "keep" (a tombstone keeping the horizon it has, listed so the run can count what is left).
     Records a run leaves alone are not listed.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    now_ts = F.timestamp_millis(F.lit(now_ms))
-    has_horizon = F.col("_delete_horizon").isNotNull()
-    rank_columns = ["timestamp"] if config.compaction_strategy == "timestamp" else []
+    rank_columns = ["`timestamp`"] if config.compaction_strategy == "timestamp" else []
     if config.compaction_strategy == "header":
-        rank_columns = [F.expr(spark_sql.last_header_sql(config.compaction_strategy_header)).alias("_hv")]
-    common = ["offset", "key", "_delete_horizon", "_size", *carried, *rank_columns]
+        rank_columns = [f"{spark_sql.last_header_sql(config.compaction_strategy_header)} AS _hv"]
+    common = ["`offset`", "key", "_delete_horizon", "_size", *(f"`{c}`" for c in carried), *rank_columns]
 
     clean_end = min(checkpoint, cleanable_end)
-    dirty = records.where((F.col("offset") >= clean_end) & (F.col("offset") < cleanable_end))
-    dirty = dirty.select(*common, F.col("value").isNull().alias("_tomb"))
+    dirty = records.where(f"`offset` >= {int(clean_end)} AND `offset` < {int(cleanable_end)}")
+    dirty = dirty.selectExpr(*common, "value IS NULL AS _tomb")
     if clean_end <= log_start_offset:
         # No record lies below the log start, so there is no clean section to look up (a
         # first run, or one after retention cut past the checkpoint): a join and a shuffle fewer.
         below = dirty
     else:
-        clean = (records if clean_records is None else clean_records).where(F.col("offset") < clean_end)
-        clean = clean.select(*common, has_horizon.alias("_tomb"))
+        clean = (records if clean_records is None else clean_records).where(f"`offset` < {int(clean_end)}")
+        clean = clean.selectExpr(*common, "_delete_horizon IS NOT NULL AS _tomb")
         if clean_end < cleanable_end:
-            dirty_keys = dirty.where(F.col("key").isNotNull()).select("key").distinct().withColumn("_dirty", F.lit(True))
-            clean = clean.join(dirty_keys, "key", "left").where(F.col("_dirty") | has_horizon).drop("_dirty")
+            dirty_keys = dirty.where("key IS NOT NULL").select("key").distinct().selectExpr("key", "true AS _dirty")
+            clean = clean.join(dirty_keys, "key", "left").where("_dirty OR _delete_horizon IS NOT NULL").drop("_dirty")
         else:
-            clean = clean.where(has_horizon)
+            clean = clean.where("_delete_horizon IS NOT NULL")
         below = dirty.unionByName(clean)
     if one_task:  # one task holds the frame, so the window over the key needs no shuffle
         below = below.coalesce(1)
-    below = below.withColumn("_best", F.max(_rank(config)).over(Window.partitionBy("key"))["offset"])
-
-    keyless = F.col("key").isNull()
-    loses = F.col("offset") != F.col("_best")
-    expired = F.col("_tomb") & has_horizon & (F.col("_delete_horizon") <= now_ts)
-    first_kept = F.col("_tomb") & ~has_horizon
-    action = (
-        F.when(keyless | loses | expired, F.lit(DELETE))
-        .when(first_kept, F.lit(STAMP))
-        .when(has_horizon, F.lit(KEEP))
-    )
-    reason = (
-        F.when(keyless, F.lit("keyless"))
-        .when(loses, F.lit("superseded"))
-        .when(expired, F.lit("tombstone_expired"))
-        .when(first_kept, F.lit("tombstone_kept"))
-        .when(has_horizon, F.lit("tombstone_waiting"))
-    )
-    horizon = F.when(first_kept, F.timestamp_millis(F.lit(cleaner.delete_horizon_ms(now_ms, config)))).otherwise(
-        F.col("_delete_horizon")
-    )
-    decided = below.select("offset", "_size", *carried, action.alias("_action"), reason.alias("_reason"),
-                           horizon.alias("_horizon"))
-    return decided.where(F.col("_action").isNotNull())
+    # SQL text, not Column trees: one call into the JVM each, where a tree is a call per node
+    # (and a finalizer's call per node again), for every partition of every run
+    below = below.selectExpr("*", f"(max({_rank_sql(config)}) OVER (PARTITION BY key)).`offset` AS _best")
+    has_horizon = "_delete_horizon IS NOT NULL"
+    keyless, loses = "key IS NULL", "`offset` != _best"
+    expired = f"(_tomb AND {has_horizon} AND _delete_horizon <= timestamp_millis({int(now_ms)}))"
+    first_kept = "(_tomb AND _delete_horizon IS NULL)"
+    action = (f"CASE WHEN {keyless} OR {loses} OR {expired} THEN '{DELETE}' WHEN {first_kept} THEN '{STAMP}' "
+              f"WHEN {has_horizon} THEN '{KEEP}' END")
+    reason = (f"CASE WHEN {keyless} THEN 'keyless' WHEN {loses} THEN 'superseded' WHEN {expired} THEN "
+              f"'tombstone_expired' WHEN {first_kept} THEN 'tombstone_kept' WHEN {has_horizon} THEN "
+              "'tombstone_waiting' END")
+    horizon = (f"CASE WHEN {first_kept} THEN timestamp_millis({int(cleaner.delete_horizon_ms(now_ms, config))}) "
+               "ELSE _delete_horizon END")
+    decided = below.selectExpr("`offset`", "_size", *(f"`{c}`" for c in carried), f"{action} AS _action",
+                               f"{reason} AS _reason", f"{horizon} AS _horizon")
+    return decided.where("_action IS NOT NULL")
 
 
-def _rank(config: TopicConfig):
+def _rank_sql(config: TopicConfig) -> str:
     """The winner rank over the compaction frame's columns (``_hv`` is the raw header)."""
-    return spark_sql.winner_rank(config, header_value="_hv")
+    return spark_sql.winner_rank_sql(config, header_value="_hv")
 
 
 @dataclass(frozen=True)
@@ -271,8 +248,6 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     ``cleanable_end`` caps U (after a roll, a retry never cleans the new active segment).
     Raises a retryable Delta conflict when another writer won; the caller re-plans.
     """
-    from pyspark.sql import functions as F
-
     snap = compaction.snapshot
     state = snap.state
     measured = compaction.measure
@@ -283,18 +258,17 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     actions = version_actions(log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset,
                               carried=("_file",), read=read).persist()
     try:
-        is_delete = F.col("_action") == DELETE
-        left_with_horizon = F.col("_action").isin(STAMP, KEEP)
-        totals = actions.agg(
-            F.count(F.when(is_delete, 1)).alias("removed"),
-            F.sum(F.when(is_delete, F.col("_size"))).alias("removed_bytes"),
-            F.count(F.when(F.col("_reason") == "superseded", 1)).alias("superseded"),
-            F.count(F.when(F.col("_reason") == "keyless", 1)).alias("keyless"),
-            F.count(F.when(F.col("_reason") == "tombstone_expired", 1)).alias("expired"),
-            F.count(F.when(F.col("_action") == STAMP, 1)).alias("stamped"),
-            F.count(F.when(left_with_horizon, 1)).alias("tombstones"),
-            F.min(F.when(left_with_horizon, F.unix_millis("_horizon"))).alias("min_horizon"),
-            F.collect_set(F.when(F.col("_action").isin(DELETE, STAMP), F.col("_file"))).alias("touched_files"),
+        is_delete, left_with_horizon = f"_action = '{DELETE}'", f"_action IN ('{STAMP}', '{KEEP}')"
+        totals = actions.selectExpr(
+            f"count(CASE WHEN {is_delete} THEN 1 END) AS removed",
+            f"sum(CASE WHEN {is_delete} THEN _size END) AS removed_bytes",
+            "count(CASE WHEN _reason = 'superseded' THEN 1 END) AS superseded",
+            "count(CASE WHEN _reason = 'keyless' THEN 1 END) AS keyless",
+            "count(CASE WHEN _reason = 'tombstone_expired' THEN 1 END) AS expired",
+            f"count(CASE WHEN _action = '{STAMP}' THEN 1 END) AS stamped",
+            f"count(CASE WHEN {left_with_horizon} THEN 1 END) AS tombstones",
+            f"min(CASE WHEN {left_with_horizon} THEN unix_millis(_horizon) END) AS min_horizon",
+            f"collect_set(CASE WHEN {CHANGED} THEN _file END) AS touched_files",
         ).collect()[0]
         tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
         if end < checkpoint:
@@ -323,7 +297,7 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             # imported here, not at the top: compaction_rewrite imports this module's names
             from framework.stages import compaction_rewrite
 
-            source = faults.inside("compact.during_commit", actions.where(F.col("_action").isin(DELETE, STAMP)))
+            source = faults.inside("compact.during_commit", actions.where(CHANGED))
             merge = _merge(log, source, end, stamps=totals["stamped"] > 0)
             if compaction_rewrite.available(log.spark, log.path, snap.version, changes):
                 def action():
@@ -374,9 +348,7 @@ def _with_file(records, scanned: bool):
     name the files it touches. A read of no listed file is no file scan (``scanned``
     false): Spark cannot resolve ``_metadata`` there, and PySpark would log its refusal as
     an ERROR with a stack trace; that read has no record to name a file for (null)."""
-    from pyspark.sql import functions as F
-
-    return records.withColumn("_file", F.col("_metadata.file_name") if scanned else F.lit(None).cast("string"))
+    return records.selectExpr("*", "_metadata.file_name AS _file" if scanned else "CAST(NULL AS STRING) AS _file")
 
 
 def _merge(log: PartitionLog, source, end: int, stamps: bool):
@@ -399,8 +371,6 @@ def _merge(log: PartitionLog, source, end: int, stamps: bool):
 
 
 def _horizons_between(records, start: int, end: int) -> tuple[int, int | None]:
-    from pyspark.sql import functions as F
-
-    waiting = (F.col("offset") >= start) & (F.col("offset") < end) & F.col("_delete_horizon").isNotNull()
-    row = records.where(waiting).agg(F.count("*").alias("n"), F.min(_ms("_delete_horizon")).alias("m")).collect()[0]
+    waiting = f"`offset` >= {int(start)} AND `offset` < {int(end)} AND _delete_horizon IS NOT NULL"
+    row = records.where(waiting).selectExpr("count(*) AS n", "min(unix_millis(_delete_horizon)) AS m").collect()[0]
     return row["n"], row["m"]

@@ -15,7 +15,7 @@ from typing import Callable
 
 from framework.log.delta_transactions import DeltaJvm
 from framework.stages import file_rewrite
-from framework.stages.compaction import DELETE, STAMP
+from framework.stages.compaction import CHANGED
 
 #: The most records a run may delete or stamp and still be written: each task of the
 #: rewrite holds them all (offset, action, horizon: about 40 bytes each, 80 MB at this
@@ -52,12 +52,12 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
     from pyspark.sql import functions as F
 
     delta = DeltaJvm(log.spark)
-    changed = actions.where(F.col("_action").isin(DELETE, STAMP)).select("offset", "_action", "_horizon")
+    changed = actions.where(CHANGED).select("offset", "_action", "_horizon")
 
     def touched(read, files) -> set:
         if planned_files and planned_files <= {file_rewrite.file_name(a["path"]) for a in files.adds}:
             return set(planned_files)
-        located = read.parquet(*files.paths).select("offset", F.col("_metadata.file_name").alias("_file"))
+        located = read.parquet(*files.paths).selectExpr("`offset`", "_metadata.file_name AS _file")
         # inside the transaction from here (the compact.during_commit fault point is in ``actions``)
         return {row["_file"] for row in located.join(F.broadcast(changed), "offset").select("_file").distinct().collect()}
 

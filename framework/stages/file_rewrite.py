@@ -81,7 +81,6 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
     written). When the version the transaction reads is not plain files, ``otherwise``
     (Delta's own command) commits instead, and its answer is returned. Run it inside
     ``delta.active()``: the commit's user metadata comes from the session."""
-    from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     spark = delta.spark
@@ -110,21 +109,19 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
     written = []
     if touched:
         rows = rewrite.annotate(read.parquet(*[p for p in files.paths if file_name(p) in touched]).select(*columns))
-        action = F.col("_action")
-        variants = (F.when(action.isNull(), F.array(F.lit(_KEPT)))
-                    .when(action == DELETE, F.array(F.lit(_DELETED)))
-                    .otherwise(F.array(F.lit(_KEPT), F.lit(_PREIMAGE), F.lit(_POSTIMAGE))))
-        if not feed:  # no change data feed on this table: only the records as kept
-            variants = F.when(action.isNull() | (action == STAMP), F.array(F.lit(_KEPT))).otherwise(F.array())
-        rows = rows.withColumn("_variant", F.explode(variants))
-        new_horizon = (action == STAMP) & F.col("_variant").isin(_KEPT, _POSTIMAGE)
-        change_type = (F.when(F.col("_variant") == _DELETED, F.lit("delete"))
-                       .when(F.col("_variant") == _PREIMAGE, F.lit("update_preimage"))
-                       .when(F.col("_variant") == _POSTIMAGE, F.lit("update_postimage")))
-        stamped = F.when(new_horizon, F.col("_horizon")).otherwise(F.col("_delete_horizon")).alias("_delete_horizon")
-        out = rows.select(
-            *[stamped if c == "_delete_horizon" else F.col(c) for c in columns],
-            *([change_type.cast("string").alias("_change_type")] if feed else []))
+        # SQL text, not Column trees: a call into the JVM each, not one per node
+        if feed:
+            variants = (f"CASE WHEN _action IS NULL THEN array({_KEPT}) WHEN _action = '{DELETE}' "
+                        f"THEN array({_DELETED}) ELSE array({_KEPT}, {_PREIMAGE}, {_POSTIMAGE}) END")
+        else:  # no change data feed on this table: only the records as kept
+            variants = f"CASE WHEN _action IS NULL OR _action = '{STAMP}' THEN array({_KEPT}) ELSE array() END"
+        rows = rows.selectExpr("*", f"explode({variants}) AS _variant")
+        new_horizon = f"_action = '{STAMP}' AND _variant IN ({_KEPT}, {_POSTIMAGE})"
+        change_type = (f"CAST(CASE WHEN _variant = {_DELETED} THEN 'delete' WHEN _variant = {_PREIMAGE} THEN "
+                       f"'update_preimage' WHEN _variant = {_POSTIMAGE} THEN 'update_postimage' END AS STRING)")
+        stamped = f"CASE WHEN {new_horizon} THEN _horizon ELSE _delete_horizon END AS _delete_horizon"
+        out = rows.selectExpr(*[stamped if c == "_delete_horizon" else f"`{c}`" for c in columns],
+                              *([f"{change_type} AS _change_type"] if feed else []))
         if sum(int(by_name[name]["size"]) for name in touched) <= ONE_TASK_BYTES:
             # one file per segment, in offset order, so file statistics keep skipping by offset
             # coalesced, not shuffled: the read, the join and the write are one stage (a first
