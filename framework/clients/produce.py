@@ -250,10 +250,10 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
             for g in mine:
                 bases[g["_spark_partition"]] = before
                 before += g["n"]
-            base = F.element_at(F.create_map(*[F.lit(x) for pair in bases.items() for x in pair]),
-                                F.col("_spark_partition"))
-            records = partitioned.where(F.col("_partition") == partition).select(
-                "key", "value", "timestamp", "headers", (base + F.col("_index")).cast("long").alias("_seq"))
+            # SQL text, not Column trees: one call into the JVM, not one per literal
+            base = f"element_at(map({', '.join(f'{int(k)}, {int(v)}' for k, v in bases.items())}), _spark_partition)"
+            records = partitioned.where(f"_partition = {int(partition)}").selectExpr(
+                "key", "value", "`timestamp`", "headers", f"CAST({base} + _index AS BIGINT) AS _seq")
             appended = AppendedRecords(before, sum(g["bytes"] for g in mine), min(g["oldest"] for g in mine))
             batches[partition] = (records, appended, max(g["newest"] for g in mine))
         topic.ensure()

@@ -61,7 +61,7 @@ from framework.log.log_state import (
     oldest_timestamp,
     to_metadata,
 )
-from framework.log.table_layout import RECORD_COLUMNS, desired_properties, record_size_column, table_schema
+from framework.log.table_layout import RECORD_COLUMNS, RECORD_SIZE_SQL, desired_properties, table_schema
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import TopicSpec
 
@@ -111,6 +111,7 @@ class PartitionLog:
 
     def delta_table(self):
         from delta.tables import DeltaTable
+
         return DeltaTable.forPath(self.spark, self.path)
 
     def create(self) -> bool:
@@ -184,13 +185,8 @@ class PartitionLog:
         return found
 
     def _state_from_data(self, version: int) -> LogState:
-        from pyspark.sql import functions as F
-
-        row = (
-            self.read(version)
-            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.max("_segment").alias("seg"))
-            .collect()[0]
-        )
+        row = self.read(version).selectExpr("min(`offset`) AS lo", "max(`offset`) AS hi", "max(_segment) AS seg"
+                                            ).collect()[0]
         if row["hi"] is None:
             raise ConcurrentWriteError(
                 f"{self.name}: the Delta log no longer holds topiclake's offset bookkeeping and the "
@@ -234,14 +230,12 @@ class PartitionLog:
     def size(self, version: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
         """Records and bytes (the contract's byte measure) at ``version``, of the offsets in
         ``[start, end)`` (the whole log by default): one aggregate pass."""
-        from pyspark.sql import functions as F
-
         records = self.read(version)
         if start is not None:
-            records = records.where(F.col("offset") >= start)
+            records = records.where(f"`offset` >= {int(start)}")
         if end is not None:
-            records = records.where(F.col("offset") < end)
-        row = records.agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()[0]
+            records = records.where(f"`offset` < {int(end)}")
+        row = records.selectExpr("count(*) AS n", "sum(_size) AS b").collect()[0]
         return row["n"], row["b"] or 0
 
     def records(self, version: int | None = None, as_of: str | None = None):
@@ -258,16 +252,14 @@ class PartitionLog:
         that planning can measure them without a scan; ``max_timestamp_ms`` is their newest
         timestamp (None if not known), for the state.
         """
-        from pyspark.sql import functions as F
-
         count = appended.records
         if count == 0:
             return AppendResult(self.partition, self.snapshot().state.log_end_offset, 0, None)
 
         def plan(snap: Snapshot):
             base = snap.state.log_end_offset
-            frame = records.select((F.lit(base) + F.col("_seq")).cast("long").alias("offset"),
-                                   "timestamp", "key", "value", "headers")
+            frame = records.selectExpr(f"CAST({int(base)} + _seq AS BIGINT) AS `offset`", "`timestamp`", "key", "value",
+                                       "headers")
             fields = {"base_offset": base, "count": count, "bytes": appended.bytes,
                       "batch_min_timestamp_ms": appended.min_timestamp_ms}
             after = snap.state.with_appended(count, max_timestamp_ms, appended.min_timestamp_ms)
@@ -312,8 +304,6 @@ class PartitionLog:
         writers can never both write from the same base: the later one either conflicts (and
         plans again from the new snapshot) or finds the claim taken and writes nothing.
         """
-        from pyspark.sql import functions as F
-
         producer_id = uuid.uuid4().hex
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             snap = self.snapshot()
@@ -321,9 +311,8 @@ class PartitionLog:
             if planned is None:
                 return AppendResult(self.partition, snap.state.log_end_offset, 0, None)
             base, frame, after, fields = planned
-            frame = frame.withColumn("_size", record_size_column())
-            frame = frame.withColumn("_delete_horizon", F.lit(None).cast("timestamp"))
-            frame = frame.withColumn("_segment", F.lit(snap.state.active_segment).cast("long"))
+            frame = frame.selectExpr("*", f"{RECORD_SIZE_SQL} AS _size", "CAST(NULL AS TIMESTAMP) AS _delete_horizon",
+                                     f"CAST({int(snap.state.active_segment)} AS BIGINT) AS _segment")
             # One file per batch of up to RECORDS_PER_APPEND_FILE: Spark would otherwise write a
             # file per input partition, however few records each holds.
             frame = frame.coalesce(max(1, -(-count // RECORDS_PER_APPEND_FILE)))

@@ -21,21 +21,13 @@ from framework.log.small_partitions import small_partition_settings
 from framework.stages import file_rewrite, retention_rewrite
 
 
-def _ms(column: str):
-    from pyspark.sql import functions as F
-
-    return F.unix_millis(F.col(column))
-
-
-def _boundary(records, keep, start: int, end: int, log_end_offset: int) -> tuple[int, bool]:
-    """Where a rule cuts: the first offset of a record it keeps (``keep``), bounded by ``end``
-    (the log end offset when it keeps none), and whether any record lies in [start, that
-    boundary): a rule with no record below its boundary changes nothing. One aggregate pass."""
-    from pyspark.sql import functions as F
-
-    offset = F.col("offset")
-    row = records.agg(F.min(F.when(keep, offset)).alias("kept"),
-                      F.min(F.when(offset >= start, offset)).alias("first")).collect()[0]
+def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> tuple[int, bool]:
+    """Where a rule cuts: the first offset of a record it keeps (``keep``, SQL), bounded by
+    ``end`` (the log end offset when it keeps none), and whether any record lies in [start,
+    that boundary): a rule with no record below its boundary changes nothing. One aggregate
+    pass. (SQL text, not Column trees, here and below: one call into the JVM each.)"""
+    row = records.selectExpr(f"min(CASE WHEN ({keep}) THEN `offset` END) AS kept",
+                             f"min(CASE WHEN `offset` >= {int(start)} THEN `offset` END) AS first").collect()[0]
     boundary = min(end, log_end_offset if row["kept"] is None else row["kept"])
     return boundary, row["first"] is not None and row["first"] < boundary
 
@@ -64,9 +56,6 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     retention reads no record when the state's oldest-timestamp bound shows every record
     young enough to keep.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     snap = snapshot or log.snapshot()
     state = snap.state
     config = log.spec.config
@@ -81,25 +70,26 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     # At or after keep_since is newer than keep_since - 1: U's predicate (data skipping included).
     keeps_all = rules.keep_since_ms is None or cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1)
     if not keeps_all:
-        young = F.expr(spark_sql.newer_than_sql(rules.keep_since_ms - 1)) if rules.keep_since_ms > 0 else F.lit(True)
+        young = spark_sql.newer_than_sql(rules.keep_since_ms - 1) if rules.keep_since_ms > 0 else "true"
         boundary, moved = _boundary(records, young, start, end, state.log_end_offset)
         if moved:
             start = boundaries["time"] = boundary
 
     if rules.max_bytes is not None:
-        rest = records.where(F.col("offset") >= start)
-        total = rest.agg(F.sum("_size").alias("b")).collect()[0]["b"] or 0
+        rest = records.where(f"`offset` >= {int(start)}")
+        total = rest.selectExpr("sum(_size) AS b").collect()[0]["b"] or 0
         if total > rules.max_bytes:
             # bytes from each record to the end; the first record whose suffix fits is kept
-            suffix = F.sum("_size").over(Window.orderBy(F.col("offset").desc()).rowsBetween(Window.unboundedPreceding, 0))
-            fits = F.col("_suffix") <= rules.max_bytes
-            boundary, moved = _boundary(rest.withColumn("_suffix", suffix), fits, start, end, state.log_end_offset)
+            suffix = "sum(_size) OVER (ORDER BY `offset` DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+            boundary, moved = _boundary(rest.selectExpr("*", f"{suffix} AS _suffix"),
+                                        f"_suffix <= {int(rules.max_bytes)}", start, end, state.log_end_offset)
             if moved:
                 start = boundaries["size"] = boundary
 
     if rules.smallest_committed_offset is not None:
-        keep = (F.col("offset") >= rules.smallest_committed_offset) | (_ms("timestamp") >= rules.consumed_keep_since_ms)
-        boundary, moved = _boundary(records, keep & (F.col("offset") >= start), start, end, state.log_end_offset)
+        keep = (f"(`offset` >= {int(rules.smallest_committed_offset)} OR unix_millis(`timestamp`) >= "
+                f"{int(rules.consumed_keep_since_ms)}) AND `offset` >= {int(start)}")
+        boundary, moved = _boundary(records, keep, start, end, state.log_end_offset)
         if moved:
             start = boundaries["consumed"] = boundary
     return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
@@ -124,22 +114,20 @@ class RetentionResult:
 def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_id: str,
          move_start_without_records: bool = False) -> tuple[int | None, LogState, int, int]:
     """Remove every record below ``new_start`` and move the log start there, in one commit."""
-    from pyspark.sql import functions as F
-
     state = snap.state
     records = log.read_snapshot(snap)
     checkpoint = max(state.checkpoint, state.log_start_offset)
-    below, kept = F.col("offset") < new_start, F.col("offset") >= new_start
-    in_clean = below & (F.col("offset") < checkpoint)
+    below, kept = f"`offset` < {int(new_start)}", f"`offset` >= {int(new_start)}"
+    in_clean = f"{below} AND `offset` < {int(checkpoint)}"
     # One pass over the whole log: what goes, and the oldest timestamp of what stays (the
     # state's lower bound, exact again after the cut).
-    row = records.agg(
-        F.count(F.when(below, 1)).alias("n"),
-        F.sum(F.when(below, F.col("_size"))).alias("b"),
-        F.count(F.when(in_clean, 1)).alias("clean_n"),
-        F.sum(F.when(in_clean, F.col("_size"))).alias("clean_b"),
-        F.count(F.when(in_clean & F.col("_delete_horizon").isNotNull(), 1)).alias("clean_t"),
-        F.min(F.when(kept, F.unix_millis("timestamp"))).alias("oldest_kept"),
+    row = records.selectExpr(
+        f"count(CASE WHEN {below} THEN 1 END) AS n",
+        f"sum(CASE WHEN {below} THEN _size END) AS b",
+        f"count(CASE WHEN {in_clean} THEN 1 END) AS clean_n",
+        f"sum(CASE WHEN {in_clean} THEN _size END) AS clean_b",
+        f"count(CASE WHEN {in_clean} AND _delete_horizon IS NOT NULL THEN 1 END) AS clean_t",
+        f"min(CASE WHEN {kept} THEN unix_millis(`timestamp`) END) AS oldest_kept",
     ).collect()[0]
     if row["n"] == 0 and not move_start_without_records:
         return None, state, 0, 0
@@ -147,9 +135,9 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     if new_start >= checkpoint:
         clean = CleanSection(epoch=state.clean.epoch + 1)
     else:
-        remaining = records.where((F.col("offset") >= new_start) & (F.col("offset") < checkpoint)
-                                  & F.col("_delete_horizon").isNotNull())
-        horizon = remaining.agg(F.min(F.unix_millis("_delete_horizon")).alias("m")).collect()[0]["m"]
+        remaining = records.where(f"`offset` >= {int(new_start)} AND `offset` < {int(checkpoint)} "
+                                  "AND _delete_horizon IS NOT NULL")
+        horizon = remaining.selectExpr("min(unix_millis(_delete_horizon)) AS m").collect()[0]["m"]
         clean = CleanSection(
             epoch=state.clean.epoch + 1,
             records=state.clean.records - row["clean_n"],

@@ -48,16 +48,14 @@ def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Call
     (nothing is written). When this Delta has no such operation, or the version the
     transaction reads is not plain files, ``delete`` (Delta's DELETE) commits instead, and
     its answer is returned. The commit's user metadata comes from the session."""
-    from pyspark.sql import functions as F
-
     delta = DeltaJvm(log.spark)
 
     def touched(read, files) -> set:
         return {file_rewrite.file_name(add["path"]) for add in files.adds if may_hold_below(add, new_start)}
 
     def annotate(rows):
-        return (rows.withColumn("_action", F.when(F.col("offset") < new_start, F.lit(DELETE)))
-                .withColumn("_horizon", F.lit(None).cast("timestamp")))
+        return rows.selectExpr("*", f"CASE WHEN `offset` < {int(new_start)} THEN '{DELETE}' END AS _action",
+                               "CAST(NULL AS TIMESTAMP) AS _horizon")
 
     def metrics(written: list, removes: list) -> dict:
         done = file_rewrite.written_summary(written, removes)
