@@ -783,7 +783,7 @@ def test_consumed_retention_blocked_then_unblocked(worker_session, tmp_path):
     ])
 
 
-# Regressions for a bug the generator found (framework/stages/compaction.py, _rank): decimal
+# Regressions for a bug the generator found (framework/stages/compaction.py, the winner rank): decimal
 # header text was matched with the Java regex ^-?[0-9]+$, whose $ also matches before a
 # final line terminator, and then cast to BIGINT, which trims; so "7\n" read as 7.
 
