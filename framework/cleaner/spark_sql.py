@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from framework.spec import TopicConfig
 
-__all__ = ["header_version", "header_version_sql", "last_header_sql", "newer_than_sql", "sql_string", "winner_rank",
-           "winner_rank_sql"]
+__all__ = ["header_version", "header_version_sql", "last_header_sql", "newer_than_sql", "sql_string", "winner_rank_sql"]
 
 #: Spark's largest TIMESTAMP, in epoch milliseconds (9999-12-31T23:59:59.999).
 _MAX_TIMESTAMP_MS = 253402300799999
@@ -67,10 +66,3 @@ def winner_rank_sql(config: TopicConfig, header_value: str | None = None) -> str
         version = header_version_sql(header_value or last_header_sql(config.compaction_strategy_header))
         return f"named_struct('has', ({version}) IS NOT NULL, 'v', coalesce({version}, 0L), 'offset', `offset`)"
     raise ValueError(f"unknown compaction.strategy {strategy!r}")
-
-
-def winner_rank(config: TopicConfig, header_value: str | None = None):
-    """:func:`winner_rank_sql` as a column."""
-    from pyspark.sql import functions as F
-
-    return F.expr(winner_rank_sql(config, header_value))

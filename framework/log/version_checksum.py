@@ -71,6 +71,13 @@ def _adds(checksum: dict) -> list[dict] | None:
     return adds
 
 
+def _metadata(path: str, version: int) -> dict | None:
+    """The table's metadata action at ``version``, as its checksum holds it, or None."""
+    found = _checksum(path, version)
+    metadata = None if found is None else found[1].get("metadata")
+    return metadata if isinstance(metadata, dict) else None
+
+
 def live_adds(path: str, version: int) -> list[dict] | None:
     """The ``add`` actions of the files live at ``version`` (dicts as in the Delta log), or
     None when the checksum does not list them."""
@@ -83,9 +90,8 @@ def configuration(path: str, version: int) -> dict[str, str] | None:
     when the checksum does not hold them. ``SHOW TBLPROPERTIES`` answers the same through
     a Spark command, about 15 ms a partition; vacuum compares them with the spec's on every
     run of every partition."""
-    found = _checksum(path, version)
-    metadata = None if found is None else found[1].get("metadata")
-    properties = metadata.get("configuration", {}) if isinstance(metadata, dict) else None
+    metadata = _metadata(path, version)
+    properties = metadata.get("configuration", {}) if metadata is not None else None
     if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
         return None
     return dict(properties)
@@ -99,9 +105,8 @@ def schema(path: str, version: int):
     maintain."""
     from pyspark.sql.types import StructType
 
-    found = _checksum(path, version)
-    metadata = None if found is None else found[1].get("metadata")
-    text = metadata.get("schemaString") if isinstance(metadata, dict) else None
+    metadata = _metadata(path, version)
+    text = metadata.get("schemaString") if metadata is not None else None
     return StructType.fromJson(json.loads(text)) if isinstance(text, str) else None
 
 
