@@ -53,7 +53,8 @@
    order. ``--twins`` runs only the named kinds (``measure``, ``debugging``, ...).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
-   (twice each, alternating; the faster kept, and the first produce reported too). Then
+   (twice each, alternating; the faster kept, and the first produce reported too), and
+   against produce holding the frame in Spark's cache compressed (as before). Then
    the same records into a topic of 12 partitions, Kafka's partitioner run on Arrow
    batches (as shipped) against once per record in a Python UDF with a window numbering
    each partition (as before), A B B A; both must put the same keys at the same offsets.
@@ -695,16 +696,22 @@ def bench_produce(spark, warehouse, count: int, now: int, results: dict) -> dict
                                          _value(F.col("id")).alias("value"), (F.lit(now) + F.col("id")).alias("timestamp"))
 
     produced, bare = f"produce {count} records (DataFrame)", "bare Delta append of the same frame"
+    compressed = f"{produced}, held frame compressed (as before)"
     for attempt in range(2):
         topic = Topic(spark, warehouse, _spec(f"ingress{attempt}", 1))
         topic.ensure()
         _timed(f"{produced}, try {attempt + 1}", results, lambda: produce_frame(topic, frame(), now))
         path = os.path.join(warehouse.root, f"bare-append-{attempt}")
         _timed(f"{bare}, try {attempt + 1}", results, lambda: frame().write.format("delta").save(path))
-    for label in (produced, bare):
+        twin = Topic(spark, warehouse, _spec(f"ingress-compressed{attempt}", 1))
+        twin.ensure()
+        with _held_frame_compressed():
+            _timed(f"{compressed}, try {attempt + 1}", results, lambda: produce_frame(twin, frame(), now))
+    for label in (produced, bare, compressed):
         results[label] = min(results[f"{label}, try {n}"] for n in (1, 2))
-    written = [Topic(spark, warehouse, _spec(f"ingress{n}", 1)).partition(0).read().count() for n in range(2)]
-    if written != [count, count]:
+    written = [Topic(spark, warehouse, _spec(f"ingress{twin}{n}", 1)).partition(0).read().count()
+               for twin in ("", "-compressed") for n in range(2)]
+    if written != [count] * 4:
         raise AssertionError(f"produce wrote {written} records, not {count} each time")
     # Into a topic of several partitions: Kafka's partitioner on Arrow batches and the records
     # numbered where they are (as shipped) against a Python call per record and a window over
@@ -742,6 +749,16 @@ def _placed(topic):
 
     return reduce(lambda a, b: a.unionByName(b), (
         log.read().select(F.lit(p).alias("partition"), "offset", "key") for p, log in enumerate(topic.partitions())))
+
+
+@contextlib.contextmanager
+def _held_frame_compressed():
+    """Hold the produced frame in Spark's cache compressed, as produce_frame did before
+    2026-11-29 (``HELD_FRAME_SETTINGS`` empty: the session's own setting)."""
+    from framework.clients import produce
+
+    with mock.patch.dict(produce.HELD_FRAME_SETTINGS, clear=True):
+        yield
 
 
 @contextlib.contextmanager
@@ -1156,6 +1173,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["produce, records per s, first in the process"] = round(
             produce_count / results[f"produce {produce_count} records (DataFrame), try 1"])
         ratios["produce / bare Delta append"] = round(produced / results["bare Delta append of the same frame"], 2)
+        ratios["produce, held frame uncompressed / compressed (as before)"] = round(
+            produced / results[f"produce {produce_count} records (DataFrame), held frame compressed (as before)"], 2)
         spread = f"produce {produce_count} records (DataFrame) into {MANY_PARTITIONS} partitions"
         ratios[f"produce into {MANY_PARTITIONS} partitions, records per s"] = round(
             produce_count / results[f"{spread}, vectorised partitioner"])

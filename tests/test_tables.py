@@ -312,6 +312,30 @@ def test_produce_frame_partitions_like_kafka_and_checks_in_spark(spark, warehous
     assert sum(log.snapshot().state.log_end_offset for log in topic.partitions()) == 4
 
 
+def test_produce_frame_holds_its_frame_uncompressed_and_leaves_the_session_s_setting(spark, warehouse):
+    # produce_frame persists the frame with Spark's columnar cache uncompressed (a setting
+    # Spark takes at persist time); the session's own setting, set or not, is left as it was,
+    # also when the checks refuse the frame.
+    from framework.clients.produce import HELD_FRAME_SETTINGS
+
+    [(name, held)] = HELD_FRAME_SETTINGS.items()
+    assert (name, held) == ("spark.sql.inMemoryColumnarStorage.compressed", "false")
+    topic = Topic(spark, warehouse, spec(2))
+    good = spark.createDataFrame([("a", "1", 0), ("b", "2", 0)], "key string, value string, timestamp long")
+    bad = spark.createDataFrame([(None, "1", 0)], "key string, value string, timestamp long")
+    for own in (None, "true"):
+        if own is not None:
+            spark.conf.set(name, own)
+        try:
+            produce_frame(topic, good, 0)
+            with pytest.raises(RecordError):
+                produce_frame(topic, bad, 0)
+            assert spark.conf.get(name, None) == own
+        finally:
+            spark.conf.unset(name)
+    assert sum(log.snapshot().state.log_end_offset for log in topic.partitions()) == 4
+
+
 def test_produce_frame_keeps_the_frames_order_in_every_partition(spark, warehouse):
     # Many Spark partitions, and Arrow batches smaller than them (the partitioner and the
     # numbering carry on from batch to batch), binary keys, some records with an explicit

@@ -13,6 +13,7 @@ from framework.clients.partitioner import default_partitions
 from framework.clients.records import ProducerRecord, assign_partitions
 from framework.errors import ArgumentError, PolicyViolationError, Problem, RecordError
 from framework.local_rows import local_frame
+from framework.log.delta_commits import session_confs
 from framework.log.log_state import AppendedRecords
 from framework.log.partition_log import AppendResult
 from framework.log.small_partitions import small_partition_settings
@@ -99,6 +100,13 @@ def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
                 lambda _session, batch: topic.partition(batch[0]).append(*batch[1]),
                 APPEND_THREADS, name="append", own_sessions=False)
 
+
+#: Spark's columnar cache compresses what it holds. A produced frame is held only from its
+#: checks to its append, and compressing it costs more than it saves: 1M records of
+#: 200-byte values produced in 0.81 x the time (4.7 s against 5.8 s, A B B A in one
+#: process), 5M in 0.98 x (2 cores, 2026-11-29). Spark takes the setting as the frame is
+#: persisted, so it is set only for that call.
+HELD_FRAME_SETTINGS = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 
 #: Bits of ``monotonically_increasing_id`` that hold a row's index in its Spark partition.
 _INDEX_BITS = 33
@@ -208,7 +216,8 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
         headers.cast(HEADERS_TYPE).alias("headers"),
         *([F.col("partition").cast("int").alias("_given")] if given else []),
     )
-    partitioned = _partitioned(shaped, spec.partitions, given)
+    with session_confs(topic.spark, HELD_FRAME_SETTINGS):
+        partitioned = _partitioned(shaped, spec.partitions, given)
     try:
         # One job over the persisted frame: the checks and, per Spark partition and Kafka
         # partition, what the appends need (record counts number the offsets).
