@@ -20,11 +20,15 @@ MAX_COMMIT_ATTEMPTS = 20
 def session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
     """Set Spark session confs for the block, then restore them (DML has no writer options).
 
-    Not thread-safe within one session: give each thread its own ``spark.newSession()``.
+    Only confs that differ are set (and put back), so a block inside another, or two
+    threads that share a session and ask for the same value, never take it for the
+    session's own and leave it. Still not thread-safe within one session for different
+    values: give each thread its own ``spark.newSession()``.
     """
     previous = {key: spark.conf.get(key, None) for key in confs}
-    for key, value in confs.items():
-        spark.conf.set(key, value)
+    previous = {key: value for key, value in previous.items() if value != confs[key]}
+    for key in previous:
+        spark.conf.set(key, confs[key])
     try:
         yield
     finally:

@@ -45,11 +45,9 @@ def is_small(records: int) -> bool:
 
 def small_partition_settings(spark, records: int) -> ContextManager[None]:
     """Run the block's queries on ``spark`` with :data:`SMALL_PARTITION_SETTINGS` when
-    ``records`` is small; the session's settings come back after it. Only settings that
-    differ are set (and put back), so a block inside another, or two produce calls from
-    threads that share a session, never take these settings for the session's own and
-    leave them."""
+    ``records`` is small; the session's settings come back after it (``session_confs`` sets
+    only those that differ, so a block inside another, or two produce calls from threads
+    that share a session, never take these settings for the session's own and leave them)."""
     if not is_small(records):
         return contextlib.nullcontext()
-    return session_confs(spark, {key: value for key, value in SMALL_PARTITION_SETTINGS.items()
-                                 if spark.conf.get(key, None) != value})
+    return session_confs(spark, SMALL_PARTITION_SETTINGS)
