@@ -709,8 +709,8 @@ def bench_produce(spark, warehouse, count: int, now: int, results: dict) -> dict
             _timed(f"{compressed}, try {attempt + 1}", results, lambda: produce_frame(twin, frame(), now))
     for label in (produced, bare, compressed):
         results[label] = min(results[f"{label}, try {n}"] for n in (1, 2))
-    written = [Topic(spark, warehouse, _spec(f"ingress{twin}{n}", 1)).partition(0).read().count()
-               for twin in ("", "-compressed") for n in range(2)]
+    written = [Topic(spark, warehouse, _spec(f"ingress{side}{n}", 1)).partition(0).read().count()
+               for side in ("", "-compressed") for n in range(2)]
     if written != [count] * 4:
         raise AssertionError(f"produce wrote {written} records, not {count} each time")
     # Into a topic of several partitions: Kafka's partitioner on Arrow batches and the records

@@ -103,9 +103,9 @@ def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
 
 #: Spark's columnar cache compresses what it holds. A produced frame is held only from its
 #: checks to its append, and compressing it costs more than it saves: 1M records of
-#: 200-byte values produced in 0.81 x the time (4.7 s against 5.8 s, A B B A in one
-#: process), 5M in 0.98 x (2 cores, 2026-11-29). Spark takes the setting as the frame is
-#: persisted, so it is set only for that call.
+#: 200-byte values produced in 0.76 x the time (4.75 s against 6.23 s, ``jobs/benchmark.py
+#: --only produce``), 5M in 0.98 x (2 cores, 2026-11-29). Spark takes the setting as the
+#: frame is persisted, so it is set only for that call.
 HELD_FRAME_SETTINGS = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 
 #: Bits of ``monotonically_increasing_id`` that hold a row's index in its Spark partition.
