@@ -22,7 +22,7 @@ import os
 import shutil
 from pathlib import Path
 
-from framework import jvm_options, user_cache
+from framework import jvm_options, local_file_system, user_cache
 
 #: Set to a path to use that archive, or to ``off`` for none.
 ARCHIVE_ENV = "TOPICLAKE_CLASS_ARCHIVE"
@@ -61,8 +61,10 @@ def _key() -> list:
     import pyspark
 
     home = _pyspark_home()
-    # the JVM refuses an archive whose class path jars changed (a reinstall at the same path): a new key
-    return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java()]
+    # the JVM refuses an archive whose class path jars changed (a reinstall at the same path),
+    # or whose class path is not the start of its own (the local file system's jar comes first): a new key
+    return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java(),
+            local_file_system.class_path_entry()]
 
 
 def archive_path() -> Path:

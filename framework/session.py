@@ -16,7 +16,7 @@ import sys
 import tempfile
 from typing import Iterator, Mapping
 
-from framework import class_archive, engine_jars, jvm_options
+from framework import class_archive, engine_jars, jvm_options, local_file_system
 from framework.errors import EngineNotInstalledError
 
 #: Settings for the embedded session, sized for a small (2-core) machine.
@@ -51,7 +51,8 @@ LOCAL_CONF: Mapping[str, str] = {
     # data file and every Delta log file): without Hadoop's native library each file it
     # creates or renames costs forked chmod and readlink processes, and the side files
     # double them (a bookkeeping commit: 20 forks with them, 8 without). Delta's own
-    # version checksums (_delta_log/<version>.crc) are not these and stay.
+    # version checksums (_delta_log/<version>.crc) are not these and stay. Where javac can
+    # build them, framework/local_file_system.py's classes take these places: no forks.
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
@@ -133,6 +134,8 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     if metastore is not None:
         settings.update(hive_metastore_conf(metastore))
     settings.update(conf or {})
+    # Hadoop's file: without a forked chmod or readlink per file (framework/local_file_system.py)
+    settings.update(local_file_system.session_settings(settings, conf or {}))
     # HotSpot maps the classes a set-up run archived instead of loading them (framework/class_archive.py);
     # the JVM keeps UTC, as the session's SQL does (in_utc)
     options = class_archive.java_options(settings["spark.driver.extraJavaOptions"])

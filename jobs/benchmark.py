@@ -86,6 +86,9 @@
 9. ``start``: ``topiclake create`` of the shipped specs in new processes, A B C C B A twice:
    as shipped (the jars Ivy resolved handed to Spark by path, HotSpot's class archive
    mapped), without the archive, and with neither (as before).
+10. ``file_system``: the ``partitions`` section (``--twins none``, ``--file-system-partitions``
+   partitions) in new processes, A B B A: the embedded session's local file system as
+   shipped (no forked chmod or readlink) against Hadoop's raw local one (as before).
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -113,7 +116,8 @@ from framework.cli.main import guarded  # noqa: E402
 from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
-SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "heap", "lint", "start")
+SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "heap", "lint", "start",
+            "file_system")
 
 
 def _timed(label, results, action):
@@ -1115,6 +1119,54 @@ def bench_start(results: dict, rounds: int = 2) -> dict:
     return {"class_archive": archived, "runs": spent, "same_tables_every_way": len(created) == 1 and -1 not in created}
 
 
+FILE_SYSTEM_SIDES = ("topiclake's local file system", "Hadoop's (as before)")
+
+
+def bench_file_system(results: dict, partitions: int) -> dict:
+    """The ``partitions`` section (``--twins none``) in new processes, A B B A: the embedded
+    session's local file system as shipped (framework/local_file_system.py: no forked chmod
+    or readlink) against Hadoop's raw local one (as before, ``TOPICLAKE_LOCAL_FS=hadoop``).
+    Each figure is the mean of its side's two runs; the process is new, so its JVM's file
+    system class is the side's."""
+    from framework import local_file_system
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs: dict[str, list[dict]] = {side: [] for side in FILE_SYSTEM_SIDES}
+    exact = True
+    for side in (*FILE_SYSTEM_SIDES, *reversed(FILE_SYSTEM_SIDES)):
+        with tempfile.TemporaryDirectory(prefix="topiclake-file-system-") as scratch:
+            env = dict(os.environ)
+            env.pop(local_file_system.LOCAL_FS_ENV, None)
+            if side == FILE_SYSTEM_SIDES[1]:
+                env[local_file_system.LOCAL_FS_ENV] = "hadoop"
+            out = os.path.join(scratch, "out.json")
+            done = subprocess.run([sys.executable, os.path.join(repo, "jobs", "benchmark.py"), "--only", "partitions",
+                                   "--twins", "none", "--partitions", str(partitions), "--json", out],
+                                  cwd=repo, env=env, capture_output=True, text=True)
+            if done.returncode != 0 or not os.path.isfile(out):
+                print(done.stderr[-3000:], file=sys.stderr)
+                exact = False
+                continue
+            with open(out) as handle:
+                runs[side].append(json.load(handle)["seconds"])
+        print(f"  partitions section, {side:<32} {sum(runs[side][-1].values()) if runs[side] else -1:8.2f} s",
+              file=sys.stderr, flush=True)
+    labels = [label for label in (runs[FILE_SYSTEM_SIDES[0]] or [{}])[0] if not label.startswith("warm-up")]
+    for label in labels:
+        for side in FILE_SYSTEM_SIDES:
+            times = [run[label] for run in runs[side] if label in run]
+            if times:
+                results[f"{label}, {side}"] = round(statistics.mean(times), 3)
+    return {"partitions": partitions, "labels": labels, "runs_completed": {s: len(r) for s, r in runs.items()},
+            "first_failed": not exact or any(len(r) != 2 for r in runs.values())}
+
+
+def _file_system_ratios(results: dict, labels: list[str]) -> dict:
+    ours, hadoops = FILE_SYSTEM_SIDES
+    return {f"{label}, {ours} / {hadoops}": round(results[f"{label}, {ours}"] / results[f"{label}, {hadoops}"], 2)
+            for label in labels if f"{label}, {ours}" in results and f"{label}, {hadoops}" in results}
+
+
 def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: int) -> dict:
     ratios = {}
     for case in cases:
@@ -1220,6 +1272,8 @@ def run(argv) -> int:
     parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
+    parser.add_argument("--file-system-partitions", type=int, default=40,
+                        help="partitions of the file_system section's runs of the partitions section")
     parser.add_argument("--twins", help="the partitions section's twin kinds to run, comma-separated, or none (default: all)")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
@@ -1262,8 +1316,12 @@ def run(argv) -> int:
             bench_lint(results)
         if "start" in sections:
             others["start"] = bench_start(results)
-        summary = {"seconds": results, "ratios": _ratios(results, cases, args.partitions, args.produce),
-                   "compaction": cases, **others}
+        if "file_system" in sections:
+            others["file_system"] = bench_file_system(results, args.file_system_partitions)
+        ratios = _ratios(results, cases, args.partitions, args.produce)
+        if "file_system" in others:
+            ratios.update(_file_system_ratios(results, others["file_system"]["labels"]))
+        summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:
             with open(args.json, "w") as handle:

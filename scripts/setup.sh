@@ -5,13 +5,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 
-# Spark 4 needs Java 17 or newer.
+# Spark 4 needs Java 17 or newer (the JDK: javac builds the local file system's classes).
 java_major() { java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print v[1]}'; }
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
-  echo "setup: installing a Java 17 runtime (Spark 4 needs Java >= 17)"
+  echo "setup: installing Java 17 (Spark 4 needs Java >= 17)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  $SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+elif ! command -v javac >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+  # javac compiles the embedded session's local file system (framework/local_file_system.py);
+  # without it topiclake runs on Hadoop's own, which forks a process per file it writes
+  echo "setup: installing the Java 17 compiler"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null || echo "setup: going on without javac"
 fi
 
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
