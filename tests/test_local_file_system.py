@@ -28,7 +28,7 @@ def _path(spark, path) -> object:
 
 
 def test_the_session_s_file_system_is_ours_where_it_writes_and_where_delta_commits(spark):
-    assert local_file_system.class_path_entry() is not None, "javac could not build the classes (the set-up installs it)"
+    assert local_file_system.class_path_entry() is not None, "javac could not build the classes (set-up installs it)"
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     uri = getattr(jvm, "java.net.URI")("file:///")
