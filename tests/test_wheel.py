@@ -35,7 +35,9 @@ def test_the_wheel_is_pure_python_and_carries_its_data(built_wheel):
     assert built_wheel.name == "topiclake-0.1.0-py3-none-any.whl"
     names = set(zipfile.ZipFile(built_wheel).namelist())
     assert {"framework/spec/topic-spec.schema.json", "framework/report/templates/partition.html",
-            "framework/report/templates/report.css", "framework/cli/__main__.py"} <= names
+            "framework/report/templates/report.css", "framework/cli/__main__.py",
+            "framework/java/topiclake/hadoop/NioRawLocalFileSystem.java",
+            "framework/java/topiclake/hadoop/NioRawLocalFs.java"} <= names
     assert not any(name.startswith(("tests/", "jobs/")) for name in names)
 
 
