@@ -62,9 +62,10 @@ def _key() -> list:
 
     home = _pyspark_home()
     # the JVM refuses an archive whose class path jars changed (a reinstall at the same path),
-    # or whose class path is not the start of its own (the local file system's jar comes first): a new key
+    # or whose class path is not the start of its own (the local file system's jar comes
+    # first; a session builds it before it asks for the archive, and so does the archive's build): a new key
     return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java(),
-            local_file_system.class_path_entry()]
+            local_file_system.class_path_entry(build_missing=False)]
 
 
 def archive_path() -> Path:

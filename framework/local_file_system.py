@@ -86,7 +86,8 @@ def build(jar: Path) -> bool:
             classes = Path(scratch) / "classes"
             done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", str(hadoop), "-d", str(classes),
                                    *map(str, _sources())], capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
+            compiled = [classes / path.relative_to(SOURCES).with_suffix(".class") for path in _sources()]
+            if done.returncode != 0 or not all(path.is_file() for path in compiled):
                 return False
             partial = jar.with_name(f".{jar.name}.{os.getpid()}.partial")
             with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -98,13 +99,13 @@ def build(jar: Path) -> bool:
         return False
 
 
-def class_path_entry() -> str | None:
-    """The jar the embedded session puts on its class path (built here when missing), or None
-    when it keeps Hadoop's own local file system."""
+def class_path_entry(build_missing: bool = True) -> str | None:
+    """The jar the embedded session puts on its class path (built here when missing, unless
+    ``build_missing`` is False), or None when it keeps Hadoop's own local file system."""
     if os.environ.get(LOCAL_FS_ENV) == "hadoop":
         return None
     jar = jar_path()
-    if jar is None or not (jar.is_file() or build(jar)):
+    if jar is None or not (jar.is_file() or (build_missing and build(jar))):
         return None
     return str(jar)
 
