@@ -86,8 +86,7 @@ def build(jar: Path) -> bool:
             classes = Path(scratch) / "classes"
             done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", str(hadoop), "-d", str(classes),
                                    *map(str, _sources())], capture_output=True, text=True, timeout=300)
-            compiled = [classes / path.relative_to(SOURCES).with_suffix(".class") for path in _sources()]
-            if done.returncode != 0 or not all(path.is_file() for path in compiled):
+            if done.returncode != 0:
                 return False
             partial = jar.with_name(f".{jar.name}.{os.getpid()}.partial")
             with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -99,15 +98,29 @@ def build(jar: Path) -> bool:
         return False
 
 
+def _holds_every_class(jar: Path) -> bool:
+    """Whether ``jar`` is a readable jar with every class compiled from the sources: a session
+    named classes that are not on its class path would not start at all."""
+    wanted = {path.relative_to(SOURCES).with_suffix(".class").as_posix() for path in _sources()}
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            return wanted <= set(archive.namelist()) and archive.testzip() is None
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def class_path_entry(build_missing: bool = True) -> str | None:
-    """The jar the embedded session puts on its class path (built here when missing, unless
-    ``build_missing`` is False), or None when it keeps Hadoop's own local file system."""
+    """The jar the embedded session puts on its class path (built here when missing or
+    unreadable, unless ``build_missing`` is False), or None when it keeps Hadoop's own local
+    file system."""
     if os.environ.get(LOCAL_FS_ENV) == "hadoop":
         return None
     jar = jar_path()
-    if jar is None or not (jar.is_file() or (build_missing and build(jar))):
+    if jar is None:
         return None
-    return str(jar)
+    if jar.is_file() and _holds_every_class(jar):
+        return str(jar)
+    return str(jar) if build_missing and build(jar) and _holds_every_class(jar) else None
 
 
 def session_settings(settings: Mapping[str, str], chosen: Mapping[str, str]) -> dict[str, str]:

@@ -98,8 +98,13 @@ def test_a_session_keeps_hadoop_s_where_asked_or_where_the_classes_cannot_be_bui
     assert local_file_system.session_settings({}, {"spark.hadoop.fs.file.impl": "x.Mine"}) == {}
     monkeypatch.setenv(local_file_system.LOCAL_FS_ENV, "hadoop")
     assert local_file_system.session_settings({}, {}) == {}
-    # no JDK: nothing to build with, so Hadoop's
     monkeypatch.delenv(local_file_system.LOCAL_FS_ENV)
+    # a jar that is not one (a disk that filled up, a hand that wrote it) is built again
+    local_file_system.jar_path().write_bytes(b"not a jar")
+    assert local_file_system.session_settings({}, {})[local_file_system.CLASS_PATH_SETTING] == built[
+        local_file_system.CLASS_PATH_SETTING]
+    assert local_file_system.jar_path().stat().st_size > len(b"not a jar")
+    # no JDK: nothing to build with, so Hadoop's
     monkeypatch.setenv("TOPICLAKE_CACHE", str(tmp_path / "another-cache"))
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
