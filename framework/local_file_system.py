@@ -52,7 +52,10 @@ def _sources() -> list[Path]:
 
 def _hadoop_api_jar() -> Path | None:
     """The Hadoop client API jar of the pyspark installation, which the classes compile against."""
-    import pyspark
+    try:
+        import pyspark
+    except ImportError:  # topiclake's core alone (a git hook's install): no session to give it to
+        return None
 
     found = sorted((Path(pyspark.__file__).resolve().parent / "jars").glob("hadoop-client-api-*.jar"))
     return found[-1] if found else None
