@@ -7,18 +7,22 @@ PYTHON=${PYTHON:-python3.11}
 
 # Spark 4 needs Java 17 or newer (the JDK: javac builds the local file system's classes).
 java_major() { java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print v[1]}'; }
+# javac compiles the embedded session's local file system (framework/local_file_system.py);
+# without it topiclake runs on Hadoop's own, which forks a process per file it writes, so
+# a missing compiler is installed when it can be, and its absence is no failure.
+jdk="" runtime_missing=""
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
-  echo "setup: installing Java 17 (Spark 4 needs Java >= 17)"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+  jdk="Java 17 (Spark 4 needs Java >= 17)" runtime_missing=1
 elif ! command -v javac >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
-  # javac compiles the embedded session's local file system (framework/local_file_system.py);
-  # without it topiclake runs on Hadoop's own, which forks a process per file it writes
-  echo "setup: installing the Java 17 compiler"
+  jdk="the Java 17 compiler"
+fi
+if [ -n "$jdk" ]; then
+  echo "setup: installing $jdk"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null || echo "setup: going on without javac"
+  if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }; then
+    [ -z "$runtime_missing" ] || exit 1
+    echo "setup: going on without javac"
+  fi
 fi
 
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
