@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
-from framework import jvm_options, local_file_system, user_cache
+from framework import jdk, jvm_options, local_file_system, user_cache
 
 #: Set to a path to use that archive, or to ``off`` for none.
 ARCHIVE_ENV = "TOPICLAKE_CLASS_ARCHIVE"
@@ -31,9 +30,9 @@ ARCHIVE_ENV = "TOPICLAKE_CLASS_ARCHIVE"
 _SHARING_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+def _java_runtime() -> str:
+    """The Java runtime the session starts (its real path: an archive is one runtime's)."""
+    java = jdk.tool("java")
     return os.path.realpath(java) if java else ""
 
 
@@ -64,7 +63,7 @@ def _key() -> list:
     # the JVM refuses an archive whose class path jars changed (a reinstall at the same path),
     # or whose class path is not the start of its own (the local file system's jar comes
     # first; a session builds it before it asks for the archive, and so does the archive's build): a new key
-    return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java(),
+    return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java_runtime(),
             local_file_system.class_path_entry(build_missing=False)]
 
 

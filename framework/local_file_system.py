@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Mapping
 
-from framework import user_cache
+from framework import jdk, user_cache
 
 #: ``hadoop`` keeps Hadoop's own local file system.
 LOCAL_FS_ENV = "TOPICLAKE_LOCAL_FS"
@@ -71,16 +70,10 @@ def jar_path() -> Path | None:
     return user_cache.keyed("local-fs", [hadoop.name, digest], ".jar")
 
 
-def _javac() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    candidate = os.path.join(home, "bin", "javac") if home else None
-    return candidate if candidate and os.path.isfile(candidate) else shutil.which("javac")
-
-
 def build(jar: Path) -> bool:
     """Compile the classes into ``jar`` (whole or not at all, as several processes may start at
     once); False when they cannot be (no JDK, no Hadoop jar, a folder that cannot be written)."""
-    javac, hadoop = _javac(), _hadoop_api_jar()
+    javac, hadoop = jdk.tool("javac"), _hadoop_api_jar()
     if javac is None or hadoop is None:
         return False
     try:

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from framework import jdk
 from tests.support.child_jvm import QUICK_JIT_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,11 +89,6 @@ def _random_cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not cid.startswith("-"):
             return cid
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home) / "bin" / "java") if home else "java"
 
 
 def _text(data: bytes | None) -> str | None:
@@ -169,7 +165,7 @@ class KafkaBroker:
         log4j.write_text(_LOG4J2_PROPERTIES)
         classpath = f"{self.lib}/*"  # java expands the wildcard itself (no shell involved)
         jvm = [
-            _java(),
+            jdk.tool("java") or "java",
             f"-Dlog4j2.configurationFile={log4j}",
             # Modest on a 2-core machine shared with Spark: one GC thread, and the quick JIT
             # only (the broker serves a few thousand records in a test, not a benchmark).
