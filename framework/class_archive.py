@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from framework import jdk, jvm_options, local_file_system, user_cache
+from framework import jdk, jvm_options, local_file_system, user_cache, yarn_defaults
 
 #: Set to a path to use that archive, or to ``off`` for none.
 ARCHIVE_ENV = "TOPICLAKE_CLASS_ARCHIVE"
@@ -61,10 +61,12 @@ def _key() -> list:
 
     home = _pyspark_home()
     # the JVM refuses an archive whose class path jars changed (a reinstall at the same path),
-    # or whose class path is not the start of its own (the local file system's jar comes
-    # first; a session builds it before it asks for the archive, and so does the archive's build): a new key
+    # or whose class path is not the start of its own (the local file system's jar and the one
+    # without YARN's defaults come first; a session builds them before it asks for the archive,
+    # and so does the archive's build): a new key
     return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java_runtime(),
-            local_file_system.class_path_entry(build_missing=False)]
+            local_file_system.class_path_entry(build_missing=False),
+            yarn_defaults.class_path_entry(build_missing=False)]
 
 
 def archive_path() -> Path:

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from typing import Iterator, Mapping
 
-from framework import class_archive, engine_jars, jvm_options, local_file_system
+from framework import class_archive, engine_jars, jvm_options, local_file_system, yarn_defaults
 from framework.errors import EngineNotInstalledError
 
 #: Settings for the embedded session, sized for a small (2-core) machine.
@@ -136,11 +136,14 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     settings.update(conf or {})
     # Hadoop's file: without a forked chmod or readlink per file (framework/local_file_system.py)
     settings.update(local_file_system.session_settings(settings, conf or {}))
+    master = os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]")
+    # a Hadoop configuration without YARN's 545 defaults, copied at every job (framework/yarn_defaults.py)
+    settings.update(yarn_defaults.session_settings(settings, master))
     # HotSpot maps the classes a set-up run archived instead of loading them (framework/class_archive.py);
     # the JVM keeps UTC, as the session's SQL does (in_utc)
     options = class_archive.java_options(settings["spark.driver.extraJavaOptions"])
     settings["spark.driver.extraJavaOptions"] = in_utc(options)
-    builder = SparkSession.builder.master(os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]"))
+    builder = SparkSession.builder.master(master)
     builder = builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

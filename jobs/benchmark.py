@@ -89,6 +89,8 @@
 10. ``file_system``: the ``partitions`` section (``--twins none``, ``--file-system-partitions``
    partitions) in new processes, A B B A: the embedded session's local file system as
    shipped (no forked chmod or readlink) against Hadoop's raw local one (as before).
+11. ``yarn_defaults``: the same, the embedded session's Hadoop configuration without YARN's
+   defaults (as shipped) against with them (as before, ``TOPICLAKE_YARN_DEFAULTS=keep``).
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -112,12 +114,13 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from framework import local_file_system, yarn_defaults  # noqa: E402
 from framework.cli.main import guarded  # noqa: E402
 from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "heap", "lint", "start",
-            "file_system")
+            "file_system", "yarn_defaults")
 
 
 def _timed(label, results, action):
@@ -1119,26 +1122,39 @@ def bench_start(results: dict, rounds: int = 2) -> dict:
     return {"class_archive": archived, "runs": spent, "same_tables_every_way": len(created) == 1 and -1 not in created}
 
 
-FILE_SYSTEM_SIDES = ("topiclake's local file system", "Hadoop's (as before)")
+@dataclass(frozen=True)
+class SessionSwitch:
+    """A setting of the embedded session chosen by an environment variable, which the
+    ``partitions`` section measures both ways in new processes: A as shipped, B with
+    ``env`` set to ``value`` (as before)."""
+
+    sides: tuple[str, str]
+    env: str
+    value: str
 
 
-def bench_file_system(results: dict, partitions: int) -> dict:
+#: The sections that measure a session switch, by name.
+SESSION_SWITCHES = {
+    "file_system": SessionSwitch(("topiclake's local file system", "Hadoop's (as before)"),
+                                 local_file_system.LOCAL_FS_ENV, "hadoop"),
+    "yarn_defaults": SessionSwitch(("without YARN's defaults", "with YARN's defaults (as before)"),
+                                   yarn_defaults.YARN_DEFAULTS_ENV, "keep"),
+}
+
+
+def bench_session_switch(results: dict, partitions: int, switch: SessionSwitch) -> dict:
     """The ``partitions`` section (``--twins none``) in new processes, A B B A: the embedded
-    session's local file system as shipped (framework/local_file_system.py: no forked chmod
-    or readlink) against Hadoop's raw local one (as before, ``TOPICLAKE_LOCAL_FS=hadoop``).
-    Each figure is the mean of its side's two runs; the process is new, so its JVM's file
-    system class is the side's."""
-    from framework import local_file_system
-
+    session as shipped against with ``switch`` set the other way (as before). Each figure is
+    the mean of its side's two runs; the process is new, so its JVM's settings are the side's."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    runs: dict[str, list[dict]] = {side: [] for side in FILE_SYSTEM_SIDES}
+    runs: dict[str, list[dict]] = {side: [] for side in switch.sides}
     exact = True
-    for side in (*FILE_SYSTEM_SIDES, *reversed(FILE_SYSTEM_SIDES)):
-        with tempfile.TemporaryDirectory(prefix="topiclake-file-system-") as scratch:
-            env = dict(os.environ)
-            env.pop(local_file_system.LOCAL_FS_ENV, None)
-            if side == FILE_SYSTEM_SIDES[1]:
-                env[local_file_system.LOCAL_FS_ENV] = "hadoop"
+    for side in (*switch.sides, *reversed(switch.sides)):
+        with tempfile.TemporaryDirectory(prefix="topiclake-session-switch-") as scratch:
+            env = {name: value for name, value in os.environ.items()
+                   if name not in {s.env for s in SESSION_SWITCHES.values()}}
+            if side == switch.sides[1]:
+                env[switch.env] = switch.value
             out = os.path.join(scratch, "out.json")
             done = subprocess.run([sys.executable, os.path.join(repo, "jobs", "benchmark.py"), "--only", "partitions",
                                    "--twins", "none", "--partitions", str(partitions), "--json", out],
@@ -1151,9 +1167,9 @@ def bench_file_system(results: dict, partitions: int) -> dict:
                 runs[side].append(json.load(handle)["seconds"])
         print(f"  partitions section, {side:<32} {sum(runs[side][-1].values()) if runs[side] else -1:8.2f} s",
               file=sys.stderr, flush=True)
-    labels = [label for label in (runs[FILE_SYSTEM_SIDES[0]] or [{}])[0] if not label.startswith("warm-up")]
+    labels = [label for label in (runs[switch.sides[0]] or [{}])[0] if not label.startswith("warm-up")]
     for label in labels:
-        for side in FILE_SYSTEM_SIDES:
+        for side in switch.sides:
             times = [run[label] for run in runs[side] if label in run]
             if times:
                 results[f"{label}, {side}"] = round(statistics.mean(times), 3)
@@ -1161,10 +1177,10 @@ def bench_file_system(results: dict, partitions: int) -> dict:
             "first_failed": not exact or any(len(r) != 2 for r in runs.values())}
 
 
-def _file_system_ratios(results: dict, labels: list[str]) -> dict:
-    ours, hadoops = FILE_SYSTEM_SIDES
-    return {f"{label}, {ours} / {hadoops}": round(results[f"{label}, {ours}"] / results[f"{label}, {hadoops}"], 2)
-            for label in labels if f"{label}, {ours}" in results and f"{label}, {hadoops}" in results}
+def _switch_ratios(results: dict, labels: list[str], switch: SessionSwitch) -> dict:
+    shipped, before = switch.sides
+    return {f"{label}, {shipped} / {before}": round(results[f"{label}, {shipped}"] / results[f"{label}, {before}"], 2)
+            for label in labels if f"{label}, {shipped}" in results and f"{label}, {before}" in results}
 
 
 def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: int) -> dict:
@@ -1273,7 +1289,7 @@ def run(argv) -> int:
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
-                        help="partitions of the file_system section's runs of the partitions section")
+                        help="partitions of the file_system and yarn_defaults sections' runs of the partitions section")
     parser.add_argument("--twins", help="the partitions section's twin kinds to run, comma-separated, or none (default: all)")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
@@ -1316,11 +1332,13 @@ def run(argv) -> int:
             bench_lint(results)
         if "start" in sections:
             others["start"] = bench_start(results)
-        if "file_system" in sections:
-            others["file_system"] = bench_file_system(results, args.file_system_partitions)
+        for name, switch in SESSION_SWITCHES.items():
+            if name in sections:
+                others[name] = bench_session_switch(results, args.file_system_partitions, switch)
         ratios = _ratios(results, cases, args.partitions, args.produce)
-        if "file_system" in others:
-            ratios.update(_file_system_ratios(results, others["file_system"]["labels"]))
+        for name, switch in SESSION_SWITCHES.items():
+            if name in others:
+                ratios.update(_switch_ratios(results, others[name]["labels"], switch))
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:

@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from framework import class_archive, local_file_system  # noqa: E402
+from framework import class_archive, local_file_system, yarn_defaults  # noqa: E402
 
 SAMPLE_RECORDS = "200"
 
@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--if-missing", action="store_true", help="do nothing when the archive exists")
     args = parser.parse_args(argv)
-    # the session's class path, and so the archive's name, has the local file system's jar once it is built
+    # the session's class path, and so the archive's name, has these jars once they are built
     local_file_system.class_path_entry()
+    yarn_defaults.class_path_entry()
     path = class_archive.archive_path()
     if args.if_missing and path.is_file():
         if not class_archive.made_for(path).is_file():
