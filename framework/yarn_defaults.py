@@ -6,9 +6,9 @@ Parquet load it), ``mapred-default.xml`` and ``yarn-default.xml``. YARN's are 54
 embedded session's 1,078 properties, and a local session never talks to YARN. Spark and
 Delta copy the session's configuration for each table access and serialize it into every
 write task and Parquet scan (each property with its source, compressed one by one), so the
-size is paid at every Spark job and Delta commit: a first maintain of 40 small partitions
-took 10.9 s without them against 13.8 s with them, a produce into them 4.6 against 5.5 s
-(the same process, A B B A; docs/performance-log.md).
+size is paid at every Spark job and Delta commit: a first maintain of 100 small
+partitions took 36.3 s without them against 42.3 s with them, a produce into them 20.7
+against 22.0 s (``jobs/benchmark.py --only yarn_defaults``; docs/performance-log.md).
 
 The embedded session's class path therefore holds, before Spark's jars, a small jar with an
 empty ``yarn-default.xml``, which Hadoop finds first and loads instead of YARN's. It is built
