@@ -77,19 +77,19 @@ def build(jar: Path) -> bool:
     if javac is None or hadoop is None:
         return False
     try:
-        jar.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="topiclake-local-fs-") as scratch:
             classes = Path(scratch) / "classes"
             done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", str(hadoop), "-d", str(classes),
                                    *map(str, _sources())], capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 return False
-            partial = jar.with_name(f".{jar.name}.{os.getpid()}.partial")
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-                for path in sorted(classes.rglob("*.class")):
-                    archive.write(path, path.relative_to(classes).as_posix())
-            os.replace(partial, jar)
-        return True
+
+            def fill(partial: Path) -> None:
+                with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+                    for path in sorted(classes.rglob("*.class")):
+                        archive.write(path, path.relative_to(classes).as_posix())
+
+            return user_cache.replace_whole(jar, fill)
     except (OSError, subprocess.SubprocessError):
         return False
 

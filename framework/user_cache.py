@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 #: Overrides the folder (default ``$XDG_CACHE_HOME/topiclake``, else ``~/.cache/topiclake``).
 CACHE_ENV = "TOPICLAKE_CACHE"
@@ -27,13 +28,21 @@ def keyed(name: str, key: list, suffix: str) -> Path:
     return folder() / f"{name}-{digest}{suffix}"
 
 
-def write_whole(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all (a reader, in another process too, never sees half
-    of it); where the folder cannot be written, write nothing."""
+def replace_whole(path: Path, fill: Callable[[Path], object]) -> bool:
+    """Make ``path`` whole or not at all: ``fill`` writes a partial file beside it, which then
+    takes its place (a reader, in another process too, never sees half of it). False where
+    the folder cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        partial.write_text(text, encoding="utf-8")
+        fill(partial)
         os.replace(partial, path)
+        return True
     except OSError:
-        pass
+        return False
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (:func:`replace_whole`); where the folder cannot be
+    written, write nothing."""
+    replace_whole(path, lambda partial: partial.write_text(text, encoding="utf-8"))

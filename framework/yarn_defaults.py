@@ -53,15 +53,11 @@ def _holds_empty_defaults(jar: Path) -> bool:
 
 def _build(jar: Path) -> bool:
     """Write the jar whole or not at all (several processes may start at once)."""
-    try:
-        jar.parent.mkdir(parents=True, exist_ok=True)
-        partial = jar.with_name(f".{jar.name}.{os.getpid()}.partial")
+    def fill(partial: Path) -> None:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             archive.writestr(RESOURCE, EMPTY_DEFAULTS)
-        os.replace(partial, jar)
-        return True
-    except OSError:
-        return False
+
+    return user_cache.replace_whole(jar, fill)
 
 
 def class_path_entry(build_missing: bool = True) -> str | None:
