@@ -31,7 +31,7 @@ import zipfile
 from pathlib import Path
 from typing import Mapping
 
-from framework import jdk, user_cache
+from framework import jdk, jvm_options, user_cache
 
 #: ``hadoop`` keeps Hadoop's own local file system.
 LOCAL_FS_ENV = "TOPICLAKE_LOCAL_FS"
@@ -42,9 +42,6 @@ HADOOP_SETTINGS = {
     "spark.hadoop.fs.file.impl": "topiclake.hadoop.NioRawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "topiclake.hadoop.NioRawLocalFs",
 }
-CLASS_PATH_SETTING = "spark.driver.extraClassPath"
-
-
 def _sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.java"))
 
@@ -129,5 +126,4 @@ def session_settings(settings: Mapping[str, str], chosen: Mapping[str, str]) -> 
     jar = class_path_entry()
     if jar is None:
         return {}
-    class_path = settings.get(CLASS_PATH_SETTING)
-    return {**HADOOP_SETTINGS, CLASS_PATH_SETTING: f"{class_path}{os.pathsep}{jar}" if class_path else jar}
+    return {**HADOOP_SETTINGS, **jvm_options.with_class_path_entry(settings, jar)}

@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Mapping
 
-from framework import user_cache
+from framework import jvm_options, user_cache
 
 #: ``keep`` keeps YARN's defaults in the embedded session's Hadoop configuration.
 YARN_DEFAULTS_ENV = "TOPICLAKE_YARN_DEFAULTS"
@@ -35,9 +35,6 @@ RESOURCE = "yarn-default.xml"
 EMPTY_DEFAULTS = ('<?xml version="1.0"?>\n'
                   "<!-- topiclake's embedded session: YARN's defaults left out (framework/yarn_defaults.py) -->\n"
                   "<configuration/>\n")
-CLASS_PATH_SETTING = "spark.driver.extraClassPath"
-
-
 def jar_path() -> Path:
     digest = hashlib.sha256(EMPTY_DEFAULTS.encode()).hexdigest()
     return user_cache.keyed("yarn-defaults", [digest], ".jar")
@@ -80,5 +77,4 @@ def session_settings(settings: Mapping[str, str], master: str) -> dict[str, str]
     jar = class_path_entry()
     if jar is None:
         return {}
-    class_path = settings.get(CLASS_PATH_SETTING)
-    return {CLASS_PATH_SETTING: f"{class_path}{os.pathsep}{jar}" if class_path else jar}
+    return jvm_options.with_class_path_entry(settings, jar)

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from framework import local_file_system
+from framework import jvm_options, local_file_system
 
 
 def _file_systems(spark):
@@ -89,11 +89,11 @@ def test_link_status_is_hadoop_s_for_files_folders_links_and_missing_paths(spark
 def test_a_session_keeps_hadoop_s_where_asked_or_where_the_classes_cannot_be_built(tmp_path, monkeypatch):
     monkeypatch.setenv("TOPICLAKE_CACHE", str(tmp_path / "cache"))
     built = local_file_system.session_settings({}, {})
-    assert built[local_file_system.CLASS_PATH_SETTING] == str(local_file_system.jar_path())
+    assert built[jvm_options.DRIVER_CLASS_PATH] == str(local_file_system.jar_path())
     assert {k: built[k] for k in local_file_system.HADOOP_SETTINGS} == local_file_system.HADOOP_SETTINGS
     # the session's own class path entries come first
-    merged = local_file_system.session_settings({local_file_system.CLASS_PATH_SETTING: "/opt/mine.jar"}, {})
-    assert merged[local_file_system.CLASS_PATH_SETTING] == f"/opt/mine.jar{os.pathsep}{local_file_system.jar_path()}"
+    merged = local_file_system.session_settings({jvm_options.DRIVER_CLASS_PATH: "/opt/mine.jar"}, {})
+    assert merged[jvm_options.DRIVER_CLASS_PATH] == f"/opt/mine.jar{os.pathsep}{local_file_system.jar_path()}"
     # the caller names a file: file system of its own
     assert local_file_system.session_settings({}, {"spark.hadoop.fs.file.impl": "x.Mine"}) == {}
     monkeypatch.setenv(local_file_system.LOCAL_FS_ENV, "hadoop")
@@ -101,8 +101,8 @@ def test_a_session_keeps_hadoop_s_where_asked_or_where_the_classes_cannot_be_bui
     monkeypatch.delenv(local_file_system.LOCAL_FS_ENV)
     # a jar that is not one (a disk that filled up, a hand that wrote it) is built again
     local_file_system.jar_path().write_bytes(b"not a jar")
-    assert local_file_system.session_settings({}, {})[local_file_system.CLASS_PATH_SETTING] == built[
-        local_file_system.CLASS_PATH_SETTING]
+    assert local_file_system.session_settings({}, {})[jvm_options.DRIVER_CLASS_PATH] == built[
+        jvm_options.DRIVER_CLASS_PATH]
     assert local_file_system.jar_path().stat().st_size > len(b"not a jar")
     # no JDK: nothing to build with, so Hadoop's
     monkeypatch.setenv("TOPICLAKE_CACHE", str(tmp_path / "another-cache"))

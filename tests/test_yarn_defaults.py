@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import zipfile
 
-from framework import yarn_defaults
+from framework import jvm_options, yarn_defaults
 
 
 def test_the_session_s_hadoop_configuration_has_no_yarn_defaults_and_every_other_default(spark):
@@ -41,13 +41,13 @@ def test_a_session_keeps_yarn_s_defaults_where_asked_or_with_a_master_that_is_no
     monkeypatch.delenv(yarn_defaults.YARN_DEFAULTS_ENV, raising=False)
     built = yarn_defaults.session_settings({}, "local[*]")
     jar = yarn_defaults.jar_path()
-    assert built == {yarn_defaults.CLASS_PATH_SETTING: str(jar)}
+    assert built == {jvm_options.DRIVER_CLASS_PATH: str(jar)}
     with zipfile.ZipFile(jar) as archive:
         assert archive.namelist() == [yarn_defaults.RESOURCE]
         assert b"<property>" not in archive.read(yarn_defaults.RESOURCE)
     # the caller's own class path entries come first (a yarn-default.xml of theirs wins)
-    merged = yarn_defaults.session_settings({yarn_defaults.CLASS_PATH_SETTING: "/opt/mine.jar"}, "local[2]")
-    assert merged[yarn_defaults.CLASS_PATH_SETTING] == f"/opt/mine.jar{os.pathsep}{jar}"
+    merged = yarn_defaults.session_settings({jvm_options.DRIVER_CLASS_PATH: "/opt/mine.jar"}, "local[2]")
+    assert merged[jvm_options.DRIVER_CLASS_PATH] == f"/opt/mine.jar{os.pathsep}{jar}"
     # a YARN (or any other) master: its client needs YARN's defaults
     for master in ("yarn", "spark://127.0.0.1:7077", "k8s://https://127.0.0.1:6443"):
         assert yarn_defaults.session_settings({}, master) == {}
