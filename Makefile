@@ -34,7 +34,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
 # Every named fault point and two random moments, each a real process SIGKILLed (about
-# 10 minutes; `make test` runs seven steps of this matrix).
+# 9 minutes; `make test` runs ten steps of this matrix).
 test-crashes: setup
 	TOPICLAKE_CRASH_MATRIX=all $(PY) -m pytest -q -s tests/test_crashes.py
 
