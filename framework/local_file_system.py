@@ -42,6 +42,8 @@ HADOOP_SETTINGS = {
     "spark.hadoop.fs.file.impl": "topiclake.hadoop.NioRawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "topiclake.hadoop.NioRawLocalFs",
 }
+
+
 def _sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.java"))
 

@@ -35,6 +35,8 @@ RESOURCE = "yarn-default.xml"
 EMPTY_DEFAULTS = ('<?xml version="1.0"?>\n'
                   "<!-- topiclake's embedded session: YARN's defaults left out (framework/yarn_defaults.py) -->\n"
                   "<configuration/>\n")
+
+
 def jar_path() -> Path:
     digest = hashlib.sha256(EMPTY_DEFAULTS.encode()).hexdigest()
     return user_cache.keyed("yarn-defaults", [digest], ".jar")
