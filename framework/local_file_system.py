@@ -113,9 +113,7 @@ def class_path_entry(build_missing: bool = True) -> str | None:
     jar = jar_path()
     if jar is None:
         return None
-    if jar.is_file() and _holds_every_class(jar):
-        return str(jar)
-    return str(jar) if build_missing and build(jar) and _holds_every_class(jar) else None
+    return user_cache.ensured(jar, _holds_every_class, build, build_missing)
 
 
 def session_settings(settings: Mapping[str, str], chosen: Mapping[str, str]) -> dict[str, str]:

@@ -46,3 +46,12 @@ def write_whole(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all (:func:`replace_whole`); where the folder cannot be
     written, write nothing."""
     replace_whole(path, lambda partial: partial.write_text(text, encoding="utf-8"))
+
+
+def ensured(path: Path, whole: Callable[[Path], bool], make: Callable[[Path], bool], make_missing: bool = True
+            ) -> str | None:
+    """``path`` when it holds what ``whole`` checks for, else made again by ``make`` (unless
+    ``make_missing`` is False: then None), and None when that fails."""
+    if path.is_file() and whole(path):
+        return str(path)
+    return str(path) if make_missing and make(path) and whole(path) else None

@@ -64,10 +64,7 @@ def class_path_entry(build_missing: bool = True) -> str | None:
     what it should be, unless ``build_missing`` is False), or None when it keeps YARN's defaults."""
     if os.environ.get(YARN_DEFAULTS_ENV) == "keep":
         return None
-    jar = jar_path()
-    if jar.is_file() and _holds_empty_defaults(jar):
-        return str(jar)
-    return str(jar) if build_missing and _build(jar) and _holds_empty_defaults(jar) else None
+    return user_cache.ensured(jar_path(), _holds_empty_defaults, _build, build_missing)
 
 
 def session_settings(settings: Mapping[str, str], master: str) -> dict[str, str]:
