@@ -10,10 +10,12 @@
    A; on a copy whose owner turned deletion vectors on (a MERGE that marks the losers)
    and on one without the change data feed; the guarantee checks (Great Expectations) as they run (only the
    change paired, from one read of the after version's files, the touched keys joined by
-   their 64-bit hash, U from the pairing where the file statistics allow), as they ran
-   until 2026-11-28 (keys joined by the key itself, U read from the before version) and
-   with whole versions paired (each twice, alternating; the faster kept); the naive rewrite. All must keep the same key -> offset set, and both checks
-   must pass with the same verdict.
+   their 64-bit hash, U from the pairing where the file statistics allow, planned up
+   front), as they ran until 2026-11-28 (keys joined by the key itself, U read from the
+   before version), with the session's adaptive plan (as until stop 60) and with whole
+   versions paired (each twice, A B C D D C B A; the faster kept); the naive rewrite. All
+   must keep the same key -> offset set, and every check route must pass with the same
+   verdict.
 2. ``partitions``: after a warm-up (a topic of 4 partitions produced and maintained), a
    topic of ``--partitions`` partitions: produce 5,000 JSON lines through the command
    line's code (its tables created on the way), the first maintain, then an idle maintain
@@ -201,6 +203,16 @@ def _whole_versions_paired():
 
 
 @contextlib.contextmanager
+def _scoped_check_adaptive():
+    """The scoped stage check as it ran until stop 60: the session's adaptive query
+    execution re-planning each of its shuffles and broadcasts as a Spark job of its own."""
+    from framework.checks import guarantees
+
+    with mock.patch.object(guarantees, "planned_up_front", lambda spark: contextlib.nullcontext()):
+        yield
+
+
+@contextlib.contextmanager
 def _scoped_check_as_before():
     """The scoped stage check as it was until 2026-11-28 (a78793f): the touched keys joined
     to every record of the after version by the key itself, not its 64-bit hash, and U
@@ -212,6 +224,11 @@ def _scoped_check_as_before():
         yield
 
 
+def _tag(clean: int) -> str:
+    """A compaction case's name in the results: 500k, 5M."""
+    return f"{clean // 1000}k" if clean < 1_000_000 else f"{clean / 1e6:g}M"
+
+
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
     from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce_frame
@@ -219,7 +236,7 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     from framework.stages import compaction
     from framework.stages.stage_check import StageCheck
 
-    tag = f"{clean // 1000}k" if clean < 1_000_000 else f"{clean / 1e6:g}M"
+    tag = _tag(clean)
     topic = Topic(spark, warehouse, _spec(f"bench-{tag}"))
     log = topic.partition(0)
     setup: dict = {}
@@ -270,25 +287,28 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     # Each route twice, alternating, the faster of each kept: a route's first run pays for
     # the JVM compiling its code, and the later one is what every run after it costs.
     routes = {"scoped": contextlib.nullcontext, "scoped as before": _scoped_check_as_before,
-              "whole": _whole_versions_paired}
+              "scoped, adaptive": _scoped_check_adaptive, "whole": _whole_versions_paired}
     verdicts, runs = {}, {route: [] for route in routes}
-    for route in ("scoped", "scoped as before", "whole", "scoped as before", "scoped", "whole"):
+    for route in ("scoped", "scoped, adaptive", "scoped as before", "whole",
+                  "whole", "scoped as before", "scoped, adaptive", "scoped"):
         with routes[route]():
             started = time.perf_counter()
             verdicts[route] = guarantees.check_stage(check)
             runs[route].append(time.perf_counter() - started)
     for route, label in (("scoped", "guarantee checks"), ("scoped as before", "guarantee checks, as before"),
+                         ("scoped, adaptive", "guarantee checks, adaptive plan (as before)"),
                          ("whole", "guarantee checks, whole versions paired")):
         results[f"[{tag}] {label}"] = round(min(runs[route]), 3)
         print(f"  [{tag}] {label:<30} {min(runs[route]):8.2f} s (runs: "
               f"{', '.join(f'{r:.2f}' for r in runs[route])})", file=sys.stderr, flush=True)
     verdict, whole, before = verdicts["scoped"], verdicts["whole"], verdicts["scoped as before"]
+    adaptive = verdicts["scoped, adaptive"]
     _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
     same = all(_same_winners(spark, copy, twin)
                for copy in (log.path, opted.partition(0).path, unfed.partition(0).path,
                             *(c.partition(0).path for c in (shipped2, merged1, merged2, delta1, delta2))))
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
-            "checks_passed": verdict.passed and whole.passed and verdict == whole == before,
+            "checks_passed": verdict.passed and whole.passed and verdict == whole == before == adaptive,
             "same_winners_as_naive": same, "setup_seconds": setup}
 
 
@@ -1186,7 +1206,7 @@ def _switch_ratios(results: dict, labels: list[str], switch: SessionSwitch) -> d
 def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: int) -> dict:
     ratios = {}
     for case in cases:
-        tag = f"{case['clean'] // 1000}k" if case["clean"] < 1_000_000 else f"{case['clean'] / 1e6:g}M"
+        tag = _tag(case["clean"])
         run, checks, naive = (results[f"[{tag}] {x}"] for x in ("compaction (plan + commit)", "guarantee checks",
                                                                  "naive rewrite"))
         ratios[f"[{tag}] naive rewrite / compaction"] = round(naive / run, 2)
@@ -1199,23 +1219,21 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
         ratios[f"[{tag}] checks / checks as before"] = round(
             checks / results[f"[{tag}] guarantee checks, as before"], 2)
+        ratios[f"[{tag}] checks / checks with the adaptive plan (as before)"] = round(
+            checks / results[f"[{tag}] guarantee checks, adaptive plan (as before)"], 2)
         ratios[f"[{tag}] checks, whole versions paired / compaction"] = round(
             results[f"[{tag}] guarantee checks, whole versions paired"] / run, 2)
         ratios[f"[{tag}] compaction / compaction without the change data feed"] = round(
             run / results[f"[{tag}] compaction, no change data feed"], 2)
     if len(cases) >= 2:
-        small, large = cases[0], cases[-1]
-        key = "compaction (plan + commit)"
-        tags = [f"{c['clean'] // 1000}k" if c["clean"] < 1_000_000 else f"{c['clean'] / 1e6:g}M" for c in (small, large)]
-        ratios[f"growth {tags[0]} -> {tags[1]}"] = round(results[f"[{tags[1]}] {key}"] / results[f"[{tags[0]}] {key}"], 2)
-        # the mean above holds the smaller case's a1, the process's first compaction of a
-        # measured copy (often the slowest run); its a2 against the larger case's is warm
-        # against warm
-        ratios[f"growth {tags[0]} -> {tags[1]}, a2 against a2"] = round(
-            results[f"[{tags[1]}] {key} (a2)"] / results[f"[{tags[0]}] {key} (a2)"], 2)
-        key = "compaction, Delta's MERGE (as before)"
-        ratios[f"growth {tags[0]} -> {tags[1]}, Delta's MERGE"] = round(
-            results[f"[{tags[1]}] {key}"] / results[f"[{tags[0]}] {key}"], 2)
+        small, large = _tag(cases[0]["clean"]), _tag(cases[-1]["clean"])
+        # the mean holds the smaller case's a1, the process's first compaction of a measured
+        # copy (often the slowest run); its a2 against the larger case's is warm against warm
+        for suffix, label in (("", "compaction (plan + commit)"),
+                              (", a2 against a2", "compaction (plan + commit) (a2)"),
+                              (", Delta's MERGE", "compaction, Delta's MERGE (as before)")):
+            ratios[f"growth {small} -> {large}{suffix}"] = round(
+                results[f"[{large}] {label}"] / results[f"[{small}] {label}"], 2)
     idle = results.get(f"idle maintain of {partitions} partitions")
     if idle is not None:
         ratios["idle maintain, s per partition"] = round(idle / partitions, 3)

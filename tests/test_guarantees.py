@@ -539,6 +539,32 @@ def test_a_check_of_only_the_change_finds_what_pairing_whole_versions_finds(spar
         assert failed_codes(whole) == {"G7"}, whole.details
 
 
+def test_a_scoped_check_plans_its_queries_up_front_and_gives_the_session_its_settings_back(
+        spark, base, tmp_path, monkeypatch):
+    """The change and its keys are small beside the table: the scoped check's queries run
+    without adaptive execution (which made each shuffle and broadcast a job of its own),
+    one shuffle partition per core, and the session's own settings come back after it."""
+    from framework.checks import changes, rules
+    from framework.log.delta_commits import session_confs
+
+    warehouse, log, check = _second_round(spark, base, tmp_path)
+    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
+    seen, shipped = [], rules.scoped_bounds
+
+    def scoped_bounds(*args, **kwargs):
+        seen.append(tuple(log.spark.conf.get(key) for key in keys))
+        return shipped(*args, **kwargs)
+
+    monkeypatch.setattr(rules, "scoped_bounds", scoped_bounds)
+    adaptive = ("true", "7")
+    with session_confs(spark, dict(zip(keys, adaptive))):
+        outcome = Guarantees(spark, warehouse).check_stage(check)
+        assert tuple(spark.conf.get(key) for key in keys) == adaptive
+    assert outcome.passed, outcome.details
+    assert seen == [("false", str(spark.sparkContext.defaultParallelism))]
+
+
 def _spy_on_u_queries(monkeypatch) -> list:
     """The thresholds of the scoped check's reads of the before version for U (and time retention)."""
     from framework.checks import rules

@@ -33,12 +33,14 @@ record lies at or above the clean end, as it does unless the clock went back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ContextManager
 
 from framework.checks.scope import clean_end
 from framework.log import file_stats, version_checksum
+from framework.log.delta_commits import session_confs
 from framework.log.log_state import LogState
 
-__all__ = ["ChangeScope", "change_scope", "dirty_from", "touched_keys", "worth_scoping"]
+__all__ = ["ChangeScope", "change_scope", "dirty_from", "planned_up_front", "touched_keys", "worth_scoping"]
 
 #: Below this many records a pairing of whole versions is a few small Spark jobs, fewer
 #: than reading the changes costs (tests lower it to check both routes).
@@ -117,6 +119,19 @@ class ChangeScope:
     def release(self) -> None:
         for frame in (self.keys, self.offsets, self.feed):
             frame.unpersist()
+
+
+def planned_up_front(spark) -> ContextManager[None]:
+    """Run a scoped check's queries with their plan made up front: no adaptive query
+    execution, one shuffle partition per core.
+
+    What a scoped check shuffles is the change and its keys, small beside the table and
+    bounded (``MAX_SCOPED_DIRTY``); adaptive execution runs each of its shuffles and
+    broadcasts as a Spark job of its own to re-plan from their sizes (16 jobs at 500k
+    records, against 5), which costs more than any re-plan saves here (README, Performance).
+    """
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    return session_confs(spark, {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(cores)})
 
 
 def dirty_from(stage: str, before: LogState) -> int:

@@ -23,7 +23,7 @@ from typing import Mapping
 
 from framework.checks import gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
-from framework.checks.changes import ChangeScope, change_scope, dirty_from, worth_scoping
+from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
 from framework.checks.readability import read_problems
 from framework.checks.scope import Scope, stage_scope, validate_scope, versions_to_read
 from framework.cleaner.rules import uncleanable_after_ms
@@ -80,17 +80,18 @@ class Guarantees:
         def scope_of(bounds: dict) -> Scope:
             return stage_scope(check, state_before, state_after, bounds)
 
-        changes = None
-        if scoped:
+        if not scoped:
+            return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
+                                 run_spec_expectations=True, one_task=_small(state_before, state_after))
+        with planned_up_front(log.spark):
             changes = change_scope(log, before, check.version_before, check.version_after, start,
                                    state_after.log_start_offset)
-        try:
-            return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
-                                 run_spec_expectations=True, changes=changes,
-                                 one_task=_small(state_before, state_after))
-        finally:
-            if changes is not None:
-                changes.release()
+            try:
+                return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
+                                     run_spec_expectations=True, changes=changes)
+            finally:
+                if changes is not None:
+                    changes.release()
 
     def validate(self, log: PartitionLog, now_ms: int, from_version: int | None = None,
                  to_version: int | None = None) -> ValidationOutcome:
