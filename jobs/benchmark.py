@@ -19,9 +19,12 @@
 2. ``partitions``: after a warm-up (a topic of 4 partitions produced and maintained), a
    topic of ``--partitions`` partitions: produce 5,000 JSON lines through the command
    line's code (its tables created on the way), the first maintain, then an idle maintain
-   (nothing due); a twin topic's first maintain with two cleaner threads, as the quick
-   start runs it (both must end with the same offsets); then 5,000 more lines into the
-   first topic's tables. Twin topics of a quarter of the partitions are created, A B B A,
+   (nothing due), both without the guarantee checks or the history; a twin topic's first
+   maintain with two cleaner threads, as the quick start runs it (both must end with the
+   same offsets); three more twins' first maintains as the command line runs them (every
+   stage checked, the history recorded): two cleaner threads with the checks' Spark work
+   side by side (as shipped), two with each whole check one at a time (as before), one
+   thread; then 5,000 more lines into the first topic's tables. Twin topics of a quarter of the partitions are created, A B B A,
    through Delta's transaction API (as shipped) and by Delta's table builder (as before);
    then the same lines, A B B A: the driver's rows through Arrow against a Python list,
    and Java lists read by index against iterated through py4j (each as shipped against
@@ -200,6 +203,24 @@ def _whole_versions_paired():
         yield
     finally:
         changes.MIN_SCOPED_RECORDS = kept
+
+
+@contextlib.contextmanager
+def _checks_one_at_a_time():
+    """Maintenance's cleaner threads as they ran until stop 60: each whole guarantee check
+    (its Spark work and Great Expectations) one at a time."""
+    import threading
+
+    from framework.checks.guarantees import Guarantees
+
+    lock, shipped = threading.Lock(), Guarantees.check_stage
+
+    def check_stage(self, check):
+        with lock:
+            return shipped(self, check)
+
+    with mock.patch.object(Guarantees, "check_stage", check_stage):
+        yield
 
 
 @contextlib.contextmanager
@@ -397,6 +418,7 @@ CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's ta
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
                      twin_kinds: list[str] | None = None) -> dict:
+    from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
@@ -421,14 +443,31 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     first_threaded = _timed(f"first maintain of {partitions} partitions, two cleaner threads", results,
                             lambda: Maintenance(spark, warehouse, [threaded.spec], record_history=False).run(
                                 now, cleaner_threads=2))
+    failed = first.failed or idle.failed or first_threaded.failed
+    same = all(_offsets(topic.partition(p)) == _offsets(threaded.partition(p)) for p in range(partitions))
+    # The same first maintain as the command line runs it: every stage checked by the
+    # guarantees, the history recorded. With two cleaner threads as shipped (each check's
+    # Spark work side by side, Great Expectations one at a time), with each whole check one
+    # at a time (as before), and with one thread.
+    checked_runs = {}
+    for name, threads, way in (("two cleaner threads", 2, contextlib.nullcontext),
+                               ("two cleaner threads, checks one at a time (as before)", 2, _checks_one_at_a_time),
+                               ("one cleaner thread", 1, contextlib.nullcontext)):
+        twin = Topic(spark, warehouse, _spec(f"wide-checked-{len(checked_runs)}", partitions))
+        produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
+        with way():
+            checked_runs[name] = _timed(
+                f"first maintain of {partitions} partitions with checks and history, {name}", results,
+                lambda: Maintenance(spark, warehouse, [twin.spec], validator=Guarantees(spark, warehouse).check_stage
+                                    ).run(now, cleaner_threads=threads))
+        failed = failed or checked_runs[name].failed
+        same = same and all(_offsets(topic.partition(p)) == _offsets(twin.partition(p)) for p in range(partitions))
     # Twin topics of a quarter of the partitions each, the same records, first maintains in
     # the order A B B A so that neither side gets the JVM's warm-up; both sides must end
     # with the same offsets. The measure from the commit metadata against a scan of the records
     # past the checkpoint (as before the append commits carried their bytes and oldest
     # timestamp); one cleaner thread against two; and so on.
     quarter = max(1, partitions // 4)
-    failed = first.failed or idle.failed or first_threaded.failed
-    same = all(_offsets(topic.partition(p)) == _offsets(threaded.partition(p)) for p in range(partitions))
     more = [(i, {**line, "timestamp": now - DAY_MS + 5000 + i}) for i, line in lines]
     _timed(f"produce 5000 more lines into the {partitions} partitions", results,
            lambda: produce(topic, parse_records(more, topic.spec, "benchmark"), now))
@@ -1241,6 +1280,13 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                                                           / partitions, 3)
         ratios["first maintain, two cleaner threads, s per partition"] = round(
             results[f"first maintain of {partitions} partitions, two cleaner threads"] / partitions, 3)
+        checked = f"first maintain of {partitions} partitions with checks and history"
+        for name in ("one cleaner thread", "two cleaner threads"):
+            ratios[f"first maintain with checks and history, {name}, s per partition"] = round(
+                results[f"{checked}, {name}"] / partitions, 3)
+        ratios["first maintain with checks, two threads: checks side by side / one at a time"] = round(
+            results[f"{checked}, two cleaner threads"]
+            / results[f"{checked}, two cleaner threads, checks one at a time (as before)"], 2)
         quarter = max(1, partitions // 4)
 
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"

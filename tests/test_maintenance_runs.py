@@ -207,6 +207,12 @@ def _twin(spark, tmp_path, capsys, name: str) -> list[str]:
 
 def test_cleaner_threads_maintain_partitions_side_by_side_as_one_thread_would(spark, tmp_path, capsys):
     import threading
+    import time
+    from unittest import mock
+
+    from great_expectations.core.validation_definition import ValidationDefinition
+
+    from framework.checks import rules
 
     one, two = _twin(spark, tmp_path, capsys, "one"), _twin(spark, tmp_path, capsys, "two")
     code, out_one, err_one = cli(capsys, "maintain", *one, "--now", "3500", "--no-report")
@@ -225,8 +231,31 @@ def test_cleaner_threads_maintain_partitions_side_by_side_as_one_thread_would(sp
 
     kept = spark.conf.get(probe)
     spark.conf.set(probe, value)
+    # the two threads' first checks must be in their Spark work at the same moment (or this
+    # times out, and the checks fail), while Great Expectations validates one at a time
+    checking, summaries, shipped_summary = threading.Barrier(2, timeout=120), [], rules.summary
+    validating, most, shipped_run, counting = [0], [0], ValidationDefinition.run, threading.Lock()
+
+    def summary(*args, **kwargs):
+        summaries.append(threading.current_thread().name)
+        if len(summaries) <= 2:
+            checking.wait()
+        return shipped_summary(*args, **kwargs)
+
+    def run(self, *args, **kwargs):
+        with counting:
+            validating[0] += 1
+            most[0] = max(most[0], validating[0])
+        try:
+            time.sleep(0.05)  # room for a second validation to come in, were it let
+            return shipped_run(self, *args, **kwargs)
+        finally:
+            with counting:
+                validating[0] -= 1
+
     try:
-        with faults.installed("compact.before_commit", meet):
+        with faults.installed("compact.before_commit", meet), \
+                mock.patch.object(rules, "summary", summary), mock.patch.object(ValidationDefinition, "run", run):
             code, out_two, err_two = cli(capsys, "maintain", *two, "--now", "3500", "--no-report",
                                          "--cleaner-threads", "2")
     finally:
@@ -234,6 +263,7 @@ def test_cleaner_threads_maintain_partitions_side_by_side_as_one_thread_would(sp
     assert code == 0, err_two
     assert len(threads) == 2 and all(name.startswith("cleaner") for name in threads), threads
     assert confs == {value}
+    assert len(set(summaries[:2])) == 2 and most[0] == 1, (summaries, most)
 
     survivors = {}
     for common in (one, two):

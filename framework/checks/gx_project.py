@@ -35,6 +35,10 @@ _RUN_TIME = re.compile(r"^\d{8}T\d{6}\.\d{6}Z$")
 
 _contexts: dict[str, object] = {}
 _lock = threading.Lock()
+#: Great Expectations' file-backed stores are not safe for two writers: a process validates
+#: (and builds Data Docs) one at a time, while the Spark work of the checks around it,
+#: most of their cost, runs side by side in the cleaner threads.
+STORES = threading.RLock()
 
 
 def project_root(warehouse: Warehouse) -> str:
@@ -104,6 +108,7 @@ def build_data_docs(warehouse: Warehouse) -> str | None:
     validations = _validations(warehouse)
     if not os.path.isdir(validations):
         return None
-    context(warehouse).build_data_docs()
+    with STORES:
+        context(warehouse).build_data_docs()
     index = data_docs_index(warehouse)
     return index if os.path.exists(index) else None

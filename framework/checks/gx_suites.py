@@ -126,12 +126,13 @@ class Project:
     def run(self, definition: str, suite_name: str, expectations, asset: str, frame, result_format: str,
             datasource: str = DATASOURCE, keep: int | None = None):
         """Validate ``frame``; the suite then keeps its newest ``keep`` stored results (all when None)."""
-        suite = self._suite(suite_name, expectations)
-        validation = self._definition(definition, self._batch_definition(asset, datasource), suite)
-        result = validation.run(batch_parameters={"dataframe": frame}, result_format=result_format)
-        if keep is not None:
-            gx_project.prune_results(self.warehouse, suite_name, keep)
-        return result
+        with gx_project.STORES:
+            suite = self._suite(suite_name, expectations)
+            validation = self._definition(definition, self._batch_definition(asset, datasource), suite)
+            result = validation.run(batch_parameters={"dataframe": frame}, result_format=result_format)
+            if keep is not None:
+                gx_project.prune_results(self.warehouse, suite_name, keep)
+            return result
 
 
 def metrics_frame(counts: Mapping[str, int], checked: Sequence[str], context: Mapping[str, object]):
