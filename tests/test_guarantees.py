@@ -482,16 +482,19 @@ SECOND_ROUND_CORRUPTIONS = {
 }
 
 
-def _second_round(spark, base, tmp_path):
+def _second_round(spark, base, tmp_path, feed: bool = True):
     """orders after the fixture's run, one more produce, and a second real compaction:
-    the partition log and the StageCheck of that compaction."""
+    the partition log and the StageCheck of that compaction (``feed``: with Delta's change
+    data feed on, as topiclake creates its tables)."""
     from framework.log.topic import Topic
     from framework.stages import compaction
 
     warehouse = base.copy(base.maintained, tmp_path / "warehouse")
     spec = base.spec("orders")
-    _produce(spark, warehouse, spec, SECOND_ROUND, SECOND_ROUND_NOW)
     log = Topic(spark, warehouse, spec).partition(0)
+    if not feed:
+        spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")
+    _produce(spark, warehouse, spec, SECOND_ROUND, SECOND_ROUND_NOW)
     planned = compaction.plan(log, SECOND_ROUND_NOW)
     assert planned.decision.due and planned.measure.checkpoint == 6, planned
     done = compaction.execute(log, planned)
@@ -563,6 +566,25 @@ def test_a_scoped_check_plans_its_queries_up_front_and_gives_the_session_its_set
         assert tuple(spark.conf.get(key) for key in keys) == adaptive
     assert outcome.passed, outcome.details
     assert seen == [("false", str(spark.sparkContext.defaultParallelism))]
+
+
+def test_a_change_delta_did_not_record_is_checked_by_pairing_whole_versions(spark, base, tmp_path, monkeypatch):
+    """A table whose owner turned the change data feed off: the scoped check finds no
+    record of the change and pairs whole versions instead, with the same verdict."""
+    from framework.checks import changes, guarantees
+
+    warehouse, log, check = _second_round(spark, base, tmp_path, feed=False)
+    whole = Guarantees(spark, warehouse).check_stage(check)
+    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    scopes = []
+
+    def recorded(*args, **kwargs):
+        scopes.append(changes.change_scope(*args, **kwargs))
+        return scopes[-1]
+
+    monkeypatch.setattr(guarantees, "change_scope", recorded)
+    assert Guarantees(spark, warehouse).check_stage(check) == whole
+    assert scopes == [None] and whole.passed, whole.details
 
 
 def _spy_on_u_queries(monkeypatch) -> list:

@@ -164,18 +164,22 @@ def change_scope(log, before, version_before: int, version_after: int, dirty_fro
     from pyspark.sql import functions as F
     from pyspark.sql.utils import AnalysisException
 
-    feed = (log.spark.read.format("delta").option("readChangeFeed", "true")
-            .option("startingVersion", version_before + 1).option("endingVersion", version_after).load(log.path))
-    feed = feed.persist()
-    # Below the new log start everything is in scope already.
-    changed = feed.where(F.col("offset") >= log_start_after)
-    keys = touched_keys(changed.select("key").unionByName(before.where(F.col("offset") >= dirty_from).select("key"))
-                        ).persist()
+    feed = keys = None
     try:
-        keys.count()  # a range the feed did not record is refused here, before any rule runs
+        # A range the feed did not record is refused here, before any rule runs: when the
+        # read is planned (Delta checks each version's commit) or, at the latest, counted.
+        feed = (log.spark.read.format("delta").option("readChangeFeed", "true")
+                .option("startingVersion", version_before + 1).option("endingVersion", version_after)
+                .load(log.path)).persist()
+        # Below the new log start everything is in scope already.
+        changed = feed.where(F.col("offset") >= log_start_after)
+        keys = touched_keys(changed.select("key").unionByName(
+            before.where(F.col("offset") >= dirty_from).select("key"))).persist()
+        keys.count()
     except AnalysisException as error:
-        keys.unpersist()
-        feed.unpersist()
+        for frame in (keys, feed):
+            if frame is not None:
+                frame.unpersist()
         if _NOT_RECORDED in str(error):
             return None
         raise

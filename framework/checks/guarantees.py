@@ -80,18 +80,18 @@ class Guarantees:
         def scope_of(bounds: dict) -> Scope:
             return stage_scope(check, state_before, state_after, bounds)
 
-        if not scoped:
-            return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
-                                 run_spec_expectations=True, one_task=_small(state_before, state_after))
-        with planned_up_front(log.spark):
-            changes = change_scope(log, before, check.version_before, check.version_after, start,
-                                   state_after.log_start_offset)
-            try:
-                return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
-                                     run_spec_expectations=True, changes=changes)
-            finally:
-                if changes is not None:
-                    changes.release()
+        if scoped:
+            with planned_up_front(log.spark):
+                changes = change_scope(log, before, check.version_before, check.version_after, start,
+                                       state_after.log_start_offset)
+                if changes is not None:  # else Delta did not record the change: pair whole versions
+                    try:
+                        return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
+                                             run_spec_expectations=True, changes=changes)
+                    finally:
+                        changes.release()
+        return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
+                             run_spec_expectations=True, one_task=_small(state_before, state_after))
 
     def validate(self, log: PartitionLog, now_ms: int, from_version: int | None = None,
                  to_version: int | None = None) -> ValidationOutcome:
