@@ -506,6 +506,22 @@ def _second_round(spark, base, tmp_path, feed: bool = True):
         cleaned_up_to=done.cleaned_up_to)
 
 
+def _scoped_and_recorded(monkeypatch) -> list:
+    """Every stage check from here on pairs only the change (the size floor lowered); the
+    change scopes they find (None: Delta did not record the change)."""
+    from framework.checks import changes, guarantees
+
+    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    scopes = []
+
+    def recorded(*args, **kwargs):
+        scopes.append(changes.change_scope(*args, **kwargs))
+        return scopes[-1]
+
+    monkeypatch.setattr(guarantees, "change_scope", recorded)
+    return scopes
+
+
 @pytest.mark.parametrize("corrupted", [(), tuple(SECOND_ROUND_CORRUPTIONS), ("an untouched tombstone removed before "
                                                                           "its horizon",)],
                          ids=["healthy", "corrupted", "a removal only"])
@@ -515,21 +531,12 @@ def test_a_check_of_only_the_change_finds_what_pairing_whole_versions_finds(spar
     verdict, the same guarantees, the same counts and offending rows (every corruption
     at once, in four raw commits; or a removal alone, which only the feed's delete rows
     bring back into the before version)."""
-    from framework.checks import changes, guarantees
-
     warehouse, log, check = _second_round(spark, base, tmp_path)
     if corrupted:
         version = [SECOND_ROUND_CORRUPTIONS[name](log) for name in corrupted][-1]
         check = dataclasses.replace(check, version_after=version, state_after=log.states_at([version])[version])
     whole = Guarantees(spark, warehouse).check_stage(check)
-    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
-    scopes = []
-
-    def recorded(*args, **kwargs):
-        scopes.append(changes.change_scope(*args, **kwargs))
-        return scopes[-1]
-
-    monkeypatch.setattr(guarantees, "change_scope", recorded)
+    scopes = _scoped_and_recorded(monkeypatch)
     queried = _spy_on_u_queries(monkeypatch)
     only_the_change = Guarantees(spark, warehouse).check_stage(check)
     assert scopes and scopes[0] is not None and scopes[0].dirty_from == 6
@@ -571,18 +578,9 @@ def test_a_scoped_check_plans_its_queries_up_front_and_gives_the_session_its_set
 def test_a_change_delta_did_not_record_is_checked_by_pairing_whole_versions(spark, base, tmp_path, monkeypatch):
     """A table whose owner turned the change data feed off: the scoped check finds no
     record of the change and pairs whole versions instead, with the same verdict."""
-    from framework.checks import changes, guarantees
-
     warehouse, log, check = _second_round(spark, base, tmp_path, feed=False)
     whole = Guarantees(spark, warehouse).check_stage(check)
-    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
-    scopes = []
-
-    def recorded(*args, **kwargs):
-        scopes.append(changes.change_scope(*args, **kwargs))
-        return scopes[-1]
-
-    monkeypatch.setattr(guarantees, "change_scope", recorded)
+    scopes = _scoped_and_recorded(monkeypatch)
     assert Guarantees(spark, warehouse).check_stage(check) == whole
     assert scopes == [None] and whole.passed, whole.details
 
