@@ -23,8 +23,8 @@
    maintain with two cleaner threads, as the quick start runs it (both must end with the
    same offsets); after a warm-up of the checks, five more twins' first maintains as the
    command line runs them (every stage checked, the history recorded): two cleaner
-   threads with the checks' Spark work side by side (as shipped) against each whole check
-   one at a time (as before), A B B A, then one thread; then 5,000 more lines into the
+   threads with the checks judged by Great Expectations together when the run records them
+   (as shipped) against each judged as it is measured (as before), A B B A, then one thread; then 5,000 more lines into the
    first topic's tables. Twin topics of a quarter of the partitions are created, A B B A,
    through Delta's transaction API (as shipped) and by Delta's table builder (as before);
    then the same lines, A B B A: the driver's rows through Arrow against a Python list,
@@ -207,20 +207,23 @@ def _whole_versions_paired():
 
 
 @contextlib.contextmanager
-def _checks_one_at_a_time():
-    """Maintenance's cleaner threads as they ran until stop 60: each whole guarantee check
-    (its Spark work and Great Expectations) one at a time."""
-    import threading
-
+def _judged_check_by_check():
+    """The checks as they were judged until stop 61: each by Great Expectations as soon as
+    it is measured, one validation a check (now: one a topic when the run records them)."""
     from framework.checks.guarantees import Guarantees
 
-    lock, shipped = threading.Lock(), Guarantees.check_stage
+    measure, judge, verdicts = Guarantees.measure, Guarantees.judge, {}
 
-    def check_stage(self, check):
-        with lock:
-            return shipped(self, check)
+    def measured_and_judged(self, check):
+        item = measure(self, check)
+        verdicts[id(item)] = judge(self, [item])[0]  # the item stays alive until judged below
+        return item
 
-    with mock.patch.object(Guarantees, "check_stage", check_stage):
+    def judged_already(self, items):
+        return [verdicts.pop(id(item)) for item in items]
+
+    with mock.patch.object(Guarantees, "measure", measured_and_judged), \
+            mock.patch.object(Guarantees, "judge", judged_already):
         yield
 
 
@@ -437,7 +440,7 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     warm_checked = Topic(spark, warehouse, _spec("warm-up-checked", 4))
     _timed("warm-up: the same with checks and history", results, lambda: (
         produce(warm_checked, parse_records(lines[:200], warm_checked.spec, "benchmark"), now),
-        Maintenance(spark, warehouse, [warm_checked.spec], validator=Guarantees(spark, warehouse).check_stage
+        Maintenance(spark, warehouse, [warm_checked.spec], validator=Guarantees(spark, warehouse)
                     ).run(now, cleaner_threads=2)))
     _timed(f"produce 5000 lines into {partitions} partitions", results,
            lambda: produce(topic, parse_records(lines, topic.spec, "benchmark"), now))
@@ -453,14 +456,14 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     failed = first.failed or idle.failed or first_threaded.failed
     same = all(_offsets(topic.partition(p)) == _offsets(threaded.partition(p)) for p in range(partitions))
     # The same first maintain as the command line runs it: every stage checked by the
-    # guarantees, the history recorded. With two cleaner threads as shipped (each check's
-    # Spark work side by side, Great Expectations one at a time) against each whole check
-    # one at a time (as before), A B B A (each side's mean is its figure); then one thread.
+    # guarantees, the history recorded. With two cleaner threads, the checks judged
+    # together when the run records them (as shipped) against each judged as it is
+    # measured (as before), A B B A (each side's mean is its figure); then one thread.
     checked = f"first maintain of {partitions} partitions with checks and history"
-    side_by_side, one_at_a_time = "two cleaner threads", "two cleaner threads, checks one at a time (as before)"
+    side_by_side, one_at_a_time = "two cleaner threads", "two cleaner threads, each check judged alone (as before)"
     for run, (name, threads, way) in enumerate(((side_by_side, 2, contextlib.nullcontext),
-                                                (one_at_a_time, 2, _checks_one_at_a_time),
-                                                (one_at_a_time, 2, _checks_one_at_a_time),
+                                                (one_at_a_time, 2, _judged_check_by_check),
+                                                (one_at_a_time, 2, _judged_check_by_check),
                                                 (side_by_side, 2, contextlib.nullcontext),
                                                 ("one cleaner thread", 1, contextlib.nullcontext))):
         twin = Topic(spark, warehouse, _spec(f"wide-checked-{run}", partitions))
@@ -468,7 +471,7 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
         label = f"{checked}, {name}" + (f" ({'ab'[run in (1, 2)]}{1 + run // 2})" if run < 4 else "")
         with way():
             done = _timed(label, results, lambda: Maintenance(
-                spark, warehouse, [twin.spec], validator=Guarantees(spark, warehouse).check_stage
+                spark, warehouse, [twin.spec], validator=Guarantees(spark, warehouse)
             ).run(now, cleaner_threads=threads))
         failed = failed or done.failed
         same = same and all(_offsets(topic.partition(p)) == _offsets(twin.partition(p)) for p in range(partitions))
@@ -965,12 +968,13 @@ def _judged_by_spark(spark, warehouse):
 
     pandas_metrics, pandas_source = gx_suites.metrics_frame, gx_suites.METRICS_DATASOURCE
 
-    def spark_metrics(counts, checked, context):
-        row = pandas_metrics(counts, checked, context).iloc[0].to_dict()
+    def spark_metrics(checks):
+        rows = pandas_metrics(checks).to_dict("records")
         fields = [T.StructField(name, T.LongType() if name.startswith("g") or isinstance(value, int) else
-                                T.StringType(), True) for name, value in row.items()]
-        values = [None if value is None else value if isinstance(value, int) else str(value) for value in row.values()]
-        return spark.createDataFrame([tuple(values)], T.StructType(fields))
+                                T.StringType(), True) for name, value in rows[0].items()]
+        return spark.createDataFrame(
+            [tuple(None if value is None else value if isinstance(value, int) else str(value) for value in row.values())
+             for row in rows], T.StructType(fields))
 
     gx_suites.metrics_frame, gx_suites.METRICS_DATASOURCE = spark_metrics, spark_source
     try:

@@ -285,7 +285,7 @@ def base(spark, tmp_path_factory) -> Base:
     maintained = root / "maintained"
     shutil.copytree(produced, maintained)
     after = Warehouse.resolve(str(maintained))
-    run = Maintenance(spark, after, specs, validator=Guarantees(spark, after).check_stage).run(NOW)
+    run = Maintenance(spark, after, specs, validator=Guarantees(spark, after)).run(NOW)
     return Base(root, specs_dir, specs, produced, maintained, run)
 
 
@@ -356,9 +356,12 @@ def test_healthy_runs_pass_and_leave_their_results_in_the_ge_project(spark, base
     assert [e.expectation_type for e in project.suites.get("topiclake.orders.expectations").expectations] == [
         "expect_column_values_to_match_regex"]
     names = {d.name for d in project.validation_definitions.all()}
-    assert {"topiclake.orders-0.compact.guarantees", "topiclake.orders-0.compact.expectations",
-            "topiclake.events-0.retain.guarantees"} <= names
-    assert any(Path(base.maintained, "_topiclake", "gx", "uncommitted", "validations").rglob("*.json"))
+    # the guarantees: one validation a topic, over a row per check; the spec's own
+    # expectations: per partition and stage, over its records
+    assert {"topiclake.orders.guarantees", "topiclake.orders-0.compact.expectations",
+            "topiclake.events.guarantees"} <= names
+    results = Path(base.maintained, "_topiclake", "gx", "uncommitted", "validations")
+    assert len(list((results / "topiclake" / "orders" / "guarantees").rglob("*.json"))) == 1
 
 
 def test_validate_passes_on_a_healthy_table_and_rerunning_reuses_the_ge_objects(spark, base, orders):
@@ -940,3 +943,39 @@ def test_validate_exits_1_for_a_record_changed_in_place_between_runs(spark, base
     out = capsys.readouterr().out
     assert _failed_names(out, "orders-0: FAILED ") == {name(c) for c in expected}
     assert f"  {name('G1')}: 1 violation(s) in orders-0, versions 2 -> {version}" in out
+
+
+def test_checks_judged_together_fail_only_the_check_whose_guarantee_broke(tmp_path, monkeypatch):
+    """Great Expectations judges the checks of a batch in one validation a topic, one
+    metrics row a check; each verdict is its own row's: a violation in one check fails
+    that check only, on that guarantee, explained by its own violations."""
+    from framework.checks import gx_suites
+    from framework.log.warehouse import Warehouse
+    from framework.stages.stage_check import MeasuredCheck
+
+    validations = []
+    shipped_run = gx_suites.Project.run
+
+    def run_counted(self, *args, frame, **kwargs):
+        validations.append(sorted(set(frame["table"])))
+        return shipped_run(self, *args, frame=frame, **kwargs)
+
+    monkeypatch.setattr(gx_suites.Project, "run", run_counted)
+
+    def measured(topic: str, partition: int, stage: str, counts: dict, samples: dict | None = None) -> MeasuredCheck:
+        table = f"{topic}-{partition}"
+        return MeasuredCheck(topic=topic, partitions=3, table=table, stage=stage, version_before=1, version_after=2,
+                             checked=tuple(STAGE_GUARANTEES[stage]), counts=counts, samples=samples or {},
+                             context={"table": table, "stage": stage})
+
+    broken = {"offset": 7, "key": "k", "detail": "a second record of key 'k' below the checkpoint"}
+    batch = [measured("orders", 0, "compact", {}), measured("orders", 1, "compact", {"G3": 2}, {"G3": [broken]}),
+             measured("events", 0, "retain", {}),
+             # a count of a guarantee its stage is not judged on is not judged (vacuum: G9 only)
+             measured("orders", 2, "vacuum", {"G3": 5})]
+    outcomes = Guarantees(None, Warehouse.resolve(str(tmp_path / "warehouse"))).judge(batch)
+    assert validations == [["orders-0", "orders-1", "orders-2"], ["events-0"]]
+    assert [outcome.passed for outcome in outcomes] == [True, False, True, True]
+    assert outcomes[1].failed_guarantees == (name("G3"),)
+    assert outcomes[1].details == (f"{name('G3')}: 2 violation(s) in orders-1, versions 1 -> 2",
+                                   "  offset 7, key 'k': a second record of key 'k' below the checkpoint")

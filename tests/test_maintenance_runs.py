@@ -115,14 +115,14 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
     from framework.checks.guarantees import Guarantees
     from framework.errors import TimeTravelError
 
-    real = Guarantees.check_stage
+    real = Guarantees.measure
 
     def refused_on_partition_1(self, check):
         if check.log.partition == 1:
             raise TimeTravelError(f"{check.log.name}: cannot read that version: injected refusal")
         return real(self, check)
 
-    monkeypatch.setattr(Guarantees, "check_stage", refused_on_partition_1)
+    monkeypatch.setattr(Guarantees, "measure", refused_on_partition_1)
     common, paths = isolated
     code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--no-report")
     assert code == 1, out + err
@@ -500,7 +500,11 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
 def test_a_runs_history_rows_are_appended_together_and_soon_after_each_change(spark, tmp_path, monkeypatch):
     """A history append costs about what a small partition's compaction does, so a run
     appends its rows in one commit; a change waits no longer than ``FLUSH_AFTER_S`` for its
-    row (0 here: every partition that committed is recorded before the next one starts)."""
+    row (0 here: every partition that committed is recorded before the next one starts).
+    The checks of the rows appended together are judged together: one Great Expectations
+    validation over a metrics row a check (one costs about what 200 rows do)."""
+    from framework.checks import gx_suites
+    from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log import history
@@ -515,22 +519,34 @@ def test_a_runs_history_rows_are_appended_together_and_soon_after_each_change(sp
                        "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0}}, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
+    judged: list[int] = []  # the metrics rows of each validation
+    shipped_run = gx_suites.Project.run
 
-    def history_commits_of_a_run(now: int) -> tuple[int, int]:
-        """(history commits, history rows) a compaction of all three partitions adds."""
+    def run_counted(self, *args, frame, **kwargs):
+        judged.append(len(frame))
+        return shipped_run(self, *args, frame=frame, **kwargs)
+
+    monkeypatch.setattr(gx_suites.Project, "run", run_counted)
+
+    def history_commits_of_a_run(now: int) -> tuple[int, int, list[int]]:
+        """(history commits, history rows, rows of each validation) a checked compaction of
+        all three partitions adds."""
         raw = [(i, {"key": f"k{i % 2}", "value": "v", "timestamp": now, "partition": i % 3}) for i in range(12)]
         produce(topic, parse_records(raw, spec, "test"), now)
         path = warehouse.maintenance_history_path
         before, rows_before = read_commits(spark, path, 1)[0].version, spark.read.format("delta").load(path).count()
-        run = Maintenance(spark, warehouse, [spec]).run(now, stages=("compact",))
+        judged.clear()
+        run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse)).run(
+            now, stages=("compact",))
         assert not run.failed and all(p.rows[0].committed for p in run.partitions)
+        assert [p.rows[0].validation for p in run.partitions] == ["passed"] * 3
         after = read_commits(spark, path, 1)[0].version
-        return after - before, spark.read.format("delta").load(path).count() - rows_before
+        return after - before, spark.read.format("delta").load(path).count() - rows_before, list(judged)
 
     Maintenance(spark, warehouse, [spec]).run(500, stages=("compact",))  # the history table exists
-    assert history_commits_of_a_run(1_000) == (1, 3)
+    assert history_commits_of_a_run(1_000) == (1, 3, [3])
     monkeypatch.setattr(history, "FLUSH_AFTER_S", 0.0)
-    assert history_commits_of_a_run(2_000) == (3, 3)
+    assert history_commits_of_a_run(2_000) == (3, 3, [1, 1, 1])
 
 
 @pytest.mark.slow

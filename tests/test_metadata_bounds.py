@@ -167,9 +167,9 @@ def test_a_suite_keeps_its_newest_validation_results_and_data_docs_shows_only_th
                          "guarantees")
     seen: set[str] = set()
     for n in range(5):
-        project.run(definition="topiclake.bounded-0.compact.guarantees", suite_name="topiclake.bounded.guarantees",
+        project.run(definition="topiclake.bounded.guarantees", suite_name="topiclake.bounded.guarantees",
                     expectations=gx_suites.guarantee_expectations(), asset="bounded.guarantees",
-                    frame=gx_suites.metrics_frame({}, ("G1",), {"n": n}), result_format="BOOLEAN_ONLY",
+                    frame=gx_suites.metrics_frame([({}, ("G1",), {"n": n})]), result_format="BOOLEAN_ONLY",
                     datasource=gx_suites.METRICS_DATASOURCE, keep=2)
         seen.update(glob.glob(os.path.join(store, "*", "*")))
         assert len(glob.glob(os.path.join(store, "*", "*", "*.json"))) == min(n + 1, 2)

@@ -297,7 +297,7 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
     if guarantees:
         from framework.checks.guarantees import Guarantees
 
-        validator = Guarantees(spark, warehouse).check_stage
+        validator = Guarantees(spark, warehouse)
         seen["scenarios checked by the guarantees"] += 1
     clock = 0
     last_maintain = None

@@ -231,7 +231,7 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
     monkeypatch.setattr(version_checksum, "frame_of", lambda session, files: framed.append(files) or frame_of(session, files))
     monkeypatch.setattr(PartitionLog, "read", lambda self, version=None, as_of=None: (
         through_delta.append(version) or read_through_delta(self, version, as_of)))
-    run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse).check_stage,
+    run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse),
                       record_history=False).run(NOW, stages=("compact",))
     assert not run.failed, [(p.error, p.failed_guarantees) for p in run.partitions]
     compacted = next(row for row in run.partitions[0].rows if row.stage == "compact")

@@ -7,6 +7,13 @@ lists the violations (``framework.checks.rules``), the pure scope rules say what
 numbers mean (``framework.checks.scope``), and Great Expectations judges the counts, one
 named expectation per guarantee (``framework.checks.gx_suites``).
 
+A check is two steps (``framework.stages.stage_check.Validator``): ``measure`` does the
+Spark work and counts the violations; ``judge`` has Great Expectations judge the counts of
+every check measured since the last judgment, one metrics row a check, in one validation a
+topic. A maintenance run judges its checks when it records their history rows: a validation
+costs about 0.1 s however many rows it judges, as much as the Spark work of a small
+partition's check.
+
 A failed guarantee is named in :class:`ValidationOutcome.failed_guarantees` (e.g.
 ``"G3 unique keys below the checkpoint"``) and explained in ``details`` with up to five
 offending rows.
@@ -19,7 +26,9 @@ a stage that misjudged it is caught (G2, G6).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections import defaultdict
+from dataclasses import replace
+from typing import Sequence
 
 from framework.checks import gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
@@ -33,7 +42,7 @@ from framework.log.partition_log import HISTORY_PAGES, PartitionLog
 from framework.log.small_partitions import is_small
 from framework.log.table_layout import RECORD_COLUMNS
 from framework.log.warehouse import Warehouse
-from framework.stages.stage_check import StageCheck, ValidationOutcome
+from framework.stages.stage_check import MeasuredCheck, StageCheck, ValidationOutcome
 
 __all__ = ["Guarantees"]
 
@@ -60,7 +69,12 @@ class Guarantees:
 
     # ------------------------------------------------------------ entry points
     def check_stage(self, check: StageCheck) -> ValidationOutcome:
-        """Judge one committed stage (Maintenance calls this after each commit)."""
+        """Measure and judge one committed stage."""
+        return self.judge([self.measure(check)])[0]
+
+    def measure(self, check: StageCheck) -> MeasuredCheck:
+        """The Spark side of one committed stage's check (Maintenance calls this after each
+        commit, and :meth:`judge` when it records the stage)."""
         if check.stage not in STAGE_GUARANTEES or check.stage == "validate":
             raise ArgumentError(f"StageCheck.stage: {check.stage!r} is not a maintenance stage; "
                                 "stages: compact, retain, delete_records, vacuum")
@@ -128,18 +142,39 @@ class Guarantees:
             return validate_scope(now_ms, start, to, states[start], states[to], bounds,
                                    appends_only=from_version is None)
 
-        outcome = self._compare(log, "validate", before, after, states[to], scope_of, now_ms,
-                                run_spec_expectations=True, one_task=_small(states[start], states[to]))
-        if notes:
-            return ValidationOutcome(outcome.passed, outcome.failed_guarantees, tuple(notes) + outcome.details)
-        return outcome
+        measured = self._compare(log, "validate", before, after, states[to], scope_of, now_ms,
+                                 run_spec_expectations=True, one_task=_small(states[start], states[to]))
+        return self.judge([replace(measured, notes=tuple(notes))])[0]
+
+    def judge(self, measured: Sequence[MeasuredCheck]) -> list[ValidationOutcome]:
+        """Great Expectations' verdicts on checks measured, in their order: one validation
+        per topic, over one metrics row per check."""
+        outcomes: list[ValidationOutcome] = [ValidationOutcome(True)] * len(measured)
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for index, item in enumerate(measured):
+            by_topic[item.topic].append(index)
+        for topic, indexes in by_topic.items():
+            items = [measured[i] for i in indexes]
+            result = self.project.run(
+                definition=f"topiclake.{topic}.guarantees",
+                suite_name=f"topiclake.{topic}.guarantees",
+                expectations=gx_suites.guarantee_expectations(),
+                asset=f"{topic}.guarantees",
+                frame=gx_suites.metrics_frame([(item.counts, item.checked, item.context) for item in items]),
+                result_format="COMPLETE",
+                datasource=gx_suites.METRICS_DATASOURCE,
+                keep=gx_project.RESULTS_KEPT,
+            )
+            for index, item, failed in zip(indexes, items, gx_suites.failed_rows(result, len(items))):
+                outcomes[index] = _outcome(item, failed)
+        return outcomes
 
     # --------------------------------------------------------------- the work
     def _compare(self, log: PartitionLog, stage: str, before, after, state_after: LogState, scope_of,
                  now_ms: int, run_spec_expectations: bool, changes: ChangeScope | None = None,
-                 one_task: bool = False) -> ValidationOutcome:
-        """Pair the two versions (only what ``changes`` leaves in scope, when given) and judge;
-        ``one_task``: both versions are small, pair them in one Spark partition."""
+                 one_task: bool = False) -> MeasuredCheck:
+        """Pair the two versions (only what ``changes`` leaves in scope, when given) and count
+        the violations; ``one_task``: both versions are small, pair them in one Spark partition."""
         config = log.spec.config
         checked = STAGE_GUARANTEES[stage]
         start = state_after.log_start_offset
@@ -148,7 +183,6 @@ class Guarantees:
         else:
             pairs = rules.paired(changes.sides(after, lambda records, side: rules.narrow(records, side, config)),
                                  counted=True).persist()
-        violations = None
         try:
             if changes is None:
                 bounds = rules.bounds(pairs, config, now_ms, start)
@@ -159,22 +193,20 @@ class Guarantees:
                                              young_from=changes.dirty_from
                                              if changes.holds_every_record_newer_than(young) else None)
             scope = scope_of(bounds)
-            violations = rules.violations(pairs, scope, config, log.spec.key_type, checked).persist()
+            violations = rules.violations(pairs, scope, config, log.spec.key_type, checked)
             context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,
                        "now_ms": now_ms, "records_before": bounds["records_before"],
                        "records_after": bounds["records_after"], "removed_records": bounds["removed"],
                        "checkpoint_after": scope.checkpoint_after, "log_start_after": scope.log_start_after,
                        "first_uncleanable_offset": bounds["u_before"]}
-            outcome = self._judge(log, stage, scope, violations, context)
+            measured = _measured(log, stage, scope, violations, context)
         finally:
-            for frame in (violations, pairs):
-                if frame is not None:
-                    frame.unpersist()
+            pairs.unpersist()
         if run_spec_expectations and log.spec.expectations:
-            outcome = outcome.merged(self._spec_suite(log, stage, after))
-        return outcome
+            return replace(measured, spec_outcome=self._spec_suite(log, stage, after))
+        return measured
 
-    def _check_vacuum(self, check: StageCheck) -> ValidationOutcome:
+    def _check_vacuum(self, check: StageCheck) -> MeasuredCheck:
         import time
 
         from framework.stages.vacuum import oldest_readable_version
@@ -186,45 +218,11 @@ class Guarantees:
         problems = read_problems(log, [version for version, _ in due])
         rows = [("G9", None, None, f"version {version} ({why}) cannot be read: {problems[version]}")
                 for version, why in due if problems[version] is not None]
-        violations = rules.literal_violations(self.spark, rows).persist()
+        violations = rules.literal_violations(self.spark, rows)
         context = {"stage": "vacuum", "version_before": check.version_before, "version_after": check.version_after,
                    "now_ms": check.now_ms, "oldest_window_version": check.oldest_window_version}
         scope = Scope("vacuum", check.now_ms, check.version_before, check.version_after, 0, 0, 0, 0)
-        try:
-            return self._judge(log, "vacuum", scope, violations, context)
-        finally:
-            violations.unpersist()
-
-    def _judge(self, log: PartitionLog, stage: str, scope: Scope, violations, context: Mapping[str, object]
-               ) -> ValidationOutcome:
-        """Great Expectations judges the metrics row; the violations explain what failed."""
-        counts, samples = rules.summary(violations)
-        result = self.project.run(
-            definition=f"topiclake.{log.name}.{stage}.guarantees",
-            suite_name=f"topiclake.{log.spec.topic}.guarantees",
-            expectations=gx_suites.guarantee_expectations(),
-            asset=f"{log.spec.topic}.guarantees",
-            frame=gx_suites.metrics_frame(counts, STAGE_GUARANTEES[stage], context),
-            result_format="BOOLEAN_ONLY",
-            datasource=gx_suites.METRICS_DATASOURCE,
-            keep=gx_project.results_kept(log.spec.partitions),
-        )
-        failed: list[str] = []
-        details: list[str] = []
-        for item in result.results:
-            if item.success:
-                continue
-            name = (item.expectation_config.meta or {}).get("guarantee") or item.expectation_config.type
-            failed.append(name)
-            code = name.split()[0]
-            details.append(f"{name}: {counts.get(code, 'some')} violation(s) in {log.name}, "
-                           f"versions {scope.version_before} -> {scope.version_after}")
-            for row in samples.get(code, []):
-                where = [] if row["offset"] is None else [f"offset {row['offset']}"]
-                if row["key"] is not None:
-                    where.append(f"key {row['key']!r}")
-                details.append(f"  {', '.join(where) + ': ' if where else ''}{row['detail']}")
-        return ValidationOutcome(passed=not failed, failed_guarantees=tuple(failed), details=tuple(details))
+        return _measured(log, "vacuum", scope, violations, context)
 
     def _spec_suite(self, log: PartitionLog, stage: str, after) -> ValidationOutcome:
         """The spec's own expectations over the after version's user columns."""
@@ -255,3 +253,29 @@ class Guarantees:
 
         last = MaintenanceHistory(self.spark, self.warehouse).last_run(log.spec.topic, log.partition)
         return None if last is None else last["version_after"]
+
+
+def _measured(log: PartitionLog, stage: str, scope: Scope, violations, context: dict) -> MeasuredCheck:
+    """A check's violations counted (one Spark job), with what its verdict will say."""
+    counts, samples = rules.summary(violations)
+    return MeasuredCheck(topic=log.spec.topic, partitions=log.spec.partitions, table=log.name, stage=stage,
+                         version_before=scope.version_before, version_after=scope.version_after,
+                         checked=tuple(STAGE_GUARANTEES[stage]), counts=counts, samples=samples,
+                         context={"partition": log.partition, **context})
+
+
+def _outcome(item: MeasuredCheck, failed: Sequence[str]) -> ValidationOutcome:
+    """A check's verdict: the guarantees Great Expectations failed it on, and the violations
+    that explain them."""
+    details: list[str] = list(item.notes)
+    for name in failed:
+        code = name.split()[0]
+        details.append(f"{name}: {item.counts.get(code, 'some')} violation(s) in {item.table}, "
+                       f"versions {item.version_before} -> {item.version_after}")
+        for row in item.samples.get(code, []):
+            where = [] if row["offset"] is None else [f"offset {row['offset']}"]
+            if row["key"] is not None:
+                where.append(f"key {row['key']!r}")
+            details.append(f"  {', '.join(where) + ': ' if where else ''}{row['detail']}")
+    outcome = ValidationOutcome(passed=not failed, failed_guarantees=tuple(failed), details=tuple(details))
+    return outcome if item.spec_outcome is None else outcome.merged(item.spec_outcome)

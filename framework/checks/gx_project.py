@@ -3,8 +3,8 @@
 A file-backed GE project under ``<warehouse>/_topiclake/gx`` keeps every validation
 result the guarantees produce, so ``report`` can render them as Data Docs later. The
 store stays bounded: after each validation, a suite keeps its newest results only
-(``RESULTS_KEPT_PER_PARTITION`` per partition of its topic), and Data Docs are rebuilt from
-what is kept. For a
+(``RESULTS_KEPT`` of a topic's guarantees, ``RESULTS_KEPT_PER_PARTITION`` per partition of
+its spec's own expectations), and Data Docs are rebuilt from what is kept. For a
 warehouse in object storage, the project lives in a local folder
 (``$TOPICLAKE_GX_ROOT``, default ``~/.topiclake/gx/<warehouse hash>``), since GE's file
 stores want a local path.
@@ -20,8 +20,12 @@ import threading
 
 from framework.log.warehouse import Warehouse
 
-#: Validation results a topic's suite keeps per partition of the topic (about 25 runs' worth
-#: of a compacted and retained partition: two stage checks a run).
+#: Validation results a topic's guarantees suite keeps: one result judges every check a
+#: maintenance run recorded in one history append (most runs: one), so about 50 runs' worth.
+RESULTS_KEPT = 50
+#: Validation results a topic's spec-expectations suite keeps per partition of the topic
+#: (they run per stage and partition, over its records: about 25 runs' worth of a compacted
+#: and retained partition).
 RESULTS_KEPT_PER_PARTITION = 50
 
 

@@ -1,9 +1,9 @@
 """Great Expectations' side of the checks: the suites, and the warehouse's GE project.
 
-Each check's violations are counted by Spark (``framework.checks.rules``) into a one-row
-metrics frame; GE judges it with one named expectation per guarantee, in the warehouse's
-file-backed project, so every result lands in the validations store and ``report`` renders
-it as Data Docs. The spec's own ``expectations:`` run as a second suite over the after
+Each check's violations are counted by Spark (``framework.checks.rules``) into a row of a
+metrics frame, one row per check judged together; GE judges the frame with one named
+expectation per guarantee, in the warehouse's file-backed project, so every result lands
+in the validations store and ``report`` renders it as Data Docs. The spec's own ``expectations:`` run as a second suite over the after
 version's user columns.
 """
 
@@ -17,12 +17,12 @@ from framework.checks.rules import SAMPLE_ROWS
 from framework.log.warehouse import Warehouse
 from framework.spec import TopicSpec
 
-__all__ = ["DATASOURCE", "METRICS_DATASOURCE", "Project", "guarantee_expectations", "metrics_frame", "observed",
-           "spec_expectations"]
+__all__ = ["DATASOURCE", "METRICS_DATASOURCE", "Project", "failed_rows", "guarantee_expectations", "metrics_frame",
+           "observed", "spec_expectations"]
 
 #: Each stage's validation definition runs the guarantees suite over the metrics frame.
 DATASOURCE = "topiclake"
-#: GE's pandas datasource, for the one-row metrics frames the guarantees are judged on.
+#: GE's pandas datasource, for the metrics frames the guarantees are judged on.
 METRICS_DATASOURCE = "topiclake-metrics"
 BATCH_DEFINITION = "whole frame"
 
@@ -135,18 +135,39 @@ class Project:
             return result
 
 
-def metrics_frame(counts: Mapping[str, int], checked: Sequence[str], context: Mapping[str, object]):
-    """One row: per guarantee the number of violations (None = not checked), and context.
+def metrics_frame(checks: Sequence[tuple[Mapping[str, int], Sequence[str], Mapping[str, object]]]):
+    """One row per check: per guarantee the number of violations (None = not checked), and
+    the check's context. ``checks``: (counts per guarantee code, the codes checked, context).
 
     The counts were computed by Spark over the violations (``rules.summary``); GE judges
-    this one row with its pandas engine, in milliseconds (its Spark engine took ~0.8 s a
+    these rows with its pandas engine, in milliseconds (its Spark engine took ~0.8 s a
     check, more than the Spark work it judged).
     """
     import pandas as pd
 
-    row: dict[str, object] = {g.column: (counts.get(g.code, 0) if g.code in checked else None) for g in GUARANTEES}
-    row.update(context)
-    return pd.DataFrame([row], dtype=object)
+    rows = []
+    for counts, checked, context in checks:
+        row: dict[str, object] = {g.column: (counts.get(g.code, 0) if g.code in checked else None)
+                                  for g in GUARANTEES}
+        row.update(context)
+        rows.append(row)
+    return pd.DataFrame(rows, dtype=object)
+
+
+def failed_rows(result, rows: int) -> list[list[str]]:
+    """Per row of the metrics frame, the guarantees GE failed it on (from each failed
+    expectation's unexpected rows: ``result_format="COMPLETE"`` lists them all)."""
+    failed: list[list[str]] = [[] for _ in range(rows)]
+    for item in result.results:
+        if item.success:
+            continue
+        name = (item.expectation_config.meta or {}).get("guarantee") or item.expectation_config.type
+        unexpected = (item.result or {}).get("unexpected_index_list")
+        if unexpected is None:  # an expectation that erred judged no row: every row fails on it
+            unexpected = range(rows)
+        for index in unexpected:
+            failed[int(index)].append(name)
+    return failed
 
 
 def observed(item) -> str:

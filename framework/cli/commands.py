@@ -238,7 +238,7 @@ def _maintenance(ctx, stages) -> int:
     from framework.stages.maintenance import Maintenance
 
     specs = ctx.selected()
-    runner = Maintenance(ctx.spark, ctx.warehouse, specs, validator=Guarantees(ctx.spark, ctx.warehouse).check_stage,
+    runner = Maintenance(ctx.spark, ctx.warehouse, specs, validator=Guarantees(ctx.spark, ctx.warehouse),
                          progress=ctx.progress, step=ctx.step)
     run = runner.run(
         ctx.now_ms(), topic=getattr(ctx.args, "topic", None), partition=getattr(ctx.args, "partition", None),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, fields
+from typing import Callable
 
 from framework.local_rows import local_frame
 from framework.log import version_checksum
@@ -261,8 +262,11 @@ class HistoryBatch:
     (``framework/stages/interrupted_runs.py``).
     """
 
-    def __init__(self, history: MaintenanceHistory | None, rows=(), flush_after_s: float | None = None):
+    def __init__(self, history: MaintenanceHistory | None, rows=(), flush_after_s: float | None = None,
+                 before_flush: Callable[[], None] = lambda: None):
         self.history = history
+        #: what completes the rows before they are written (the run's checks are judged)
+        self.before_flush = before_flush
         self.rows: list[HistoryRow] = list(rows)
         self.flush_after_s = FLUSH_AFTER_S if flush_after_s is None else flush_after_s
         self._oldest_change: float | None = None
@@ -276,6 +280,7 @@ class HistoryBatch:
             self.flush()
 
     def flush(self) -> None:
+        self.before_flush()
         if self.history is not None and self.rows:
             self.history.append(self.rows)
         self.rows.clear()

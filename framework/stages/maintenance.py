@@ -8,7 +8,9 @@ For each partition of each topic, in order (KIP-71: compaction before deletion):
 4. ``vacuum``   purge deletion vectors and vacuum outside the time-travel window.
 
 After each stage that committed, the guarantees are checked against the table before and
-after (through Delta time travel). Every stage appends a row to the maintenance history.
+after (through Delta time travel): the check is measured at once, and judged by Great
+Expectations with the others when their history rows are recorded (``awaiting_verdicts``).
+Every stage appends a row to the maintenance history.
 A failure in one partition is reported and the others go on; the run then exits 1.
 With ``cleaner_threads`` above 1 (Kafka's ``log.cleaner.threads``), partitions are
 maintained side by side, their output and history kept in order (``side_by_side``).
@@ -47,9 +49,10 @@ from framework.log.warehouse import Warehouse
 from framework.side_by_side import in_order
 from framework.spec import TopicSpec
 from framework.stages import compaction, optimize, retention
+from framework.stages.awaiting_verdicts import AwaitingVerdicts
 from framework.stages.cleaner_threads import DEFAULT_CLEANER_THREADS, HeldLines
 from framework.stages.interrupted_runs import interrupted_rows
-from framework.stages.stage_check import StageCheck, Validator, pinned_before
+from framework.stages.stage_check import MeasuredCheck, StageCheck, Validator, pinned_before
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
@@ -62,6 +65,8 @@ class PartitionRun:
     rows: list[HistoryRow] = field(default_factory=list)
     error: str | None = None
     failed_guarantees: list[str] = field(default_factory=list)
+    #: checks measured and not yet judged, with the rows their verdicts go into
+    measured: list[tuple[HistoryRow, MeasuredCheck]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -120,8 +125,9 @@ class Maintenance:
         self._check_arguments(topic, partition, stages, vacuum_retention_ms, unsafe_vacuum)
         run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
         logs = self._logs(topic, partition)
+        verdicts = AwaitingVerdicts(self.validator, self.progress)
         pending = HistoryBatch(self.history, interrupted_rows(self.history, logs, run.run_id, now_ms, self.progress)
-                               if self.history is not None else ())
+                               if self.history is not None else (), before_flush=verdicts.judge)
 
         def maintain(session, numbered: tuple[int, PartitionLog]):
             return self._partition(session, *numbered, len(logs), run, stages, force, vacuum_retention_ms, unsafe_vacuum)
@@ -135,13 +141,14 @@ class Maintenance:
                     for line in held or ():
                         self.progress(line)
                     run.partitions.append(part)
+                    verdicts.add(part)
                     faults.reached("maintain.before_history", log=log, run_id=run.run_id)
                     pending.add(part.rows, failed=part.failed)
                     if refused is not None:
                         raise refused
                     faults.reached("maintain.after_partition", log=log, run_id=run.run_id)
-                    if part.failed:
-                        self.progress(f"      FAILED: {part.error or ', '.join(part.failed_guarantees)}")
+                    if part.error is not None:  # failed guarantees are said when judged
+                        self.progress(f"      FAILED: {part.error}")
             self.step(len(logs), len(logs), "done")
         finally:
             pending.flush()
@@ -225,9 +232,8 @@ class Maintenance:
             row.validation = "skipped"
             return
         try:
-            # Side by side with other partitions' checks: Great Expectations' own part
-            # takes its stores one check at a time (gx_project.STORES)
-            outcome = self.validator(check)
+            # Side by side with other partitions' checks; judged with them when recorded
+            measured = self.validator.measure(check)
         except Exception as error:  # noqa: BLE001 - the stage committed: its row must say so, not a refusal
             said = str(error).strip()
             why = said.splitlines()[0] if said else type(error).__name__
@@ -235,13 +241,7 @@ class Maintenance:
             row.validation, row.message = "error", traceback.format_exc(limit=3)[-4000:]
             self.progress(f"      {part.error}")
             return
-        row.validation = "passed" if outcome.passed else "failed"
-        row.failed_guarantees = list(outcome.failed_guarantees)
-        if not outcome.passed:
-            part.failed_guarantees.extend(outcome.failed_guarantees)
-            row.message = "\n".join(outcome.details)[:4000]
-            for line in outcome.details:
-                self.progress(f"      {line}")
+        part.measured.append((row, measured))
 
     def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool) -> None:
         started = time.monotonic()

@@ -1,19 +1,22 @@
 """What a maintenance stage hands to the guarantee checks, and what they answer.
 
-Maintenance runs the stages and calls a validator after each commit; the checks judge a
-``StageCheck``. Both import these types from here, so neither imports the other.
+Maintenance runs the stages and hands each commit to a validator in two steps: ``measure``
+(the Spark work: the violations counted, right after the commit, in the cleaner thread
+that made it) and ``judge`` (Great Expectations' verdict, once for every check measured
+since the last judgment: one validation a batch costs what one of a single check does).
+Both import these types from here, so neither imports the other.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
     from framework.log.log_state import LogState, Snapshot
     from framework.log.partition_log import PartitionLog
 
-__all__ = ["StageCheck", "ValidationOutcome", "Validator", "pinned_before"]
+__all__ = ["MeasuredCheck", "StageCheck", "ValidationOutcome", "Validator", "pinned_before"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,40 @@ class ValidationOutcome:
                                  self.details + other.details)
 
 
-Validator = Callable[[StageCheck], ValidationOutcome]
+@dataclass(frozen=True)
+class MeasuredCheck:
+    """One check's Spark side, waiting for its verdict: the violations counted per
+    guarantee, a few of them to show, and the numbers the check read."""
+
+    topic: str
+    partitions: int
+    #: the partition's table name (``<topic>-<partition>``)
+    table: str
+    stage: str
+    version_before: int
+    version_after: int
+    #: the guarantees this stage is judged on (codes, e.g. ``"G3"``)
+    checked: tuple[str, ...]
+    #: violations per guarantee code (absent: none)
+    counts: Mapping[str, int]
+    #: up to a few violation rows per guarantee code, lowest offsets first
+    samples: Mapping[str, list]
+    #: what the metrics row carries beside the counts (stage, versions, record counts, ...)
+    context: Mapping[str, object]
+    #: the spec's own expectations, judged already (they read the after version's records)
+    spec_outcome: ValidationOutcome | None = None
+    #: said before the verdict's own details (e.g. what the check could not compare)
+    notes: tuple[str, ...] = ()
+
+
+class Validator(Protocol):
+    """What Maintenance checks its commits with (``framework.checks.guarantees.Guarantees``)."""
+
+    def measure(self, check: StageCheck) -> MeasuredCheck:
+        """The Spark work of one committed stage's check."""
+
+    def judge(self, measured: Sequence[MeasuredCheck]) -> list[ValidationOutcome]:
+        """The verdicts of checks measured, in their order."""
 
 
 def pinned_before(log: PartitionLog, snapshot: Snapshot):
