@@ -54,7 +54,7 @@ def _jars_stamp(home: str) -> int | None:
         return None
 
 
-def _key() -> list:
+def _key(master: str) -> list:
     from importlib.metadata import version
 
     import pyspark
@@ -64,17 +64,19 @@ def _key() -> list:
     # or whose class path is not the start of its own (the local file system's jar and the one
     # without YARN's defaults come first; a session builds them before it asks for the archive,
     # and so does the archive's build): a new key
+    # (the jar without YARN's defaults only for a local master: others do not get it)
     return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java_runtime(),
             local_file_system.class_path_entry(build_missing=False),
-            yarn_defaults.class_path_entry(build_missing=False)]
+            yarn_defaults.class_path_entry(build_missing=False) if yarn_defaults.applies_to(master) else None]
 
 
-def archive_path() -> Path:
-    """Where the archive of this pyspark installation, delta-spark and Java runtime lives."""
+def archive_path(master: str) -> Path:
+    """Where the archive of this pyspark installation, delta-spark and Java runtime lives,
+    for a session of ``master`` (its class path depends on it)."""
     override = os.environ.get(ARCHIVE_ENV)
     if override and override != "off":
         return Path(override)
-    return user_cache.keyed(ARCHIVE_NAME, _key(), ".jsa")
+    return user_cache.keyed(ARCHIVE_NAME, _key(master), ".jsa")
 
 
 def made_for(archive: Path) -> Path:
@@ -82,9 +84,9 @@ def made_for(archive: Path) -> Path:
     return archive.with_suffix(".json")
 
 
-def record_installation(archive: Path) -> None:
+def record_installation(archive: Path, master: str) -> None:
     """Write :func:`made_for` of a newly built archive: this installation's key."""
-    user_cache.write_whole(made_for(archive), json.dumps({"key": _key()}))
+    user_cache.write_whole(made_for(archive), json.dumps({"key": _key(master)}))
 
 
 def stale_archives(current: Path) -> list[Path]:
@@ -132,13 +134,14 @@ def remove_stale(current: Path) -> int:
     return freed
 
 
-def java_options(driver_options: str) -> str:
-    """``driver_options`` with the option that maps the archive, when there is one and neither
-    they nor the JVM options in the environment already choose what to share."""
+def java_options(driver_options: str, master: str) -> str:
+    """``driver_options`` of a session of ``master`` with the option that maps the archive,
+    when there is one and neither they nor the JVM options in the environment already
+    choose what to share."""
     chosen = jvm_options.chosen(driver_options)
     if os.environ.get(ARCHIVE_ENV) == "off" or any(name in chosen for name in _SHARING_OPTIONS):
         return driver_options
-    path = archive_path()
+    path = archive_path(master)
     if not path.is_file():
         return driver_options
     return f"{driver_options} -XX:SharedArchiveFile={path}".strip()

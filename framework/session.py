@@ -110,6 +110,11 @@ def _jvm_output_to_log() -> Iterator[None]:
             os.close(copy)
 
 
+def embedded_master() -> str:
+    """The master of the embedded session: ``local[*]``, or ``$TOPICLAKE_SPARK_MASTER``."""
+    return os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]")
+
+
 def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = None, kafka: bool = False,
                   metastore: str | None = None):
     """Start (or return) the embedded ``local[*]`` Spark session with Delta Lake (and, with
@@ -136,12 +141,12 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     settings.update(conf or {})
     # Hadoop's file: without a forked chmod or readlink per file (framework/local_file_system.py)
     settings.update(local_file_system.session_settings(settings, conf or {}))
-    master = os.environ.get("TOPICLAKE_SPARK_MASTER", "local[*]")
+    master = embedded_master()
     # a Hadoop configuration without YARN's 545 defaults, copied at every job (framework/yarn_defaults.py)
     settings.update(yarn_defaults.session_settings(settings, master))
     # HotSpot maps the classes a set-up run archived instead of loading them (framework/class_archive.py);
     # the JVM keeps UTC, as the session's SQL does (in_utc)
-    options = class_archive.java_options(settings["spark.driver.extraJavaOptions"])
+    options = class_archive.java_options(settings["spark.driver.extraJavaOptions"], master)
     settings["spark.driver.extraJavaOptions"] = in_utc(options)
     builder = SparkSession.builder.master(master)
     builder = builder.appName(app_name)

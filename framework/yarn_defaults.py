@@ -67,11 +67,16 @@ def class_path_entry(build_missing: bool = True) -> str | None:
     return user_cache.ensured(jar_path(), _holds_empty_defaults, _build, build_missing)
 
 
+def applies_to(master: str) -> bool:
+    """Whether a session of ``master`` leaves YARN's defaults out (a local one only)."""
+    return master.startswith("local")
+
+
 def session_settings(settings: Mapping[str, str], master: str) -> dict[str, str]:
     """What to add to an embedded session's ``settings``, for a local ``master`` only: the jar
     on the driver's class path, which puts it before Spark's own jars, after the caller's
     entries (Hadoop loads the first ``yarn-default.xml`` it finds: one of theirs wins)."""
-    if not master.startswith("local"):
+    if not applies_to(master):
         return {}
     jar = class_path_entry()
     if jar is None:

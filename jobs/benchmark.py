@@ -1175,9 +1175,10 @@ def bench_start(results: dict, rounds: int = 2) -> dict:
     resolved handed to Spark by path, HotSpot's class archive mapped), the jar list
     without the archive, and neither (a fresh cache folder: Ivy resolves, as before)."""
     from framework import class_archive, user_cache
+    from framework.session import embedded_master
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    archived = class_archive.archive_path().is_file()
+    archived = class_archive.archive_path(embedded_master()).is_file()
     if not archived:
         print("  no class archive: run jobs/class_archive.py first (the set-up does)", file=sys.stderr)
     spent: dict[str, list[float]] = {side: [] for side in START_SIDES}

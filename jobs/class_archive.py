@@ -33,7 +33,7 @@ SAMPLE_RECORDS = "200"
 def build(path: Path) -> bool:
     """Run the main job in a JVM that archives its classes at exit into ``path``."""
     from framework.cli.main import main as topiclake
-    from framework.session import local_session
+    from framework.session import embedded_master, local_session
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -54,7 +54,7 @@ def build(path: Path) -> bool:
         if status != 0 or not partial.is_file():
             return False
         # the note first: another installation's set-up removes an archive without one
-        class_archive.record_installation(path)
+        class_archive.record_installation(path, embedded_master())
         os.replace(partial, path)
         return True
     finally:
@@ -69,10 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     # the session's class path, and so the archive's name, has these jars once they are built
     local_file_system.class_path_entry()
     yarn_defaults.class_path_entry()
-    path = class_archive.archive_path()
+    from framework.session import embedded_master
+
+    master = embedded_master()
+    path = class_archive.archive_path(master)
     if args.if_missing and path.is_file():
         if not class_archive.made_for(path).is_file():
-            class_archive.record_installation(path)  # built before the notes: its name is this key's
+            class_archive.record_installation(path, master)  # built before the notes: its name is this key's
         print(f"class archive: {path} (there already)")
         return _remove_stale(path)
     started = time.monotonic()

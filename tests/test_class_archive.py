@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from framework import class_archive, jvm_options, user_cache
+from framework import class_archive, jvm_options, user_cache, yarn_defaults
 from tests.support.acceptance_files import REPO
+
+LOCAL = "local[*]"
 
 
 @pytest.fixture
@@ -23,39 +25,60 @@ def archive(tmp_path, monkeypatch):
 
 
 def test_a_session_maps_the_archive_once_it_exists(archive):
-    assert class_archive.java_options("-Dx=1") == "-Dx=1"
+    assert class_archive.java_options("-Dx=1", LOCAL) == "-Dx=1"
     archive.write_bytes(b"")
-    assert class_archive.java_options("-Dx=1") == f"-Dx=1 -XX:SharedArchiveFile={archive}"
-    assert class_archive.java_options("") == f"-XX:SharedArchiveFile={archive}"
+    assert class_archive.java_options("-Dx=1", LOCAL) == f"-Dx=1 -XX:SharedArchiveFile={archive}"
+    assert class_archive.java_options("", LOCAL) == f"-XX:SharedArchiveFile={archive}"
 
 
 @pytest.mark.parametrize("chosen", ["-Xshare:off", "-XX:SharedArchiveFile=/elsewhere.jsa",
                                     "-XX:ArchiveClassesAtExit=/new.jsa"])
 def test_options_that_choose_what_to_share_are_left_alone(archive, monkeypatch, chosen):
     archive.write_bytes(b"")
-    assert class_archive.java_options(f"-Dx=1 {chosen}") == f"-Dx=1 {chosen}"
+    assert class_archive.java_options(f"-Dx=1 {chosen}", LOCAL) == f"-Dx=1 {chosen}"
     for name in jvm_options.ENVIRONMENT:
         monkeypatch.setenv(name, chosen)
-        assert class_archive.java_options("-Dx=1") == "-Dx=1", name
+        assert class_archive.java_options("-Dx=1", LOCAL) == "-Dx=1", name
         monkeypatch.delenv(name)
+
+
+def test_a_cluster_masters_archive_is_keyed_without_the_local_sessions_yarn_jar(monkeypatch, tmp_path):
+    """Only a local session puts the jar without YARN's defaults first on its class path, and
+    the JVM maps an archive only for the class path it was built with: a session of another
+    master must not be handed the local session's archive."""
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(tmp_path))
+    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
+    monkeypatch.delenv(yarn_defaults.YARN_DEFAULTS_ENV, raising=False)
+    for name in jvm_options.ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    yarn_jar = yarn_defaults.class_path_entry()
+    local, cluster = class_archive.archive_path(LOCAL), class_archive.archive_path("spark://127.0.0.1:7077")
+    assert local != cluster
+    local.write_bytes(b"")
+    assert class_archive.java_options("", "spark://127.0.0.1:7077") == ""
+    assert class_archive.java_options("", "local[2]") == f"-XX:SharedArchiveFile={local}"
+    class_archive.record_installation(cluster, "spark://127.0.0.1:7077")
+    assert yarn_jar not in json.loads(class_archive.made_for(cluster).read_text())["key"]
+    class_archive.record_installation(local, LOCAL)
+    assert yarn_jar in json.loads(class_archive.made_for(local).read_text())["key"]
 
 
 def test_off_turns_the_archive_off(monkeypatch, tmp_path):
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")
     monkeypatch.setenv(user_cache.CACHE_ENV, str(tmp_path))
-    class_archive.archive_path().write_bytes(b"")
-    assert class_archive.java_options("-Dx=1") == "-Dx=1"
+    class_archive.archive_path(LOCAL).write_bytes(b"")
+    assert class_archive.java_options("-Dx=1", LOCAL) == "-Dx=1"
 
 
 def test_a_build_removes_the_archives_no_installation_can_map_again(monkeypatch, tmp_path):
     cache = tmp_path / "cache"
     monkeypatch.setenv(user_cache.CACHE_ENV, str(cache))
     monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
-    current = class_archive.archive_path()
+    current = class_archive.archive_path(LOCAL)
     assert current.parent == cache
     cache.mkdir()
     current.write_bytes(b"x" * 10)
-    class_archive.record_installation(current)
+    class_archive.record_installation(current, LOCAL)
     ours = json.loads(class_archive.made_for(current).read_text())["key"]
     other = tmp_path / "other-venv" / "pyspark"
     (other / "jars").mkdir(parents=True)
@@ -112,7 +135,7 @@ def test_a_started_session_loads_most_of_its_classes_from_the_archive(tmp_path):
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
     # the note of what it was built for, which a later build elsewhere reads before removing it
-    note = json.loads(class_archive.made_for(class_archive.archive_path()).read_text())
+    note = json.loads(class_archive.made_for(class_archive.archive_path(LOCAL)).read_text())
     assert note["key"][0] == os.path.dirname(os.path.realpath(__import__("pyspark").__file__))
     loads = tmp_path / "class-load.log"
     env["SPARK_SUBMIT_OPTS"] = f"{env.get('SPARK_SUBMIT_OPTS', '')} -Xlog:class+load=info:file={loads}"
@@ -122,7 +145,7 @@ def test_a_started_session_loads_most_of_its_classes_from_the_archive(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["rows"] == 3
-    assert f"-XX:SharedArchiveFile={class_archive.archive_path()}" in seen["options"]
+    assert f"-XX:SharedArchiveFile={class_archive.archive_path(LOCAL)}" in seen["options"]
     lines = loads.read_text().splitlines()
     from_archive = sum("shared objects file (top)" in line for line in lines)
     assert from_archive > len(lines) // 2, f"{from_archive} of {len(lines)} classes from the archive"

@@ -964,7 +964,7 @@ def test_checks_judged_together_fail_only_the_check_whose_guarantee_broke(tmp_pa
 
     def measured(topic: str, partition: int, stage: str, counts: dict, samples: dict | None = None) -> MeasuredCheck:
         table = f"{topic}-{partition}"
-        return MeasuredCheck(topic=topic, partitions=3, table=table, stage=stage, version_before=1, version_after=2,
+        return MeasuredCheck(topic=topic, table=table, stage=stage, version_before=1, version_after=2,
                              checked=tuple(STAGE_GUARANTEES[stage]), counts=counts, samples=samples or {},
                              context={"table": table, "stage": stage})
 

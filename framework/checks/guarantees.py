@@ -258,7 +258,7 @@ class Guarantees:
 def _measured(log: PartitionLog, stage: str, scope: Scope, violations, context: dict) -> MeasuredCheck:
     """A check's violations counted (one Spark job), with what its verdict will say."""
     counts, samples = rules.summary(violations)
-    return MeasuredCheck(topic=log.spec.topic, partitions=log.spec.partitions, table=log.name, stage=stage,
+    return MeasuredCheck(topic=log.spec.topic, table=log.name, stage=stage,
                          version_before=scope.version_before, version_after=scope.version_after,
                          checked=tuple(STAGE_GUARANTEES[stage]), counts=counts, samples=samples,
                          context={"partition": log.partition, **context})

@@ -63,7 +63,6 @@ class MeasuredCheck:
     guarantee, a few of them to show, and the numbers the check read."""
 
     topic: str
-    partitions: int
     #: the partition's table name (``<topic>-<partition>``)
     table: str
     stage: str
