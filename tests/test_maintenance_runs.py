@@ -142,6 +142,33 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
     assert "injected refusal" in history[1]["message"]
 
 
+def test_checks_that_cannot_be_judged_fail_their_partitions_and_their_committed_stages_are_recorded(
+        spark, isolated, capsys, monkeypatch):
+    """Great Expectations judges a run's checks together when the run records them; when that
+    judgment cannot run, every partition it was for fails (exit 1), and their rows still
+    say their stages committed, with the check in error."""
+    from framework.checks.guarantees import Guarantees
+
+    def judgment_refused(self, measured):
+        raise OSError("injected: the Great Expectations store cannot be written")
+
+    monkeypatch.setattr(Guarantees, "judge", judgment_refused)
+    common, paths = isolated
+    code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--no-report")
+    assert code == 1, out + err
+    assert out.splitlines() == [f"iso-{p}: FAILED (the check of compact could not be judged: injected: the Great "
+                                "Expectations store cannot be written)" for p in range(3)], out
+    history = spark.sql(
+        "SELECT partition, committed, validation, message FROM "
+        f"{delta_table_sql(os.path.join(common[1], '_topiclake', 'maintenance_history'))} "
+        "WHERE stage = 'compact' ORDER BY partition").collect()
+    assert [(r["partition"], r["committed"], r["validation"]) for r in history] == [
+        (0, True, "error"), (1, True, "error"), (2, True, "error")]
+    assert all("injected" in r["message"] for r in history)
+    assert delta_offsets(spark, paths[1]) == [1, 2]
+    assert_others_compacted(spark, paths)
+
+
 def corrupt_a_data_file(path: str) -> None:
     """Overwrite partition 1's data files with garbage: its log reads, its records do not."""
     data = data_files_on_disk(path)
