@@ -20,17 +20,16 @@
    topic of ``--partitions`` partitions: produce 5,000 JSON lines through the command
    line's code (its tables created on the way), the first maintain, then an idle maintain
    (nothing due), both without the guarantee checks or the history; a twin topic's first
-   maintain with two cleaner threads, as the quick start runs it (both must end with the
-   same offsets); after a warm-up of the checks, five more twins' first maintains as the
+   maintain with two cleaner threads, also without them (both must end with the same
+   offsets); after a warm-up of the checks, five more twins' first maintains as the
    command line runs them (every stage checked, the history recorded): two cleaner
-   threads with the checks judged by Great Expectations together when the run records them
-   (as shipped) against each judged as it is measured (as before), A B B A, then one thread; then 5,000 more lines into the
-   first topic's tables. Twin topics of a quarter of the partitions are created, A B B A,
-   through Delta's transaction API (as shipped) and by Delta's table builder (as before);
-   then the same lines, A B B A: the driver's rows through Arrow against a Python list,
-   and Java lists read by index against iterated through py4j (each as shipped against
-   as before). Then
-   four twin topics of a quarter of the partitions, with the same records, get their first
+   threads with the checks judged by Great Expectations together when the run records
+   them (as shipped) against each judged as it is measured (as before), A B B A, then one
+   thread; then 5,000 more lines into the first topic's tables. Twin topics of a quarter
+   of the partitions are created, A B B A, through Delta's transaction API (as shipped)
+   and by Delta's table builder (as before); then the same lines, A B B A: the driver's
+   rows through Arrow against a Python list, and Java lists read by index against iterated
+   through py4j (each as shipped against as before). Then four twin topics of a quarter of the partitions, with the same records, get their first
    maintain in the order A B B A: A measures each partition from its commit metadata (the
    newest timestamp rules out young records, the append commits give the records past the
    checkpoint: as shipped), B scans the records past the checkpoint (as before); both must
@@ -73,15 +72,16 @@
    partition; counted: the partition's ``_delta_log`` (commits, checkpoints, bytes), its
    live data files, and the history table's live files and log.
 6. ``checks``: a small partition (500 records over 50 keys) compacted; then its guarantee
-   checks run ``--check-runs`` times with Great Expectations judging the one-row metrics
-   frame on its pandas engine (how topiclake judges) against its Spark engine (how it judged
-   before), alternating, in one process, against the compaction they check; then the same
-   checks reading both versions from the files their checksums list (as shipped) against
-   through Delta's time travel (as before), alternating; then the same checks, under a
-   small partition's settings as maintenance runs them, pairing the versions in one Spark
-   task (as shipped) against through a shuffle (as before), alternating; then a vacuum's
-   check (G9) of three versions, read in one Spark query (as shipped) against a query a
-   version (as before), alternating.
+   checks run ``--check-runs`` times, each measured and judged alone (``check_stage``),
+   with Great Expectations judging the metrics row on its pandas engine (how topiclake
+   judges) against its Spark engine (how it judged before), alternating, in one process,
+   against the compaction they check; then the same checks reading both versions from the
+   files their checksums list (as shipped) against through Delta's time travel (as
+   before), alternating; then the same checks, under a small partition's settings as
+   maintenance runs them, pairing the versions in one Spark task (as shipped) against
+   through a shuffle (as before), alternating; then a vacuum's check (G9) of three
+   versions, read in one Spark query (as shipped) against a query a version (as before),
+   alternating.
 7. ``heap``: ``maintain`` then ``validate`` (both versions read through Delta) of a topic of
    ``--heap-partitions`` partitions through the command line, and the driver's heap in use
    after a full collection before and after: with each partition's table forgotten from
