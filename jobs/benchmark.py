@@ -29,8 +29,8 @@
    of the partitions are created, A B B A, through Delta's transaction API (as shipped)
    and by Delta's table builder (as before); then the same lines, A B B A: the driver's
    rows through Arrow against a Python list, and Java lists read by index against iterated
-   through py4j (each as shipped against as before). Then four twin topics of a quarter of the partitions, with the same records, get their first
-   maintain in the order A B B A: A measures each partition from its commit metadata (the
+   through py4j (each as shipped against as before). Then four twin topics of a quarter
+   of the partitions, with the same records, get their first maintain in the order A B B A: A measures each partition from its commit metadata (the
    newest timestamp rules out young records, the append commits give the records past the
    checkpoint: as shipped), B scans the records past the checkpoint (as before); both must
    end with the same offsets. Four more twins, the same way, for each of: the compaction
