@@ -21,41 +21,42 @@
    line's code (its tables created on the way), the first maintain, then an idle maintain
    (nothing due), both without the guarantee checks or the history; a twin topic's first
    maintain with two cleaner threads, also without them (both must end with the same
-   offsets); after a warm-up of the checks, five more twins' first maintains as the
-   command line runs them (every stage checked, the history recorded): two cleaner
-   threads with the checks judged by Great Expectations together when the run records
-   them (as shipped) against each judged as it is measured (as before), A B B A, then one
-   thread; then 5,000 more lines into the first topic's tables. Twin topics of a quarter
-   of the partitions are created, A B B A, through Delta's transaction API (as shipped)
-   and by Delta's table builder (as before); then the same lines, A B B A: the driver's
-   rows through Arrow against a Python list, and Java lists read by index against iterated
-   through py4j (each as shipped against as before). Then four twin topics of a quarter
-   of the partitions, with the same records, get their first maintain in the order A B B A: A measures each partition from its commit metadata (the
-   newest timestamp rules out young records, the append commits give the records past the
-   checkpoint: as shipped), B scans the records past the checkpoint (as before); both must
-   end with the same offsets. Four more twins, the same way, for each of: the compaction
-   frame without the clean section's lookup when no record lies below the log start (as
-   shipped) against with it (as before); for topics with ``cleanup.policy=delete`` and the
-   history on, retention planned from the oldest-timestamp bound and the history's sizes
-   from the metadata (as shipped) against read from the records (as before); one cleaner
-   thread (the default) against two (``--cleaner-threads 2``); bin-packing planned from the
-   files the version checksum lists (as shipped) against Delta's listing (as before); the history
-   (on for this pair) appended once per run (as shipped) against after every partition
-   that committed (as before); a small partition's compaction written through Delta's
-   transaction API (as shipped) against Delta's MERGE (as before); a small partition's
-   shuffles in one Spark partition planned up front (as shipped) against the session's
-   adaptive plan over four (as before); for topics with ``cleanup.policy=delete`` whose
-   retention cuts half of each partition, the cut written through Delta's transaction API
-   (as shipped) against Delta's DELETE after a time-travel read (as before); the files a
-   compaction rewrites named by its totals (as shipped) against found by a pass of their
-   own over the offsets (as before); vacuum's check of the table properties against the
-   spec, read from the version checksum (as shipped) against ``SHOW TBLPROPERTIES`` (as
-   before); pyspark's DataFrame debugging (each function call's Python call site recorded
-   in the JVM) off, as the embedded session sets it, against pyspark's default, on (as
-   before), the produce timed too; the JVM in UTC, as the embedded session starts it,
-   against Europe/Berlin, as on such a machine before (Delta then rebuilds the state after
-   every commit), the produce timed too. Each twin then gets an idle maintain, in the same
-   order. ``--twins`` runs only the named kinds (``measure``, ``debugging``, ...).
+   offsets); after a warm-up of the checks, five more twins' first maintains as the command
+   line runs them (every stage checked, the history recorded): two cleaner threads with the
+   checks judged by Great Expectations together when the run records them (as shipped)
+   against each judged as it is measured (as before), A B B A, then one thread; then 5,000
+   more lines into the first topic's tables. Twin topics of a quarter of the partitions are
+   created, A B B A, through Delta's transaction API (as shipped) and by Delta's table
+   builder (as before); then the same lines, A B B A: the driver's rows through Arrow
+   against a Python list, and Java lists read by index against iterated through py4j (each
+   as shipped against as before). Then four twin topics of a quarter of the partitions,
+   with the same records, get their first maintain in the order A B B A: A measures each
+   partition from its commit metadata (the newest timestamp rules out young records, the
+   append commits give the records past the checkpoint: as shipped), B scans the records
+   past the checkpoint (as before); both must end with the same offsets. Four more twins,
+   the same way, for each of: the compaction frame without the clean section's lookup when
+   no record lies below the log start (as shipped) against with it (as before); for topics
+   with ``cleanup.policy=delete`` and the history on, retention planned from the
+   oldest-timestamp bound and the history's sizes from the metadata (as shipped) against
+   read from the records (as before); one cleaner thread (the default) against two
+   (``--cleaner-threads 2``); bin-packing planned from the files the version checksum lists
+   (as shipped) against Delta's listing (as before); the history (on for this pair)
+   appended once per run (as shipped) against after every partition that committed (as
+   before); a small partition's compaction written through Delta's transaction API (as
+   shipped) against Delta's MERGE (as before); a small partition's shuffles in one Spark
+   partition planned up front (as shipped) against the session's adaptive plan over four
+   (as before); for topics with ``cleanup.policy=delete`` whose retention cuts half of each
+   partition, the cut written through Delta's transaction API (as shipped) against Delta's
+   DELETE after a time-travel read (as before); the files a compaction rewrites named by
+   its totals (as shipped) against found by a pass of their own over the offsets (as
+   before); vacuum's check of the table properties against the spec, read from the version
+   checksum (as shipped) against ``SHOW TBLPROPERTIES`` (as before); pyspark's DataFrame
+   debugging (each function call's Python call site recorded in the JVM) off, as the
+   embedded session sets it, against pyspark's default, on (as before), the produce timed
+   too; the JVM in UTC, as the embedded session starts it, against Europe/Berlin, as on
+   such a machine before (Delta then rebuilds the state after every commit), the produce
+   timed too. Each twin then gets an idle maintain, in the same order. ``--twins`` runs
+   only the named kinds (``measure``, ``debugging``, ...).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
    (twice each, alternating; the faster kept, and the first produce reported too), and
