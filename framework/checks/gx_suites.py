@@ -3,8 +3,8 @@
 Each check's violations are counted by Spark (``framework.checks.rules``) into a row of a
 metrics frame, one row per check judged together; GE judges the frame with one named
 expectation per guarantee, in the warehouse's file-backed project, so every result lands
-in the validations store and ``report`` renders it as Data Docs. The spec's own ``expectations:`` run as a second suite over the after
-version's user columns.
+in the validations store and ``report`` renders it as Data Docs. The spec's own
+``expectations:`` run as a second suite over the after version's user columns.
 """
 
 from __future__ import annotations
