@@ -133,13 +133,18 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
     # partition 1's compaction committed (keys a, a, b: offsets 1 and 2 stay), and so did the others'
     assert delta_offsets(spark, paths[1]) == [1, 2]
     assert_others_compacted(spark, paths)
-    history = spark.sql(
-        "SELECT partition, stage, committed, validation, message FROM "
-        f"{delta_table_sql(os.path.join(common[1], '_topiclake', 'maintenance_history'))} "
-        "WHERE stage = 'compact' ORDER BY partition").collect()
+    history = compact_rows(spark, common)
     assert [(r["partition"], r["committed"], r["validation"]) for r in history] == [
         (0, True, "passed"), (1, True, "error"), (2, True, "passed")]
     assert "injected refusal" in history[1]["message"]
+
+
+def compact_rows(spark, common: list[str]) -> list:
+    """The history rows of the compact stage, per partition, of the warehouse ``common`` names."""
+    return spark.sql(
+        "SELECT partition, committed, validation, message FROM "
+        f"{delta_table_sql(os.path.join(common[1], '_topiclake', 'maintenance_history'))} "
+        "WHERE stage = 'compact' ORDER BY partition").collect()
 
 
 def test_checks_that_cannot_be_judged_fail_their_partitions_and_their_committed_stages_are_recorded(
@@ -158,10 +163,7 @@ def test_checks_that_cannot_be_judged_fail_their_partitions_and_their_committed_
     assert code == 1, out + err
     assert out.splitlines() == [f"iso-{p}: FAILED (the check of compact could not be judged: injected: the Great "
                                 "Expectations store cannot be written)" for p in range(3)], out
-    history = spark.sql(
-        "SELECT partition, committed, validation, message FROM "
-        f"{delta_table_sql(os.path.join(common[1], '_topiclake', 'maintenance_history'))} "
-        "WHERE stage = 'compact' ORDER BY partition").collect()
+    history = compact_rows(spark, common)
     assert [(r["partition"], r["committed"], r["validation"]) for r in history] == [
         (0, True, "error"), (1, True, "error"), (2, True, "error")]
     assert all("injected" in r["message"] for r in history)
