@@ -124,3 +124,9 @@ class EngineNotInstalledError(TopiclakeError):
 
 class DeltaNotConfiguredError(TopiclakeError):
     """The Spark session has no Delta Lake support."""
+
+
+def first_line(error: BaseException) -> str:
+    """An unexpected error said in one line: its message's first line, or its type's name."""
+    said = str(error).strip()
+    return said.splitlines()[0] if said else type(error).__name__

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import reduce
 
+from framework.errors import first_line
 from framework.log.partition_log import PartitionLog
 
 __all__ = ["read_problem", "read_problems"]
@@ -21,7 +22,7 @@ def read_problem(log: PartitionLog, version: int) -> str | None:
     try:
         log.read(version).agg(F.max(F.xxhash64("offset"))).collect()
     except Exception as error:  # noqa: BLE001 - any failure to read is the finding
-        return _first_line(error)
+        return first_line(error)[:400]
     return None
 
 
@@ -38,8 +39,3 @@ def read_problems(log: PartitionLog, versions: list[int]) -> dict[int, str | Non
         except Exception:  # noqa: BLE001 - some version cannot be read: find which, one by one
             pass
     return {v: read_problem(log, v) for v in versions}
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return (text.splitlines()[0] if text else type(error).__name__)[:400]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import traceback
 from typing import TYPE_CHECKING, Callable
 
+from framework.errors import first_line
+
 if TYPE_CHECKING:
     from framework.log.history import HistoryRow
     from framework.stages.maintenance import PartitionRun
@@ -42,8 +44,7 @@ class AwaitingVerdicts:
         try:
             outcomes = self.validator.judge([measured for _, _, measured in waiting])
         except Exception as error:  # noqa: BLE001 - the stages committed: their rows must say so
-            said = str(error).strip()
-            why = said.splitlines()[0] if said else type(error).__name__
+            why = first_line(error)
             message = traceback.format_exc(limit=3)[-4000:]
             for part, row, _ in waiting:
                 part.error = part.error or f"the check of {row.stage} could not be judged: {why}"

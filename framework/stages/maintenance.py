@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from framework import faults
-from framework.errors import ArgumentError, ConcurrentWriteError, TopiclakeError
+from framework.errors import ArgumentError, ConcurrentWriteError, TopiclakeError, first_line
 from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.delta_commits import (
     MAX_COMMIT_ATTEMPTS,
@@ -235,9 +235,7 @@ class Maintenance:
             # Side by side with other partitions' checks; judged with them when recorded
             measured = self.validator.measure(check)
         except Exception as error:  # noqa: BLE001 - the stage committed: its row must say so, not a refusal
-            said = str(error).strip()
-            why = said.splitlines()[0] if said else type(error).__name__
-            part.error = f"the check of {check.stage} could not run: {why}"
+            part.error = f"the check of {check.stage} could not run: {first_line(error)}"
             row.validation, row.message = "error", traceback.format_exc(limit=3)[-4000:]
             self.progress(f"      {part.error}")
             return
