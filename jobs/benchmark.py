@@ -22,9 +22,9 @@
    (nothing due), both without the guarantee checks or the history; a twin topic's first
    maintain with two cleaner threads, also without them (both must end with the same
    offsets); after a warm-up of the checks, five more twins' first maintains as the command
-   line runs them (every stage checked, the history recorded): two cleaner threads with the
-   checks judged by Great Expectations together when the run records them (as shipped)
-   against each judged as it is measured (as before), A B B A, then one thread; then 5,000
+   line runs them (every stage checked, the history recorded): two cleaner threads with
+   each check's bounds counted in the Spark job that counts its violations (as shipped)
+   against in a job of their own first (as before stop 62), A B B A, then one thread; then 5,000
    more lines into the first topic's tables. Twin topics of a quarter of the partitions are
    created, A B B A, through Delta's transaction API (as shipped) and by Delta's table
    builder (as before); then the same lines, A B B A: the driver's rows through Arrow
@@ -98,6 +98,11 @@
    shipped (no forked chmod or readlink) against Hadoop's raw local one (as before).
 11. ``yarn_defaults``: the same, the embedded session's Hadoop configuration without YARN's
    defaults (as shipped) against with them (as before, ``TOPICLAKE_YARN_DEFAULTS=keep``).
+12. ``commands``: the ``partitions`` section's topic as a user runs it, each step a
+   ``topiclake`` command in a new process (its JVM's JIT cold, unlike the sections above,
+   whose figures come after the process's earlier work): produce 5,000 lines, the first
+   maintain (checks and history) with one cleaner thread (the default) and, on a twin
+   topic, with two, each followed by an idle maintain (mostly the command's start).
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -126,8 +131,8 @@ from framework.cli.main import guarded  # noqa: E402
 from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
-SECTIONS = ("compaction", "partitions", "produce", "files", "metadata", "checks", "heap", "lint", "start",
-            "file_system", "yarn_defaults")
+SECTIONS = ("compaction", "partitions", "commands", "produce", "files", "metadata", "checks", "heap", "lint",
+            "start", "file_system", "yarn_defaults")
 
 
 def _timed(label, results, action):
@@ -208,23 +213,13 @@ def _whole_versions_paired():
 
 
 @contextlib.contextmanager
-def _judged_check_by_check():
-    """The checks as they were judged until stop 61: each by Great Expectations as soon as
-    it is measured, one validation a check (now: one a topic when the run records them)."""
-    from framework.checks.guarantees import Guarantees
+def _bounds_counted_first():
+    """The checks as they ran until stop 62: the data's bounds counted in a Spark job of
+    their own before the violations (now: counted with them, under the scope a correct
+    stage gives, and again only if the data's bounds give another)."""
+    from framework.checks import guarantees
 
-    measure, judge, verdicts = Guarantees.measure, Guarantees.judge, {}
-
-    def measured_and_judged(self, check):
-        item = measure(self, check)
-        verdicts[id(item)] = judge(self, [item])[0]  # the item stays alive until judged below
-        return item
-
-    def judged_already(self, items):
-        return [verdicts.pop(id(item)) for item in items]
-
-    with mock.patch.object(Guarantees, "measure", measured_and_judged), \
-            mock.patch.object(Guarantees, "judge", judged_already):
+    with mock.patch.object(guarantees, "expected_bounds", lambda check: None):
         yield
 
 
@@ -421,9 +416,9 @@ CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's ta
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
 
 
-#: The partitions section's checked first maintains: Great Expectations judging a run's
-#: checks together (as shipped) against each check as it is measured (as before stop 61).
-JUDGED_TOGETHER, JUDGED_ALONE = "two cleaner threads", "two cleaner threads, each check judged alone (as before)"
+#: The partitions section's checked first maintains: a check's bounds counted with its
+#: violations (as shipped) against in a Spark job of their own first (as before stop 62).
+COUNTED_TOGETHER, BOUNDS_FIRST = "two cleaner threads", "two cleaner threads, the bounds counted first (as before)"
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
@@ -462,14 +457,14 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     failed = first.failed or idle.failed or first_threaded.failed
     same = all(_offsets(topic.partition(p)) == _offsets(threaded.partition(p)) for p in range(partitions))
     # The same first maintain as the command line runs it: every stage checked by the
-    # guarantees, the history recorded. With two cleaner threads, the checks judged
-    # together when the run records them (as shipped) against each judged as it is
-    # measured (as before), A B B A (each side's mean is its figure); then one thread.
+    # guarantees, the history recorded. With two cleaner threads, each check's bounds
+    # counted with its violations (as shipped) against in a job of their own first (as
+    # before), A B B A (each side's mean is its figure); then one thread.
     checked = f"first maintain of {partitions} partitions with checks and history"
-    for run, (name, threads, way) in enumerate(((JUDGED_TOGETHER, 2, contextlib.nullcontext),
-                                                (JUDGED_ALONE, 2, _judged_check_by_check),
-                                                (JUDGED_ALONE, 2, _judged_check_by_check),
-                                                (JUDGED_TOGETHER, 2, contextlib.nullcontext),
+    for run, (name, threads, way) in enumerate(((COUNTED_TOGETHER, 2, contextlib.nullcontext),
+                                                (BOUNDS_FIRST, 2, _bounds_counted_first),
+                                                (BOUNDS_FIRST, 2, _bounds_counted_first),
+                                                (COUNTED_TOGETHER, 2, contextlib.nullcontext),
                                                 ("one cleaner thread", 1, contextlib.nullcontext))):
         twin = Topic(spark, warehouse, _spec(f"wide-checked-{run}", partitions))
         produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
@@ -480,7 +475,7 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
             ).run(now, cleaner_threads=threads))
         failed = failed or done.failed
         same = same and all(_offsets(topic.partition(p)) == _offsets(twin.partition(p)) for p in range(partitions))
-    for name, side in ((JUDGED_TOGETHER, "a"), (JUDGED_ALONE, "b")):
+    for name, side in ((COUNTED_TOGETHER, "a"), (BOUNDS_FIRST, "b")):
         results[f"{checked}, {name}"] = round(
             (results[f"{checked}, {name} ({side}1)"] + results[f"{checked}, {name} ({side}2)"]) / 2, 3)
     # Twin topics of a quarter of the partitions each, the same records, first maintains in
@@ -1204,6 +1199,48 @@ def bench_start(results: dict, rounds: int = 2) -> dict:
     return {"class_archive": archived, "runs": spent, "same_tables_every_way": len(created) == 1 and -1 not in created}
 
 
+def bench_commands(results: dict, partitions: int, now: int) -> dict:
+    """The partitions section's topic as a user runs it: each step a ``topiclake`` command
+    in a new process (a JVM start, a session, the JIT cold): produce 5,000 JSON lines, the
+    first maintain (every stage checked, the history recorded; the default one cleaner
+    thread, then a twin topic with ``--cleaner-threads 2``), then an idle maintain, whose
+    time is mostly the start."""
+    import yaml
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="topiclake-commands-") as scratch:
+        config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}
+        topics = {1: "wide-cli", 2: "wide-cli-threads"}
+        for topic in topics.values():
+            with open(os.path.join(scratch, f"{topic}.yaml"), "w") as handle:
+                yaml.safe_dump({"topic": topic, "partitions": partitions, "config": config}, handle)
+        lines = os.path.join(scratch, "lines.jsonl")
+        with open(lines, "w") as handle:
+            for i in range(5000):
+                handle.write(json.dumps({"key": f"user-{i % 1000}", "value": f"v{i}",
+                                         "timestamp": now - DAY_MS + i}) + "\n")
+
+        def command(label: str, *args: str) -> None:
+            nonlocal ok
+            argv = [sys.executable, "-m", "framework.cli", "--warehouse", os.path.join(scratch, "w"),
+                    "--specs", scratch, *args]
+            done = _timed(label, results, lambda: subprocess.run(argv, cwd=repo, capture_output=True, text=True))
+            if done.returncode != 0:
+                ok = False
+                print(f"  {label}: exit {done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
+
+        for threads, topic in topics.items():
+            command(f"topiclake produce of 5000 lines into {partitions} partitions ({topic})",
+                    "produce", "--topic", topic, "--input", lines, "--now", str(now))
+        for threads, topic in topics.items():
+            suffix = "" if threads == 1 else f", --cleaner-threads {threads}"
+            for run in ("first", "idle"):
+                command(f"topiclake maintain, {run}, {partitions} partitions{suffix}", "maintain", "--topic", topic,
+                        "--now", str(now), "--no-report", "--cleaner-threads", str(threads))
+    return {"commands_succeeded": ok}
+
+
 @dataclass(frozen=True)
 class SessionSwitch:
     """A setting of the embedded session chosen by an environment variable, which the
@@ -1307,8 +1344,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         for name in ("one cleaner thread", "two cleaner threads"):
             ratios[f"first maintain with checks and history, {name}, s per partition"] = round(
                 results[f"{checked}, {name}"] / partitions, 3)
-        ratios["first maintain with checks, two threads: judged together / each judged alone"] = round(
-            results[f"{checked}, {JUDGED_TOGETHER}"] / results[f"{checked}, {JUDGED_ALONE}"], 2)
+        ratios["first maintain with checks, two threads: bounds counted with the violations / first"] = round(
+            results[f"{checked}, {COUNTED_TOGETHER}"] / results[f"{checked}, {BOUNDS_FIRST}"], 2)
         quarter = max(1, partitions // 4)
 
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
@@ -1409,6 +1446,8 @@ def run(argv) -> int:
         if "partitions" in sections:
             others["partitions"] = bench_partitions(
                 spark, warehouse, args.partitions, now, results, twin_kinds)
+        if "commands" in sections:
+            others["commands"] = bench_commands(results, args.partitions, now)
         if "produce" in sections:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "files" in sections:
@@ -1443,6 +1482,7 @@ def run(argv) -> int:
     failed = failed or not others.get("files", {}).get("same_records", True)
     failed = failed or not others.get("checks", {}).get("checks_passed", True)
     failed = failed or not others.get("start", {}).get("same_tables_every_way", True)
+    failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     return 0 if exact and not failed else 1
 
 

@@ -385,6 +385,36 @@ def test_the_timestamp_and_header_strategies_keep_their_winners_not_the_highest_
         assert offsets(log) == STRATEGY_SURVIVORS, topic
 
 
+def _counted(spark, warehouse, check, monkeypatch):
+    """The check's outcome and how many times it counted violations; the outcome must be
+    the one the check gives when it counts the data's bounds first, in a job of their own
+    (as before stop 62)."""
+    from framework.checks import guarantees, rules
+
+    with monkeypatch.context() as patched:
+        counts, shipped = [], rules.summary
+        patched.setattr(rules, "summary", lambda *args, **kwargs: counts.append(1) or shipped(*args, **kwargs))
+        patched.setattr(rules, "bounds", lambda *args, **kwargs: pytest.fail("the bounds counted on their own"))
+        outcome = Guarantees(spark, warehouse).check_stage(check)
+    with monkeypatch.context() as patched:
+        patched.setattr(guarantees, "expected_bounds", lambda check: None)
+        assert Guarantees(spark, warehouse).check_stage(check) == outcome
+    return outcome, len(counts)
+
+
+def test_a_correct_stage_is_checked_in_one_spark_job_with_its_bounds(spark, base, orders, monkeypatch):
+    """The check of a stage whose U the data confirms counts the violations and the data's
+    bounds together: one summary, no job for the bounds alone."""
+    warehouse, log = orders
+    check = compact_check(base, log, base.row("orders", "compact").version_after)
+    outcome, counted = _counted(spark, warehouse, check, monkeypatch)
+    assert outcome.passed and counted == 1, outcome.details
+    # a corruption that does not move U or the retention bounds is still found that way
+    version = CORRUPTIONS["final state changed"][0](log)
+    outcome, counted = _counted(spark, warehouse, compact_check(base, log, version), monkeypatch)
+    assert failed_codes(outcome) == {"G5"} and counted == 1, outcome.details
+
+
 # -------------------------------------------------- corruptions of a stage
 def _append_original(log, offset: int, version: int = 1) -> int:
     from pyspark.sql import functions as F
@@ -693,8 +723,9 @@ def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_record
         state_after=result.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
         cleaned_up_to=result.cleaned_up_to,
     )
-    outcome = Guarantees(spark, warehouse).check_stage(check)
-    assert failed_codes(outcome) == {"G6"}, outcome.details
+    # the stage's U (5) is not the data's (6): the violations are counted again under the data's scope
+    outcome, counted = _counted(spark, warehouse, check, monkeypatch)
+    assert failed_codes(outcome) == {"G6"} and counted == 2, outcome.details
     assert "  offset 5, key 'b': timestamp 5000 is older than now - max.compaction.lag.ms = 6000" in "\n".join(
         outcome.details)
     # the check of only the change recomputes U from its pairing (the file statistics
@@ -711,7 +742,7 @@ def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_record
     assert scoped == [True] and not queried
 
 
-def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, base, tmp_path):
+def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, base, tmp_path, monkeypatch):
     from framework.log.topic import Topic
 
     warehouse = base.copy(base.maintained, tmp_path / "warehouse")
@@ -719,12 +750,13 @@ def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, bas
     assert offsets(log) == [3, 4]
     row = base.row("events", "retain")
     version = raw_delete(log, "offset = 3")
-    outcome = Guarantees(spark, warehouse).check_stage(StageCheck(
+    # a removal retention does not explain: the violations are counted again under the data's scope
+    outcome, counted = _counted(spark, warehouse, StageCheck(
         log=log, stage="retain", now_ms=NOW, version_before=row.version_before, version_after=version,
         before=log.read(row.version_before), state_before=log.states_at([row.version_before])[row.version_before],
         state_after=log.states_at([version])[version], smallest_committed_offset=3, new_log_start=3,
-    ))
-    assert failed_codes(outcome) == {"G8"}, outcome.details
+    ), monkeypatch)
+    assert failed_codes(outcome) == {"G8"} and counted == 2, outcome.details
     text = "\n".join(outcome.details)
     assert "offset 3, key 'e3': removed at or above the new log start 3" in text
 

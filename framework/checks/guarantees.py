@@ -34,7 +34,7 @@ from framework.checks import gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
 from framework.checks.readability import read_problems
-from framework.checks.scope import Scope, stage_scope, validate_scope, versions_to_read
+from framework.checks.scope import Scope, expected_bounds, stage_scope, validate_scope, versions_to_read
 from framework.cleaner.rules import uncleanable_after_ms
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log.log_state import LogState
@@ -94,6 +94,8 @@ class Guarantees:
         def scope_of(bounds: dict) -> Scope:
             return stage_scope(check, state_before, state_after, bounds)
 
+        expected = expected_bounds(check)
+
         if scoped:
             with planned_up_front(log.spark):
                 changes = change_scope(log, before, check.version_before, check.version_after, start,
@@ -105,7 +107,8 @@ class Guarantees:
                     finally:
                         changes.release()
         return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
-                             run_spec_expectations=True, one_task=_small(state_before, state_after))
+                             run_spec_expectations=True, one_task=_small(state_before, state_after),
+                             expected=expected)
 
     def validate(self, log: PartitionLog, now_ms: int, from_version: int | None = None,
                  to_version: int | None = None) -> ValidationOutcome:
@@ -172,9 +175,14 @@ class Guarantees:
     # --------------------------------------------------------------- the work
     def _compare(self, log: PartitionLog, stage: str, before, after, state_after: LogState, scope_of,
                  now_ms: int, run_spec_expectations: bool, changes: ChangeScope | None = None,
-                 one_task: bool = False) -> MeasuredCheck:
+                 one_task: bool = False, expected: dict | None = None) -> MeasuredCheck:
         """Pair the two versions (only what ``changes`` leaves in scope, when given) and count
-        the violations; ``one_task``: both versions are small, pair them in one Spark partition."""
+        the violations; ``one_task``: both versions are small, pair them in one Spark partition.
+
+        ``expected``: the bounds a correct stage leaves (``scope.expected_bounds``). The
+        violations under the scope they give and the data's own bounds are then counted in
+        one Spark job; only if the data's bounds give another scope are the violations
+        counted again, under that one."""
         config = log.spec.config
         checked = STAGE_GUARANTEES[stage]
         start = state_after.log_start_offset
@@ -183,8 +191,16 @@ class Guarantees:
         else:
             pairs = rules.paired(changes.sides(after, lambda records, side: rules.narrow(records, side, config)),
                                  counted=True).persist()
+        key_type = log.spec.key_type
         try:
-            if changes is None:
+            counted = None  # (counts, samples) when already counted under the data's scope
+            if changes is None and expected is not None:
+                guessed = scope_of(expected)
+                counts, samples, bounds = rules.summary_and_bounds(
+                    rules.violations(pairs, guessed, config, key_type, checked), pairs, config, now_ms, start)
+                if scope_of(bounds) == guessed:
+                    counted = counts, samples
+            elif changes is None:
                 bounds = rules.bounds(pairs, config, now_ms, start)
             else:
                 young = uncleanable_after_ms(now_ms, config)
@@ -193,13 +209,13 @@ class Guarantees:
                                              young_from=changes.dirty_from
                                              if changes.holds_every_record_newer_than(young) else None)
             scope = scope_of(bounds)
-            violations = rules.violations(pairs, scope, config, log.spec.key_type, checked)
+            counts, samples = counted or rules.summary(rules.violations(pairs, scope, config, key_type, checked))
             context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,
                        "now_ms": now_ms, "records_before": bounds["records_before"],
                        "records_after": bounds["records_after"], "removed_records": bounds["removed"],
                        "checkpoint_after": scope.checkpoint_after, "log_start_after": scope.log_start_after,
                        "first_uncleanable_offset": bounds["u_before"]}
-            measured = _measured(log, stage, scope, violations, context)
+            measured = _measured(log, stage, scope, counts, samples, context)
         finally:
             pairs.unpersist()
         if run_spec_expectations and log.spec.expectations:
@@ -222,7 +238,7 @@ class Guarantees:
         context = {"stage": "vacuum", "version_before": check.version_before, "version_after": check.version_after,
                    "now_ms": check.now_ms, "oldest_window_version": check.oldest_window_version}
         scope = Scope("vacuum", check.now_ms, check.version_before, check.version_after, 0, 0, 0, 0)
-        return _measured(log, "vacuum", scope, violations, context)
+        return _measured(log, "vacuum", scope, *rules.summary(violations), context)
 
     def _spec_suite(self, log: PartitionLog, stage: str, after) -> ValidationOutcome:
         """The spec's own expectations over the after version's user columns."""
@@ -255,9 +271,9 @@ class Guarantees:
         return None if last is None else last["version_after"]
 
 
-def _measured(log: PartitionLog, stage: str, scope: Scope, violations, context: dict) -> MeasuredCheck:
-    """A check's violations counted (one Spark job), with what its verdict will say."""
-    counts, samples = rules.summary(violations)
+def _measured(log: PartitionLog, stage: str, scope: Scope, counts: dict[str, int], samples: dict[str, list],
+              context: dict) -> MeasuredCheck:
+    """A check's violations counted, with what its verdict will say."""
     return MeasuredCheck(topic=log.spec.topic, table=log.name, stage=stage,
                          version_before=scope.version_before, version_after=scope.version_after,
                          checked=tuple(STAGE_GUARANTEES[stage]), counts=counts, samples=samples,

@@ -14,13 +14,16 @@ brings no records to the driver:
    turns into a :class:`Scope`: the first uncleanable offset recomputed from the data, the
    time-retention boundary, the highest removed offset... (``scoped_bounds`` when the
    pairing holds only the change: what needs every record is read where file statistics
-   point.)
+   point.) When whole versions are paired and the stage says what the bounds should be,
+   the aggregate rides along with the violations (:func:`summary_and_bounds`): one job,
+   not two, unless the data's bounds give another scope.
 3. **Violations.** The per-offset rules in one pass over the pairing, the per-key rules
    (unique keys, winners, final state, tombstones) in one window over the key.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -29,7 +32,8 @@ from framework.cleaner.rules import delete_horizon_ms, uncleanable_after_ms
 from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
-__all__ = ["SAMPLE_ROWS", "Rule", "bounds", "literal_violations", "pairing", "scoped_bounds", "summary", "violations"]
+__all__ = ["SAMPLE_ROWS", "Rule", "bounds", "literal_violations", "pairing", "scoped_bounds", "summary",
+           "summary_and_bounds", "violations"]
 
 #: How many offending rows each failed guarantee shows.
 SAMPLE_ROWS = 5
@@ -99,10 +103,10 @@ def _time_boundary(present: str, ts: str, config: TopicConfig, now_ms: int) -> s
     return "CAST(NULL AS BIGINT)"
 
 
-_CHANGE_AGGREGATES = (
-    "max(CASE WHEN nb > 0 AND na = 0 THEN named_struct('offset', `offset`, 'size', size_b) END) AS highest_removed",
-    "count(CASE WHEN nb > 0 AND na = 0 THEN 1 END) AS removed",
-    "count(CASE WHEN na > 0 AND nb = 0 THEN 1 END) AS added",
+_CHANGE_AGGREGATES = (  # (name, aggregate)
+    ("highest_removed", "max(CASE WHEN nb > 0 AND na = 0 THEN named_struct('offset', `offset`, 'size', size_b) END)"),
+    ("removed", "count(CASE WHEN nb > 0 AND na = 0 THEN 1 END)"),
+    ("added", "count(CASE WHEN na > 0 AND nb = 0 THEN 1 END)"),
 )
 
 
@@ -113,21 +117,45 @@ def _finish(bounds: dict) -> dict:
     return bounds
 
 
+def _bounds_aggregates(config: TopicConfig, now_ms: int, log_start_after: int) -> list[tuple[str, str]]:
+    """(name, aggregate) of the bounds over the pairing of whole versions."""
+    return [
+        ("u_before", _first_young('nb > 0', 'ts_b', config, now_ms)),
+        ("u_after", _first_young('na > 0', 'ts_a', config, now_ms)),
+        ("time_boundary", _time_boundary('nb > 0', 'ts_b', config, now_ms)),
+        ("kept_bytes",
+         f"coalesce(sum(CASE WHEN nb > 0 AND na > 0 AND `offset` >= {log_start_after} THEN size_b END), 0)"),
+        ("records_before", "count(CASE WHEN nb > 0 THEN 1 END)"),
+        ("records_after", "count(CASE WHEN na > 0 THEN 1 END)"),
+        *_CHANGE_AGGREGATES,
+    ]
+
+
 def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dict:
     """The few numbers the rules need, in one aggregate over the pairing of whole versions."""
     from pyspark.sql import functions as F
 
-    aggregates = [
-        f"{_first_young('nb > 0', 'ts_b', config, now_ms)} AS u_before",
-        f"{_first_young('na > 0', 'ts_a', config, now_ms)} AS u_after",
-        f"{_time_boundary('nb > 0', 'ts_b', config, now_ms)} AS time_boundary",
-        f"coalesce(sum(CASE WHEN nb > 0 AND na > 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
-        "AS kept_bytes",
-        "count(CASE WHEN nb > 0 THEN 1 END) AS records_before",
-        "count(CASE WHEN na > 0 THEN 1 END) AS records_after",
-        *_CHANGE_AGGREGATES,
-    ]
-    return _finish(pairs.agg(*[F.expr(a) for a in aggregates]).collect()[0].asDict())
+    aggregates = _bounds_aggregates(config, now_ms, log_start_after)
+    return _finish(pairs.agg(*[F.expr(f"{sql} AS {name}") for name, sql in aggregates]).collect()[0].asDict())
+
+
+#: The guarantee column of the row that carries the bounds in :func:`summary_and_bounds`.
+_BOUNDS_ROW = "bounds"
+
+
+def summary_and_bounds(violations, pairs, config: TopicConfig, now_ms: int,
+                       log_start_after: int) -> tuple[dict[str, int], dict[str, list], dict]:
+    """:func:`summary` of ``violations`` and :func:`bounds` of ``pairs`` in one Spark job:
+    the bounds ride along as one more row of the violations, their numbers as JSON."""
+    aggregates = _bounds_aggregates(config, now_ms, log_start_after)
+    fields = ", ".join(f"'{name}', {sql}" for name, sql in aggregates)
+    row = pairs.selectExpr(
+        f"'{_BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS `offset`", "CAST(NULL AS STRING) AS key",
+        f"to_json(named_struct({fields})) AS detail")
+    counts, samples = summary(violations.unionByName(row))
+    del counts[_BOUNDS_ROW]
+    numbers = json.loads(samples.pop(_BOUNDS_ROW)[0]["detail"])  # (to_json leaves out the NULLs)
+    return counts, samples, _finish({name: numbers.get(name) for name, _ in aggregates})
 
 
 def _first_offset_from(frame, ms: int):
@@ -163,7 +191,7 @@ def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_st
         u_from_pairs.append(f"{_first_young(f'nb > 0 AND `offset` >= {int(young_from)}', 'ts_b', config, now_ms)} "
                             "AS u_before")
     changed = pairs.agg(*[F.expr(a) for a in (
-        *_CHANGE_AGGREGATES, *u_from_pairs,
+        *(f"{sql} AS {name}" for name, sql in _CHANGE_AGGREGATES), *u_from_pairs,
         f"coalesce(sum(CASE WHEN nb > 0 AND na = 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
         "AS removed_from_start",
     )]).collect()[0].asDict()

@@ -16,6 +16,7 @@ from framework.stages.stage_check import StageCheck
 __all__ = [
     "Scope",
     "consumed_removals_explained",
+    "expected_bounds",
     "head_start",
     "max_lag_end",
     "stage_scope",
@@ -117,6 +118,15 @@ def stage_scope(check: StageCheck, before: LogState, after: LogState, bounds: di
         bounds["highest_removed_size"] + bounds["kept_bytes"],
     )
     return Scope(mode=check.stage, smallest_committed=smallest, consumed_explained=explained, **common)
+
+
+def expected_bounds(check: StageCheck) -> dict:
+    """The bounds a correct stage leaves, as far as :func:`stage_scope` reads them: U as the
+    stage measured it (the rule the check recomputes it by), and no removal that retention
+    must explain. A check built on them is right only if the data's bounds give the same
+    scope; one Spark job then gives the violations and the bounds together."""
+    return {"u_before": check.first_uncleanable_offset, "time_boundary": None, "highest_removed": None,
+            "highest_removed_size": 0, "kept_bytes": 0}
 
 
 def validate_scope(now_ms: int, version_before: int, version_after: int, before: LogState, after: LogState,
