@@ -1230,7 +1230,7 @@ def bench_commands(results: dict, partitions: int, now: int) -> dict:
                 ok = False
                 print(f"  {label}: exit {done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
 
-        for threads, topic in topics.items():
+        for topic in topics.values():
             command(f"topiclake produce of 5000 lines into {partitions} partitions ({topic})",
                     "produce", "--topic", topic, "--input", lines, "--now", str(now))
         for threads, topic in topics.items():

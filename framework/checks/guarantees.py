@@ -94,8 +94,6 @@ class Guarantees:
         def scope_of(bounds: dict) -> Scope:
             return stage_scope(check, state_before, state_after, bounds)
 
-        expected = expected_bounds(check)
-
         if scoped:
             with planned_up_front(log.spark):
                 changes = change_scope(log, before, check.version_before, check.version_after, start,
@@ -108,7 +106,7 @@ class Guarantees:
                         changes.release()
         return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
                              run_spec_expectations=True, one_task=_small(state_before, state_after),
-                             expected=expected)
+                             expected=expected_bounds(check))
 
     def validate(self, log: PartitionLog, now_ms: int, from_version: int | None = None,
                  to_version: int | None = None) -> ValidationOutcome:
@@ -193,13 +191,11 @@ class Guarantees:
                                  counted=True).persist()
         key_type = log.spec.key_type
         try:
-            counted = None  # (counts, samples) when already counted under the data's scope
+            guessed = None  # the scope the violations were counted under with the bounds, if they were
             if changes is None and expected is not None:
                 guessed = scope_of(expected)
                 counts, samples, bounds = rules.summary_and_bounds(
                     rules.violations(pairs, guessed, config, key_type, checked), pairs, config, now_ms, start)
-                if scope_of(bounds) == guessed:
-                    counted = counts, samples
             elif changes is None:
                 bounds = rules.bounds(pairs, config, now_ms, start)
             else:
@@ -209,7 +205,8 @@ class Guarantees:
                                              young_from=changes.dirty_from
                                              if changes.holds_every_record_newer_than(young) else None)
             scope = scope_of(bounds)
-            counts, samples = counted or rules.summary(rules.violations(pairs, scope, config, key_type, checked))
+            if scope != guessed:  # not counted yet, or under a scope the data's bounds contradict
+                counts, samples = rules.summary(rules.violations(pairs, scope, config, key_type, checked))
             context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,
                        "now_ms": now_ms, "records_before": bounds["records_before"],
                        "records_after": bounds["records_after"], "removed_records": bounds["removed"],
