@@ -145,9 +145,9 @@ def local_session(app_name: str = "topiclake", conf: Mapping[str, str] | None = 
     # a Hadoop configuration without YARN's 545 defaults, copied at every job (framework/yarn_defaults.py)
     settings.update(yarn_defaults.session_settings(settings, master))
     # HotSpot maps the classes a set-up run archived instead of loading them (framework/class_archive.py);
-    # the JVM keeps UTC, as the session's SQL does (in_utc)
+    # the JVM keeps UTC, as the session's SQL does (in_utc), and collects garbage for throughput
     options = class_archive.java_options(settings["spark.driver.extraJavaOptions"], master)
-    settings["spark.driver.extraJavaOptions"] = in_utc(options)
+    settings["spark.driver.extraJavaOptions"] = jvm_options.with_collector(in_utc(options))
     builder = SparkSession.builder.master(master)
     builder = builder.appName(app_name)
     for key, value in settings.items():

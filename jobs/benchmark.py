@@ -103,6 +103,11 @@
    whose figures come after the process's earlier work): produce 5,000 lines, the first
    maintain (checks and history) with one cleaner thread (the default) and, on a twin
    topic, with two, each followed by an idle maintain (mostly the command's start).
+13. ``collector``: the same, the embedded session's JVM with the throughput collector (as
+   shipped) against G1, HotSpot's pick on two cores (as before, ``JDK_JAVA_OPTIONS=-XX:+UseG1GC``).
+14. ``collector_commands``: the commands' produce, first maintain (two cleaner threads) and
+   idle maintain, new processes, A B B A, the same two collectors; every side's tables must
+   hold the same records.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -132,7 +137,7 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "files", "metadata", "checks", "heap", "lint",
-            "start", "file_system", "yarn_defaults")
+            "start", "file_system", "yarn_defaults", "collector", "collector_commands")
 
 
 def _timed(label, results, action):
@@ -1199,46 +1204,106 @@ def bench_start(results: dict, rounds: int = 2) -> dict:
     return {"class_archive": archived, "runs": spent, "same_tables_every_way": len(created) == 1 and -1 not in created}
 
 
+def _topic_spec_and_lines(scratch: str, topics: list[str], partitions: int, now: int) -> str:
+    """Specs of ``topics`` (the partitions section's config) and its 5,000 JSON lines in
+    ``scratch``; the lines' path."""
+    import yaml
+
+    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}
+    for topic in topics:
+        with open(os.path.join(scratch, f"{topic}.yaml"), "w") as handle:
+            yaml.safe_dump({"topic": topic, "partitions": partitions, "config": config}, handle)
+    lines = os.path.join(scratch, "lines.jsonl")
+    with open(lines, "w") as handle:
+        for i in range(5000):
+            handle.write(json.dumps({"key": f"user-{i % 1000}", "value": f"v{i}",
+                                     "timestamp": now - DAY_MS + i}) + "\n")
+    return lines
+
+
+def _command(results: dict, label: str, scratch: str, args: tuple[str, ...], env: dict | None = None) -> bool:
+    """One ``topiclake`` command in a new process on ``scratch``'s warehouse and specs, timed
+    as ``label``; whether it succeeded."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = [sys.executable, "-m", "framework.cli", "--warehouse", os.path.join(scratch, "w"), "--specs", scratch,
+            *args]
+    done = _timed(label, results, lambda: subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True))
+    if done.returncode != 0:
+        print(f"  {label}: exit {done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
+    return done.returncode == 0
+
+
 def bench_commands(results: dict, partitions: int, now: int) -> dict:
     """The partitions section's topic as a user runs it: each step a ``topiclake`` command
     in a new process (a JVM start, a session, the JIT cold): produce 5,000 JSON lines, the
     first maintain (every stage checked, the history recorded; the default one cleaner
     thread, then a twin topic with ``--cleaner-threads 2``), then an idle maintain, whose
     time is mostly the start."""
-    import yaml
-
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ok = True
     with tempfile.TemporaryDirectory(prefix="topiclake-commands-") as scratch:
-        config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}
         topics = {1: "wide-cli", 2: "wide-cli-threads"}
+        lines = _topic_spec_and_lines(scratch, list(topics.values()), partitions, now)
         for topic in topics.values():
-            with open(os.path.join(scratch, f"{topic}.yaml"), "w") as handle:
-                yaml.safe_dump({"topic": topic, "partitions": partitions, "config": config}, handle)
-        lines = os.path.join(scratch, "lines.jsonl")
-        with open(lines, "w") as handle:
-            for i in range(5000):
-                handle.write(json.dumps({"key": f"user-{i % 1000}", "value": f"v{i}",
-                                         "timestamp": now - DAY_MS + i}) + "\n")
-
-        def command(label: str, *args: str) -> None:
-            nonlocal ok
-            argv = [sys.executable, "-m", "framework.cli", "--warehouse", os.path.join(scratch, "w"),
-                    "--specs", scratch, *args]
-            done = _timed(label, results, lambda: subprocess.run(argv, cwd=repo, capture_output=True, text=True))
-            if done.returncode != 0:
-                ok = False
-                print(f"  {label}: exit {done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
-
-        for topic in topics.values():
-            command(f"topiclake produce of 5000 lines into {partitions} partitions ({topic})",
-                    "produce", "--topic", topic, "--input", lines, "--now", str(now))
+            ok &= _command(results, f"topiclake produce of 5000 lines into {partitions} partitions ({topic})", scratch,
+                           ("produce", "--topic", topic, "--input", lines, "--now", str(now)))
         for threads, topic in topics.items():
             suffix = "" if threads == 1 else f", --cleaner-threads {threads}"
             for run in ("first", "idle"):
-                command(f"topiclake maintain, {run}, {partitions} partitions{suffix}", "maintain", "--topic", topic,
-                        "--now", str(now), "--no-report", "--cleaner-threads", str(threads))
+                ok &= _command(results, f"topiclake maintain, {run}, {partitions} partitions{suffix}", scratch,
+                               ("maintain", "--topic", topic, "--now", str(now), "--no-report",
+                                "--cleaner-threads", str(threads)))
     return {"commands_succeeded": ok}
+
+
+#: The collector_commands section's sides: the embedded session as shipped, and with
+#: HotSpot's own pick on two cores chosen through the environment (SESSION_SWITCHES).
+G1_CHOSEN = "-XX:+UseG1GC"
+COLLECTOR_SIDES = {"the throughput collector (as shipped)": None, "G1, HotSpot's pick (as before)": G1_CHOSEN}
+
+
+def bench_collector_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """The commands section's produce, first maintain (two cleaner threads) and idle
+    maintain, each a new process, A B B A: the embedded session's JVM with the throughput
+    collector (as shipped) against G1 (as before, ``JDK_JAVA_OPTIONS=-XX:+UseG1GC``). Each
+    figure is its side's mean; every side's tables must hold the same records."""
+    sides = list(COLLECTOR_SIDES)
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    contents, ok = set(), True
+    steps = lambda lines: [  # noqa: E731 - (label, args)
+        (f"produce of 5000 lines into {partitions} partitions", ("produce", "--topic", "gc", "--input", lines,
+                                                                  "--now", str(now))),
+        *[(f"maintain, {run}, {partitions} partitions, --cleaner-threads 2",
+           ("maintain", "--topic", "gc", "--now", str(now), "--no-report", "--cleaner-threads", "2"))
+          for run in ("first", "idle")]]
+    for side in (*sides, *reversed(sides)):
+        env = {name: value for name, value in os.environ.items() if name != "JDK_JAVA_OPTIONS"}
+        if COLLECTOR_SIDES[side]:
+            env["JDK_JAVA_OPTIONS"] = COLLECTOR_SIDES[side]
+        with tempfile.TemporaryDirectory(prefix="topiclake-collector-") as scratch:
+            lines = _topic_spec_and_lines(scratch, ["gc"], partitions, now)
+            times: dict[str, float] = {}
+            for label, args in steps(lines):
+                ok &= _command(times, f"topiclake {label}, {side}", scratch, args, env)
+            runs[side].append(times)
+            contents.add(_warehouse_contents(spark, os.path.join(scratch, "w"), "gc", partitions))
+    labels = [label for label, _ in steps("")]
+    for label in labels:
+        for side in sides:
+            results[f"topiclake {label}, {side}"] = round(
+                statistics.mean(run[f"topiclake {label}, {side}"] for run in runs[side]), 3)
+    return {"partitions": partitions, "labels": labels, "commands_succeeded": ok, "same_tables_every_way":
+            ok and len(contents) == 1}
+
+
+def _warehouse_contents(spark, folder: str, topic: str, partitions: int) -> tuple:
+    """Every partition's (records, a hash of its offsets, keys, values and timestamps)."""
+    frames = [spark.read.format("delta").load(os.path.join(folder, f"{topic}-{p}"))
+              .selectExpr(f"{p} AS p", "CAST(xxhash64(`offset`, key, value, `timestamp`) AS DECIMAL(38, 0)) AS h")
+              for p in range(partitions)]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return tuple(tuple(row) for row in union.groupBy("p").agg({"*": "count", "h": "sum"}).orderBy("p").collect())
 
 
 @dataclass(frozen=True)
@@ -1258,6 +1323,9 @@ SESSION_SWITCHES = {
                                  local_file_system.LOCAL_FS_ENV, "hadoop"),
     "yarn_defaults": SessionSwitch(("without YARN's defaults", "with YARN's defaults (as before)"),
                                    yarn_defaults.YARN_DEFAULTS_ENV, "keep"),
+    # the JVM's own way to choose: the session's collector option gives way to it
+    "collector": SessionSwitch(("the throughput collector", "G1, HotSpot's pick (as before)"),
+                               "JDK_JAVA_OPTIONS", G1_CHOSEN),
 }
 
 
@@ -1448,6 +1516,8 @@ def run(argv) -> int:
                 spark, warehouse, args.partitions, now, results, twin_kinds)
         if "commands" in sections:
             others["commands"] = bench_commands(results, args.partitions, now)
+        if "collector_commands" in sections:
+            others["collector_commands"] = bench_collector_commands(spark, results, args.partitions, now)
         if "produce" in sections:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "files" in sections:
@@ -1469,6 +1539,11 @@ def run(argv) -> int:
         for name, switch in SESSION_SWITCHES.items():
             if name in others:
                 ratios.update(_switch_ratios(results, others[name]["labels"], switch))
+        if "collector_commands" in others:
+            shipped, before = COLLECTOR_SIDES
+            ratios.update({f"topiclake {label}, {shipped} / {before}": round(
+                results[f"topiclake {label}, {shipped}"] / results[f"topiclake {label}, {before}"], 2)
+                for label in others["collector_commands"]["labels"]})
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:
@@ -1483,6 +1558,7 @@ def run(argv) -> int:
     failed = failed or not others.get("checks", {}).get("checks_passed", True)
     failed = failed or not others.get("start", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
+    failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
     return 0 if exact and not failed else 1
 
 

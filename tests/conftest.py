@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.acceptance_files import REPO
-from tests.support.child_jvm import CHILD_JVM_OPTIONS, SUITE_SESSION_GC
+from tests.support.child_jvm import CHILD_JVM_OPTIONS
 
 #: Small, fast settings for tests on 2 cores.
 TEST_CONF = {
@@ -109,7 +109,7 @@ def spark(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("spark")
     conf = dict(TEST_CONF)
     conf["spark.sql.warehouse.dir"] = str(scratch / "spark-warehouse")
-    conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={scratch} {SUITE_SESSION_GC}"
+    conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={scratch}"
     with pytest.MonkeyPatch.context() as patch:
         _default_jit(patch)
         session = local_session("topiclake-tests", conf=conf, kafka=True)

@@ -77,6 +77,29 @@ def test_a_time_zone_chosen_for_the_jvm_is_kept(monkeypatch):
     assert in_utc("-Dx=1") == "-Dx=1"
 
 
+
+def test_the_embedded_jvm_collects_garbage_for_throughput(spark):
+    """The suite's session is the embedded one: its JVM runs the throughput collector (its
+    two collectors are Parallel's), not the G1 HotSpot picks on two cores."""
+    beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    names = {beans.get(i).getName() for i in range(beans.size())}
+    assert names == {"PS Scavenge", "PS MarkSweep"}, names
+
+
+@pytest.mark.parametrize("chosen", ["-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:-UseParallelGC", "-XX:+UseZGC"])
+def test_a_collector_chosen_for_the_jvm_is_kept(monkeypatch, chosen):
+    from framework.jvm_options import THROUGHPUT_COLLECTOR, with_collector
+
+    for name in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    assert with_collector("-Dx=1") == f"-Dx=1 {THROUGHPUT_COLLECTOR}"
+    assert with_collector("") == THROUGHPUT_COLLECTOR
+    # options that only name a collector's tuning are no choice of one
+    assert with_collector("-XX:+UseGCOverheadLimit -XX:+UseStringDeduplication").endswith(THROUGHPUT_COLLECTOR)
+    assert with_collector(f"-Dx=1 {chosen}") == f"-Dx=1 {chosen}"
+    monkeypatch.setenv("JDK_JAVA_OPTIONS", chosen)
+    assert with_collector("-Dx=1") == "-Dx=1"
+
 _CHILD = """
 from framework.session import local_session
 from tests.test_session import _delta_verifies_every_commit

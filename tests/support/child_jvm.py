@@ -14,8 +14,5 @@ QUICK_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m"
 #: 8.9 s with the serial collector against 11.1 and 10.1 s with G1 (2026-11-25).
 SHORT_LIVED_GC = "-XX:+UseSerialGC"
 CHILD_JVM_OPTIONS = " ".join((*QUICK_JIT_OPTIONS, SHORT_LIVED_GC))
-#: The run's own session works with several threads for the whole run: the throughput
-#: collector. 48 generated scenarios of the property test, four threads: 115.7 and 120.0 s
-#: with it, 122.7 and 137.8 s with G1 (2026-11-25, alternating runs). One collector per
-#: JVM: this one never meets SHORT_LIVED_GC, which the suite's session does not inherit.
-SUITE_SESSION_GC = "-XX:+UseParallelGC"
+#: The run's own session is the embedded one, with its own default collector (the throughput
+#: one, framework/jvm_options.py), which never meets SHORT_LIVED_GC: it does not inherit it.
