@@ -77,7 +77,6 @@ def test_a_time_zone_chosen_for_the_jvm_is_kept(monkeypatch):
     assert in_utc("-Dx=1") == "-Dx=1"
 
 
-
 def test_the_embedded_jvm_collects_garbage_for_throughput(spark):
     """The suite's session is the embedded one: its JVM runs the throughput collector (its
     two collectors are Parallel's), not the G1 HotSpot picks on two cores."""
@@ -99,6 +98,7 @@ def test_a_collector_chosen_for_the_jvm_is_kept(monkeypatch, chosen):
     assert with_collector(f"-Dx=1 {chosen}") == f"-Dx=1 {chosen}"
     monkeypatch.setenv("JDK_JAVA_OPTIONS", chosen)
     assert with_collector("-Dx=1") == "-Dx=1"
+
 
 _CHILD = """
 from framework.session import local_session
