@@ -1255,44 +1255,39 @@ def bench_commands(results: dict, partitions: int, now: int) -> dict:
     return {"commands_succeeded": ok}
 
 
-#: The collector_commands section's sides: the embedded session as shipped, and with
-#: HotSpot's own pick on two cores chosen through the environment (SESSION_SWITCHES).
-G1_CHOSEN = "-XX:+UseG1GC"
-COLLECTOR_SIDES = {"the throughput collector (as shipped)": None, "G1, HotSpot's pick (as before)": G1_CHOSEN}
-
-
 def bench_collector_commands(spark, results: dict, partitions: int, now: int) -> dict:
     """The commands section's produce, first maintain (two cleaner threads) and idle
     maintain, each a new process, A B B A: the embedded session's JVM with the throughput
-    collector (as shipped) against G1 (as before, ``JDK_JAVA_OPTIONS=-XX:+UseG1GC``). Each
-    figure is its side's mean; every side's tables must hold the same records."""
-    sides = list(COLLECTOR_SIDES)
-    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    collector (as shipped) against G1 (as before, the ``collector`` switch's environment).
+    Each figure is its side's mean; every side's tables must hold the same records."""
+    switch = SESSION_SWITCHES["collector"]
+    runs: dict[str, list[dict]] = {side: [] for side in switch.sides}
     contents, ok = set(), True
-    steps = lambda lines: [  # noqa: E731 - (label, args)
-        (f"produce of 5000 lines into {partitions} partitions", ("produce", "--topic", "gc", "--input", lines,
-                                                                  "--now", str(now))),
-        *[(f"maintain, {run}, {partitions} partitions, --cleaner-threads 2",
-           ("maintain", "--topic", "gc", "--now", str(now), "--no-report", "--cleaner-threads", "2"))
-          for run in ("first", "idle")]]
-    for side in (*sides, *reversed(sides)):
-        env = {name: value for name, value in os.environ.items() if name != "JDK_JAVA_OPTIONS"}
-        if COLLECTOR_SIDES[side]:
-            env["JDK_JAVA_OPTIONS"] = COLLECTOR_SIDES[side]
+
+    def steps(lines: str) -> list[tuple[str, tuple[str, ...]]]:
+        maintain = ("maintain", "--topic", "gc", "--now", str(now), "--no-report", "--cleaner-threads", "2")
+        return [(f"topiclake produce of 5000 lines into {partitions} partitions",
+                 ("produce", "--topic", "gc", "--input", lines, "--now", str(now))),
+                *[(f"topiclake maintain, {run}, {partitions} partitions, --cleaner-threads 2", maintain)
+                  for run in ("first", "idle")]]
+
+    for side in (*switch.sides, *reversed(switch.sides)):
+        env = {name: value for name, value in os.environ.items() if name != switch.env}
+        if side == switch.sides[1]:
+            env[switch.env] = switch.value
         with tempfile.TemporaryDirectory(prefix="topiclake-collector-") as scratch:
             lines = _topic_spec_and_lines(scratch, ["gc"], partitions, now)
             times: dict[str, float] = {}
             for label, args in steps(lines):
-                ok &= _command(times, f"topiclake {label}, {side}", scratch, args, env)
+                ok &= _command(times, f"{label}, {side}", scratch, args, env)
             runs[side].append(times)
             contents.add(_warehouse_contents(spark, os.path.join(scratch, "w"), "gc", partitions))
     labels = [label for label, _ in steps("")]
     for label in labels:
-        for side in sides:
-            results[f"topiclake {label}, {side}"] = round(
-                statistics.mean(run[f"topiclake {label}, {side}"] for run in runs[side]), 3)
-    return {"partitions": partitions, "labels": labels, "commands_succeeded": ok, "same_tables_every_way":
-            ok and len(contents) == 1}
+        for side in switch.sides:
+            results[f"{label}, {side}"] = round(statistics.mean(run[f"{label}, {side}"] for run in runs[side]), 3)
+    return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
+            "same_tables_every_way": ok and len(contents) == 1}
 
 
 def _warehouse_contents(spark, folder: str, topic: str, partitions: int) -> tuple:
@@ -1325,7 +1320,7 @@ SESSION_SWITCHES = {
                                    yarn_defaults.YARN_DEFAULTS_ENV, "keep"),
     # the JVM's own way to choose: the session's collector option gives way to it
     "collector": SessionSwitch(("the throughput collector", "G1, HotSpot's pick (as before)"),
-                               "JDK_JAVA_OPTIONS", G1_CHOSEN),
+                               "JDK_JAVA_OPTIONS", "-XX:+UseG1GC"),
 }
 
 
@@ -1540,10 +1535,8 @@ def run(argv) -> int:
             if name in others:
                 ratios.update(_switch_ratios(results, others[name]["labels"], switch))
         if "collector_commands" in others:
-            shipped, before = COLLECTOR_SIDES
-            ratios.update({f"topiclake {label}, {shipped} / {before}": round(
-                results[f"topiclake {label}, {shipped}"] / results[f"topiclake {label}, {before}"], 2)
-                for label in others["collector_commands"]["labels"]})
+            ratios.update(_switch_ratios(results, others["collector_commands"]["labels"],
+                                         SESSION_SWITCHES["collector"]))
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:
