@@ -1272,9 +1272,7 @@ def bench_collector_commands(spark, results: dict, partitions: int, now: int) ->
                   for run in ("first", "idle")]]
 
     for side in (*switch.sides, *reversed(switch.sides)):
-        env = {name: value for name, value in os.environ.items() if name != switch.env}
-        if side == switch.sides[1]:
-            env[switch.env] = switch.value
+        env = switch.environment(side)
         with tempfile.TemporaryDirectory(prefix="topiclake-collector-") as scratch:
             lines = _topic_spec_and_lines(scratch, ["gc"], partitions, now)
             times: dict[str, float] = {}
@@ -1292,7 +1290,10 @@ def bench_collector_commands(spark, results: dict, partitions: int, now: int) ->
 
 def _warehouse_contents(spark, folder: str, topic: str, partitions: int) -> tuple:
     """Every partition's (records, a hash of its offsets, keys, values and timestamps)."""
-    frames = [spark.read.format("delta").load(os.path.join(folder, f"{topic}-{p}"))
+    from framework.log.warehouse import Warehouse
+
+    warehouse = Warehouse.resolve(folder)
+    frames = [spark.read.format("delta").load(warehouse.partition_path(topic, p))
               .selectExpr(f"{p} AS p", "CAST(xxhash64(`offset`, key, value, `timestamp`) AS DECIMAL(38, 0)) AS h")
               for p in range(partitions)]
     union = frames[0]
@@ -1310,6 +1311,15 @@ class SessionSwitch:
     sides: tuple[str, str]
     env: str
     value: str
+
+    def environment(self, side: str) -> dict[str, str]:
+        """This process's environment for a new process of ``side``: no switch's variable
+        but this one's, set on the "as before" side."""
+        env = {name: value for name, value in os.environ.items()
+               if name not in {s.env for s in SESSION_SWITCHES.values()}}
+        if side == self.sides[1]:
+            env[self.env] = self.value
+        return env
 
 
 #: The sections that measure a session switch, by name.
@@ -1333,10 +1343,7 @@ def bench_session_switch(results: dict, partitions: int, switch: SessionSwitch) 
     exact = True
     for side in (*switch.sides, *reversed(switch.sides)):
         with tempfile.TemporaryDirectory(prefix="topiclake-session-switch-") as scratch:
-            env = {name: value for name, value in os.environ.items()
-                   if name not in {s.env for s in SESSION_SWITCHES.values()}}
-            if side == switch.sides[1]:
-                env[switch.env] = switch.value
+            env = switch.environment(side)
             out = os.path.join(scratch, "out.json")
             done = subprocess.run([sys.executable, os.path.join(repo, "jobs", "benchmark.py"), "--only", "partitions",
                                    "--twins", "none", "--partitions", str(partitions), "--json", out],

@@ -87,9 +87,9 @@ def test_the_embedded_jvm_collects_garbage_for_throughput(spark):
 
 @pytest.mark.parametrize("chosen", ["-XX:+UseG1GC", "-XX:+UseSerialGC", "-XX:-UseParallelGC", "-XX:+UseZGC"])
 def test_a_collector_chosen_for_the_jvm_is_kept(monkeypatch, chosen):
-    from framework.jvm_options import THROUGHPUT_COLLECTOR, with_collector
+    from framework.jvm_options import ENVIRONMENT, THROUGHPUT_COLLECTOR, with_collector
 
-    for name in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"):
+    for name in ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
     assert with_collector("-Dx=1") == f"-Dx=1 {THROUGHPUT_COLLECTOR}"
     assert with_collector("") == THROUGHPUT_COLLECTOR
