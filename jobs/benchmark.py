@@ -23,8 +23,8 @@
    maintain with two cleaner threads, also without them (both must end with the same
    offsets); after a warm-up of the checks, five more twins' first maintains as the command
    line runs them (every stage checked, the history recorded): two cleaner threads with
-   each check's bounds counted in the Spark job that counts its violations (as shipped)
-   against in a job of their own first (as before stop 62), A B B A, then one thread; then 5,000
+   the small partitions' compaction checks counted in batches, one Spark job a topic (as
+   shipped), against each measured at once (as before stop 64), A B B A, then one thread; then 5,000
    more lines into the first topic's tables. Twin topics of a quarter of the partitions are
    created, A B B A, through Delta's transaction API (as shipped) and by Delta's table
    builder (as before); then the same lines, A B B A: the driver's rows through Arrow
@@ -218,13 +218,13 @@ def _whole_versions_paired():
 
 
 @contextlib.contextmanager
-def _bounds_counted_first():
-    """The checks as they ran until stop 62: the data's bounds counted in a Spark job of
-    their own before the violations (now: counted with them, under the scope a correct
-    stage gives, and again only if the data's bounds give another)."""
-    from framework.checks import guarantees
+def _each_check_at_once():
+    """The checks as they ran until stop 64: each small partition's compaction check
+    measured at once, its own Spark queries (now: counted with the others waiting for
+    their verdicts, one Spark job a topic; framework/checks/batched.py)."""
+    from framework.checks.guarantees import Guarantees
 
-    with mock.patch.object(guarantees, "expected_bounds", lambda check: None):
+    with mock.patch.object(Guarantees, "batchable", lambda self, check: False):
         yield
 
 
@@ -421,9 +421,9 @@ CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's ta
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
 
 
-#: The partitions section's checked first maintains: a check's bounds counted with its
-#: violations (as shipped) against in a Spark job of their own first (as before stop 62).
-COUNTED_TOGETHER, BOUNDS_FIRST = "two cleaner threads", "two cleaner threads, the bounds counted first (as before)"
+#: The partitions section's checked first maintains: the small partitions' checks counted in
+#: batches (as shipped) against each measured at once (as before stop 64).
+BATCHED, AT_ONCE = "two cleaner threads", "two cleaner threads, each check measured at once (as before)"
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
@@ -462,14 +462,14 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     failed = first.failed or idle.failed or first_threaded.failed
     same = all(_offsets(topic.partition(p)) == _offsets(threaded.partition(p)) for p in range(partitions))
     # The same first maintain as the command line runs it: every stage checked by the
-    # guarantees, the history recorded. With two cleaner threads, each check's bounds
-    # counted with its violations (as shipped) against in a job of their own first (as
-    # before), A B B A (each side's mean is its figure); then one thread.
+    # guarantees, the history recorded. With two cleaner threads, the checks counted in
+    # batches (as shipped) against each measured at once (as before), A B B A (each side's
+    # mean is its figure); then one thread.
     checked = f"first maintain of {partitions} partitions with checks and history"
-    for run, (name, threads, way) in enumerate(((COUNTED_TOGETHER, 2, contextlib.nullcontext),
-                                                (BOUNDS_FIRST, 2, _bounds_counted_first),
-                                                (BOUNDS_FIRST, 2, _bounds_counted_first),
-                                                (COUNTED_TOGETHER, 2, contextlib.nullcontext),
+    for run, (name, threads, way) in enumerate(((BATCHED, 2, contextlib.nullcontext),
+                                                (AT_ONCE, 2, _each_check_at_once),
+                                                (AT_ONCE, 2, _each_check_at_once),
+                                                (BATCHED, 2, contextlib.nullcontext),
                                                 ("one cleaner thread", 1, contextlib.nullcontext))):
         twin = Topic(spark, warehouse, _spec(f"wide-checked-{run}", partitions))
         produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
@@ -480,7 +480,7 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
             ).run(now, cleaner_threads=threads))
         failed = failed or done.failed
         same = same and all(_offsets(topic.partition(p)) == _offsets(twin.partition(p)) for p in range(partitions))
-    for name, side in ((COUNTED_TOGETHER, "a"), (BOUNDS_FIRST, "b")):
+    for name, side in ((BATCHED, "a"), (AT_ONCE, "b")):
         results[f"{checked}, {name}"] = round(
             (results[f"{checked}, {name} ({side}1)"] + results[f"{checked}, {name} ({side}2)"]) / 2, 3)
     # Twin topics of a quarter of the partitions each, the same records, first maintains in
@@ -1414,8 +1414,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         for name in ("one cleaner thread", "two cleaner threads"):
             ratios[f"first maintain with checks and history, {name}, s per partition"] = round(
                 results[f"{checked}, {name}"] / partitions, 3)
-        ratios["first maintain with checks, two threads: bounds counted with the violations / first"] = round(
-            results[f"{checked}, {COUNTED_TOGETHER}"] / results[f"{checked}, {BOUNDS_FIRST}"], 2)
+        ratios["first maintain with checks, two threads: checks counted in batches / each at once"] = round(
+            results[f"{checked}, {BATCHED}"] / results[f"{checked}, {AT_ONCE}"], 2)
         quarter = max(1, partitions // 4)
 
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"

@@ -448,6 +448,52 @@ def test_each_corruption_of_a_compaction_is_caught_by_its_guarantee(spark, base,
     assert "offset " in text
 
 
+def _unpinned(check: StageCheck) -> StageCheck:
+    """``check`` as a maintenance run hands a small partition's compaction over: the before
+    version read from its files, and (for orders) without the spec's own expectations,
+    which read every record: such a check may be counted in a batch."""
+    from dataclasses import replace
+
+    from framework.log.partition_log import PartitionLog
+
+    log = check.log
+    spec = log.spec.model_copy(update={"expectations": ()})
+    return replace(check, before=None, log=PartitionLog(log.spark, log.warehouse, spec, log.partition))
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_a_batch_of_checks_finds_what_each_check_alone_finds(spark, base, orders, corruption, monkeypatch):
+    """Small partitions' compaction checks are counted together, one Spark job a topic
+    (framework/checks/batched.py). In a batch with healthy checks of three topics, the
+    corrupted check is the one the batch does not find clean, and it is measured on its own;
+    every check's measure (counts, samples, context) is the one it gets alone. The healthy
+    orders check reads the same table as the corrupted one: the batch keeps them apart."""
+    from framework.checks import batched
+    from framework.log.topic import Topic
+
+    warehouse, log = orders
+    corrupt, expected = CORRUPTIONS[corruption]
+    healthy = [_unpinned(compact_check(base, log, base.row("orders", "compact").version_after))]
+    for topic in ("prices", "versions"):
+        other = Topic(spark, warehouse, base.spec(topic)).partition(0)
+        healthy.append(_unpinned(compact_check(base, other, base.row(topic, "compact").version_after)))
+    corrupted = _unpinned(compact_check(base, log, corrupt(log)))
+    checks = [healthy[0], corrupted, *healthy[1:]]
+    assert all(batched.batchable(check) for check in checks)
+    guarantees = Guarantees(spark, warehouse)
+    alone = [guarantees.measure(check) for check in checks]
+    measured_alone = []
+    real = Guarantees.measure
+    monkeypatch.setattr(Guarantees, "measure", lambda self, check: (measured_alone.append(check.version_after),
+                                                                   real(self, check))[1])
+    together = guarantees.measure_many(checks)
+    assert measured_alone == [corrupted.version_after]
+    assert together == alone
+    outcomes = guarantees.judge(together)
+    assert [outcome.passed for outcome in outcomes] == [True, False, True, True]
+    assert failed_codes(outcomes[1]) == expected, outcomes[1].details
+
+
 #: The kinds of corruption above, all at once on prices and versions, each on its own key
 #: (a's head and a's survivor aside): what each corruption must be named by, at which
 #: offsets. Their survivors below U are never their key's highest offset.

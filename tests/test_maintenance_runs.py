@@ -106,23 +106,36 @@ def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys
     assert delta_log_files(paths[1]) == version_files  # nothing committed to partition 1
 
 
+@pytest.mark.parametrize("route", ["measured at once", "measured in a batch"])
 def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_recorded(
-        spark, isolated, capsys, monkeypatch):
+        spark, isolated, capsys, monkeypatch, route):
     """A check runs after its stage committed; when the check itself cannot run (here: Delta
     refuses the version it reads), the stage's row still says it committed, the row says the
     check erred, and the partition fails (exit 1) while the others go on: it is not the
-    user's input that is wrong (no exit 2), and the history keeps every commit."""
+    user's input that is wrong (no exit 2), and the history keeps every commit. A small
+    partition's check measured with others (framework/checks/batched.py) fails alone too:
+    the batch that cannot read partition 1 fails, and each check is measured on its own."""
+    from framework.checks import batched
     from framework.checks.guarantees import Guarantees
     from framework.errors import TimeTravelError
 
-    real = Guarantees.measure
+    real_measure, real_count = Guarantees.measure, batched.count
 
     def refused_on_partition_1(self, check):
         if check.log.partition == 1:
             raise TimeTravelError(f"{check.log.name}: cannot read that version: injected refusal")
-        return real(self, check)
+        return real_measure(self, check)
+
+    def batch_refused_with_partition_1(spark, checks, states):
+        if any(check.log.partition == 1 for check in checks):
+            raise TimeTravelError("cannot read a version of the batch: injected refusal")
+        return real_count(spark, checks, states)
 
     monkeypatch.setattr(Guarantees, "measure", refused_on_partition_1)
+    if route == "measured at once":
+        monkeypatch.setattr(Guarantees, "batchable", lambda self, check: False)
+    else:
+        monkeypatch.setattr(batched, "count", batch_refused_with_partition_1)
     common, paths = isolated
     code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--no-report")
     assert code == 1, out + err
@@ -137,6 +150,32 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
     assert [(r["partition"], r["committed"], r["validation"]) for r in history] == [
         (0, True, "passed"), (1, True, "error"), (2, True, "passed")]
     assert "injected refusal" in history[1]["message"]
+
+
+@pytest.mark.parametrize("window, batched_runs", [((), [[0, 1, 2]]),
+                                                  (("--retention-ms", "0", "--unsafe-shorter-time-travel"), [])],
+                         ids=["the spec's window", "a window of 0"])
+def test_small_partitions_compaction_checks_are_measured_in_one_batch_when_their_files_stay(
+        spark, isolated, capsys, monkeypatch, window, batched_runs):
+    """A run's small partitions' compaction checks wait for their verdicts and are counted in
+    one Spark job (framework/checks/batched.py), every one passing; unless the run's vacuum
+    may delete the files a compaction just removed (a window under an hour): then each is
+    measured at once, before that vacuum runs."""
+    from framework.checks import batched
+
+    real, batches = batched.count, []
+
+    def counted(spark, checks, states):
+        batches.append(sorted(check.log.partition for check in checks))
+        return real(spark, checks, states)
+
+    monkeypatch.setattr(batched, "count", counted)
+    common, paths = isolated
+    code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--no-report", *window)
+    assert code == 0, out + err
+    assert batches == batched_runs
+    assert [(r["partition"], r["committed"], r["validation"]) for r in compact_rows(spark, common)] == [
+        (0, True, "passed"), (1, True, "passed"), (2, True, "passed")]
 
 
 def compact_rows(spark, common: list[str]) -> list:

@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Sequence
 
-from framework.checks import gx_project, gx_suites, rules
+from framework.checks import batched, gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
 from framework.checks.readability import read_problems
@@ -39,7 +39,7 @@ from framework.cleaner.rules import uncleanable_after_ms
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log.log_state import LogState
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
-from framework.log.small_partitions import is_small
+from framework.log.small_partitions import is_small, small_partition_settings
 from framework.log.table_layout import RECORD_COLUMNS
 from framework.log.warehouse import Warehouse
 from framework.stages.stage_check import MeasuredCheck, StageCheck, ValidationOutcome
@@ -107,6 +107,38 @@ class Guarantees:
         return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
                              run_spec_expectations=True, one_task=_small(state_before, state_after),
                              expected=expected_bounds(check))
+
+    def batchable(self, check: StageCheck) -> bool:
+        """Whether ``check`` may wait to be measured with others (:meth:`measure_many`)."""
+        return batched.batchable(check)
+
+    def measure_many(self, checks: Sequence[StageCheck]) -> list[MeasuredCheck]:
+        """:meth:`measure` of each of ``checks``: the small compactions among them counted in
+        one Spark job a topic (``framework.checks.batched``), the rest, and any the batch
+        did not find clean (or all, if the batch could not run), one by one; raises the
+        first error of those."""
+        # in this session (the caller's thread), not the cleaner thread's that committed the stage
+        checks = [replace(check, log=PartitionLog(self.spark, check.log.warehouse, check.log.spec, check.log.partition))
+                  for check in checks]
+        indexes = [i for i, check in enumerate(checks) if batched.batchable(check)]
+        states = [checks[i].log.states_at([checks[i].version_after])[checks[i].version_after] for i in indexes]
+        try:
+            with small_partition_settings(self.spark, 0):
+                found = batched.count(self.spark, [checks[i] for i in indexes], states) if indexes else []
+        except Exception:  # noqa: BLE001 - a batch that cannot run: each check alone says why
+            found = [None] * len(indexes)
+        measured: list[MeasuredCheck | None] = [None] * len(checks)
+        for index, clean in zip(indexes, found):
+            if clean is not None:
+                check = checks[index]
+                measured[index] = _measured(check.log, check.stage, clean.scope, {}, {},
+                                            _context(check.stage, clean.scope, clean.bounds, check.now_ms))
+        for index, check in enumerate(checks):
+            if measured[index] is None:
+                span = max(check.state_before.offset_span, check.state_after.offset_span)
+                with small_partition_settings(self.spark, span):
+                    measured[index] = self.measure(check)
+        return measured
 
     def validate(self, log: PartitionLog, now_ms: int, from_version: int | None = None,
                  to_version: int | None = None) -> ValidationOutcome:
@@ -207,12 +239,7 @@ class Guarantees:
             scope = scope_of(bounds)
             if scope != guessed:  # not counted yet, or under a scope the data's bounds contradict
                 counts, samples = rules.summary(rules.violations(pairs, scope, config, key_type, checked))
-            context = {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,
-                       "now_ms": now_ms, "records_before": bounds["records_before"],
-                       "records_after": bounds["records_after"], "removed_records": bounds["removed"],
-                       "checkpoint_after": scope.checkpoint_after, "log_start_after": scope.log_start_after,
-                       "first_uncleanable_offset": bounds["u_before"]}
-            measured = _measured(log, stage, scope, counts, samples, context)
+            measured = _measured(log, stage, scope, counts, samples, _context(stage, scope, bounds, now_ms))
         finally:
             pairs.unpersist()
         if run_spec_expectations and log.spec.expectations:
@@ -266,6 +293,14 @@ class Guarantees:
 
         last = MaintenanceHistory(self.spark, self.warehouse).last_run(log.spec.topic, log.partition)
         return None if last is None else last["version_after"]
+
+
+def _context(stage: str, scope: Scope, bounds: dict, now_ms: int) -> dict:
+    """What a check's metrics row carries beside its counts."""
+    return {"stage": stage, "version_before": scope.version_before, "version_after": scope.version_after,
+            "now_ms": now_ms, "records_before": bounds["records_before"], "records_after": bounds["records_after"],
+            "removed_records": bounds["removed"], "checkpoint_after": scope.checkpoint_after,
+            "log_start_after": scope.log_start_after, "first_uncleanable_offset": bounds["u_before"]}
 
 
 def _measured(log: PartitionLog, stage: str, scope: Scope, counts: dict[str, int], samples: dict[str, list],

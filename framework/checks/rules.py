@@ -32,17 +32,19 @@ from framework.cleaner.rules import delete_horizon_ms, uncleanable_after_ms
 from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
-__all__ = ["SAMPLE_ROWS", "Rule", "bounds", "literal_violations", "pairing", "scoped_bounds", "summary",
+__all__ = ["SAMPLE_ROWS", "Rule", "bounds", "counts_and_bounds_by", "literal_violations", "pairing", "scoped_bounds",
+           "summary",
            "summary_and_bounds", "violations"]
 
 #: How many offending rows each failed guarantee shows.
 SAMPLE_ROWS = 5
 
 
-def narrow(frame, side: str, config: TopicConfig):
+def narrow(frame, side: str, config: TopicConfig, by: Sequence[str] = ()):
     """One version's records (or some of them), one narrow row per record: what
-    :func:`paired` groups."""
+    :func:`paired` groups (``by``: columns carried along, see :func:`paired`)."""
     return frame.selectExpr(
+        *by,
         "`offset`",
         f"'{side}' AS side",
         "key",
@@ -74,9 +76,10 @@ def pairing(before, after, config: TopicConfig, one_task: bool = False):
     return paired(narrow(before, "b", config).unionByName(narrow(after, "a", config)), one_task)
 
 
-def paired(both, one_task: bool = False, counted: bool = False):
+def paired(both, one_task: bool = False, counted: bool = False, by: Sequence[str] = ()):
     """The narrow rows of both sides grouped by offset (see :func:`pairing`); ``counted``:
-    each row stands for ``_n`` records (see ``framework.checks.changes``)."""
+    each row stands for ``_n`` records (see ``framework.checks.changes``); ``by``: columns
+    that tell the partitions of a batch apart (``framework.checks.batched``), grouped by too."""
     from pyspark.sql import functions as F
 
     if one_task:
@@ -88,7 +91,7 @@ def paired(both, one_task: bool = False, counted: bool = False):
                   "min(CASE WHEN side = 'a' THEN fp END) AS fp_a_low"]
     for column, sides in _PAIRED.items():
         aggregates += [f"max(CASE WHEN side = '{s}' THEN {column} END) AS {column}_{s}" for s in sides]
-    return both.groupBy("offset").agg(*[F.expr(a) for a in aggregates])
+    return both.groupBy(*by, "offset").agg(*[F.expr(a) for a in aggregates])
 
 
 def _first_young(present: str, ts: str, config: TopicConfig, now_ms: int) -> str:
@@ -156,6 +159,31 @@ def summary_and_bounds(violations, pairs, config: TopicConfig, now_ms: int,
     del counts[_BOUNDS_ROW]
     numbers = json.loads(samples.pop(_BOUNDS_ROW)[0]["detail"])  # (to_json leaves out the NULLs)
     return counts, samples, _finish({name: numbers.get(name) for name, _ in aggregates})
+
+
+def counts_and_bounds_by(violations, pairs, config: TopicConfig, now_ms: int, scopes, by: str,
+                         log_start_after: str) -> dict:
+    """:func:`summary_and_bounds` of a batch of partitions (``framework.checks.batched``), in
+    one Spark job: for each value of ``by``, the violations counted per guarantee and the
+    bounds (``log_start_after``: the column of ``scopes`` that holds each one's own). No
+    samples: a partition with a violation is measured again on its own, for them."""
+    from pyspark.sql import functions as F
+
+    aggregates = _bounds_aggregates(config, now_ms, log_start_after)
+    fields = ", ".join(f"'{name}', {sql}" for name, sql in aggregates)
+    bounds = pairs.join(scopes, by).groupBy(by).agg(F.expr(f"to_json(named_struct({fields}))").alias("detail"))
+    counted = violations.groupBy(by, "guarantee").agg(F.expr("count(*)").alias("n"))
+    rows = counted.selectExpr(by, "guarantee", "n", "CAST(NULL AS STRING) AS detail").unionByName(
+        bounds.selectExpr(by, f"'{_BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS n", "detail")).collect()
+    found: dict = {}
+    for row in rows:
+        counts, numbers = found.setdefault(row[by], ({}, {}))
+        if row["guarantee"] == _BOUNDS_ROW:
+            detail = json.loads(row["detail"])  # (to_json leaves out the NULLs)
+            numbers.update(_finish({name: detail.get(name) for name, _ in aggregates}))
+        else:
+            counts[row["guarantee"]] = row["n"]
+    return {key: (counts, numbers) for key, (counts, numbers) in found.items() if numbers}
 
 
 def _first_offset_from(frame, ms: int):
@@ -226,12 +254,12 @@ class Rule:
                 "END")
 
 
-def _violations_of(frame, rules: Sequence[Rule], key_sql: str, key_type: str):
+def _violations_of(frame, rules: Sequence[Rule], key_sql: str, key_type: str, by: Sequence[str] = ()):
     """Every rule that holds for a row, as (guarantee, offset, key, detail) rows, in one pass."""
     key = f"base64({key_sql})" if key_type == "binary" else key_sql
     found = f"filter(array({', '.join(rule.sql() for rule in rules)}), v -> v IS NOT NULL)"
-    return frame.selectExpr("`offset`", f"{key} AS key", f"explode({found}) AS v").selectExpr(
-        "v.guarantee AS guarantee", "CAST(`offset` AS BIGINT) AS `offset`", "CAST(key AS STRING) AS key",
+    return frame.selectExpr(*by, "`offset`", f"{key} AS key", f"explode({found}) AS v").selectExpr(
+        *by, "v.guarantee AS guarantee", "CAST(`offset` AS BIGINT) AS `offset`", "CAST(key AS STRING) AS key",
         "v.detail AS detail")
 
 
@@ -300,13 +328,13 @@ def _offset_rules(scope: Scope, config: TopicConfig, checked: Sequence[str]) -> 
     return [rule for rule in rules if rule.guarantee in checked]
 
 
-def _key_rows(pairs):
+def _key_rows(pairs, by: Sequence[str] = ()):
     """The pairing unfolded again: one row per record of either version, keyed by its key."""
     before = pairs.where("nb > 0").selectExpr(
-        "key_b AS key", "'b' AS side", "`offset`", "rank_b AS rank", "vfp_b AS vfp", "horizon_b AS horizon",
+        *by, "key_b AS key", "'b' AS side", "`offset`", "rank_b AS rank", "vfp_b AS vfp", "horizon_b AS horizon",
         "na = 0 AS removed")
     after = pairs.where("na > 0").selectExpr(
-        "key_a AS key", "'a' AS side", "`offset`", "rank_a AS rank", "vfp_a AS vfp", "horizon_a AS horizon",
+        *by, "key_a AS key", "'a' AS side", "`offset`", "rank_a AS rank", "vfp_a AS vfp", "horizon_a AS horizon",
         "false AS removed")
     return before.unionByName(after)
 
@@ -317,9 +345,10 @@ def _final_text(final: str) -> str:
             f"ELSE format_string('the value of offset %s', {final}.r.offset) END")
 
 
-def _key_rules(scope: Scope, config: TopicConfig, checked: Sequence[str]) -> tuple[list[str], list[Rule]]:
+def _key_rules(scope: Scope, config: TopicConfig, checked: Sequence[str],
+               by: Sequence[str] = ()) -> tuple[list[str], list[Rule]]:
     """Window columns over the key, and the rules judged with them."""
-    over = "OVER (PARTITION BY key)"
+    over = f"OVER (PARTITION BY {', '.join((*by, 'key'))})"
     below = f"`offset` < {scope.checkpoint_after}"
     clean_after = f"(side = 'a' AND {below})"
     # Compaction: a survivor must be the winner among the records the run looked at (the
@@ -364,15 +393,25 @@ def _key_rules(scope: Scope, config: TopicConfig, checked: Sequence[str]) -> tup
     return columns, [rule for rule in rules if rule.guarantee in checked]
 
 
-def violations(pairs, scope: Scope, config: TopicConfig, key_type: str, checked: Sequence[str]):
-    """One frame of every violation the rules find: per offset, then per key."""
+def violations(pairs, scope: Scope, config: TopicConfig, key_type: str, checked: Sequence[str],
+               by: Sequence[str] = (), scopes=None):
+    """One frame of every violation the rules find: per offset, then per key.
+
+    ``by`` and ``scopes`` judge a batch of partitions (``framework.checks.batched``): the
+    pairing is grouped by ``by`` too, and ``scopes`` (one row per ``by`` value) holds the
+    numbers each partition is judged by, as the columns ``scope`` names."""
     frames = []
+
+    def scoped(frame):
+        return frame if scopes is None else frame.join(scopes, list(by))
+
     offset_rules = _offset_rules(scope, config, checked)
     if offset_rules:
-        frames.append(_violations_of(pairs, offset_rules, "coalesce(key_a, key_b)", key_type))
-    columns, key_rules = _key_rules(scope, config, checked)
+        frames.append(_violations_of(scoped(pairs), offset_rules, "coalesce(key_a, key_b)", key_type, by))
+    columns, key_rules = _key_rules(scope, config, checked, by)
     if key_rules:
-        frames.append(_violations_of(_key_rows(pairs).selectExpr("*", *columns), key_rules, "key", key_type))
+        frames.append(_violations_of(scoped(_key_rows(pairs, by)).selectExpr("*", *columns), key_rules, "key",
+                                     key_type, by))
     result = frames[0]
     for frame in frames[1:]:
         result = result.unionByName(frame)

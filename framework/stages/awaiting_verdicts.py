@@ -4,8 +4,10 @@ A maintenance run measures each committed stage's check at once, in the cleaner 
 that committed it (the Spark work), and has them judged together when their history rows
 are recorded: Great Expectations judges every waiting check in one validation a topic
 (``Validator.judge``), where it took one validation a check before, about 0.1 s each, as
-much as a small partition's whole check. The verdicts are written into the rows, the
-partitions they fail are marked failed, and their details are said then.
+much as a small partition's whole check. A small partition's compaction check waits to be
+measured then too, with the others waiting, in one Spark job (``Validator.measure_many``).
+The verdicts are written into the rows, the partitions they fail are marked failed, and
+their details are said then.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class AwaitingVerdicts:
         waiting, self._waiting = self._waiting, []
         if not waiting or self.validator is None:
             return
+        waiting = self._measured(waiting)
+        if not waiting:
+            return
         try:
             outcomes = self.validator.judge([measured for _, _, measured in waiting])
         except Exception as error:  # noqa: BLE001 - the stages committed: their rows must say so
@@ -61,3 +66,33 @@ class AwaitingVerdicts:
             self.progress(f"      {measured.table} {measured.stage}: FAILED {', '.join(outcome.failed_guarantees)}")
             for line in outcome.details:
                 self.progress(f"      {line}")
+
+    def _measured(self, waiting: list) -> list:
+        """``waiting`` with the checks left to measure (a :class:`StageCheck` in place of its
+        measure: ``Maintenance`` defers a small partition's compaction check) measured
+        together; if that fails, their rows say so and they are not judged."""
+        from framework.stages.stage_check import StageCheck
+
+        deferred = [index for index, (_, _, item) in enumerate(waiting) if isinstance(item, StageCheck)]
+        if not deferred:
+            return waiting
+        try:
+            measured = self.validator.measure_many([waiting[index][2] for index in deferred])
+        except Exception:  # noqa: BLE001 - one check that cannot run must not fail the others
+            measured = [self._measured_alone(*waiting[index]) for index in deferred]
+        waiting = list(waiting)
+        for index, item in zip(deferred, measured):
+            part, row, _ = waiting[index]
+            waiting[index] = (part, row, item)
+        return [item for item in waiting if item[2] is not None]
+
+    def _measured_alone(self, part: PartitionRun, row: HistoryRow, check):
+        """One deferred check measured on its own; None, its row and partition saying why,
+        when it cannot run (as when a check measured at once cannot: ``Maintenance._validate``)."""
+        try:
+            return self.validator.measure_many([check])[0]
+        except Exception as error:  # noqa: BLE001 - the stage committed: its row must say so, not a refusal
+            part.error = part.error or f"the check of {row.stage} could not run: {first_line(error)}"
+            row.validation, row.message = "error", traceback.format_exc(limit=3)[-4000:]
+            self.progress(f"      {part.error}")
+            return None

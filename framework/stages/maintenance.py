@@ -56,6 +56,10 @@ from framework.stages.stage_check import MeasuredCheck, StageCheck, Validator, p
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
+#: A small partition's compaction check may wait to be measured with others (when the
+#: verdicts are due) only if the partition's vacuum, which runs before that, keeps the
+#: files the compaction just removed: its window is at least this long (else measured at once).
+DEFERRED_CHECK_MIN_WINDOW_MS = 3_600_000
 
 
 @dataclass
@@ -65,8 +69,9 @@ class PartitionRun:
     rows: list[HistoryRow] = field(default_factory=list)
     error: str | None = None
     failed_guarantees: list[str] = field(default_factory=list)
-    #: checks measured and not yet judged, with the rows their verdicts go into
-    measured: list[tuple[HistoryRow, MeasuredCheck]] = field(default_factory=list)
+    #: checks measured (or left to measure: a StageCheck) and not yet judged, with the rows
+    #: their verdicts go into
+    measured: list[tuple[HistoryRow, MeasuredCheck | StageCheck]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -218,8 +223,10 @@ class Maintenance:
     def _maintain_partition(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, stages,
                             force: bool, vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
         config = log.spec.config
+        window = config.time_travel_retention_ms if vacuum_retention_ms is None else vacuum_retention_ms
+        defer = "vacuum" not in stages or window >= DEFERRED_CHECK_MIN_WINDOW_MS
         if "compact" in stages and config.compact:
-            self._compact(log, run, part, force)
+            self._compact(log, run, part, force, defer_check=defer)
         if "retain" in stages and config.delete:
             self._retain(log, run, part)
         if "optimize" in stages:
@@ -227,9 +234,14 @@ class Maintenance:
         if "vacuum" in stages:
             self._vacuum(log, run, part, vacuum_retention_ms, unsafe_vacuum)
 
-    def _validate(self, part: PartitionRun, row: HistoryRow, check: StageCheck) -> None:
+    def _validate(self, part: PartitionRun, row: HistoryRow, check: StageCheck, defer: bool = False) -> None:
+        """Measure ``check`` now, or, when ``defer`` and the validator can, leave it to be
+        measured with others when the verdicts are due (``awaiting_verdicts``)."""
         if self.validator is None:
             row.validation = "skipped"
+            return
+        if defer and self.validator.batchable(check):
+            part.measured.append((row, check))
             return
         try:
             # Side by side with other partitions' checks; judged with them when recorded
@@ -241,7 +253,8 @@ class Maintenance:
             return
         part.measured.append((row, measured))
 
-    def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool) -> None:
+    def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool,
+                 defer_check: bool = False) -> None:
         started = time.monotonic()
         cap = None
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
@@ -289,7 +302,7 @@ class Maintenance:
                     version_after=result.version_after, before=before, state_before=planned.snapshot.state,
                     state_after=result.state_after, first_uncleanable_offset=measure.first_uncleanable_offset,
                     cleaned_up_to=result.cleaned_up_to,
-                ))
+                ), defer=defer_check)
             row.duration_ms = int((time.monotonic() - started) * 1000)
             part.rows.append(row)
             return

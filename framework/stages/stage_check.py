@@ -2,7 +2,8 @@
 
 Maintenance runs the stages and hands each commit to a validator in two steps: ``measure``
 (the Spark work: the violations counted, right after the commit, in the cleaner thread
-that made it) and ``judge`` (Great Expectations' verdict, once for every check measured
+that made it; or, for a small partition's compaction, ``measure_many``, with others in
+one Spark job, when their verdicts are due) and ``judge`` (Great Expectations' verdict, once for every check measured
 since the last judgment: one validation a batch costs what one of a single check does).
 Both import these types from here, so neither imports the other.
 """
@@ -90,6 +91,12 @@ class Validator(Protocol):
 
     def judge(self, measured: Sequence[MeasuredCheck]) -> list[ValidationOutcome]:
         """The verdicts of checks measured, in their order."""
+
+    def batchable(self, check: StageCheck) -> bool:
+        """Whether ``check`` may wait to be measured with others (:meth:`measure_many`)."""
+
+    def measure_many(self, checks: Sequence[StageCheck]) -> list[MeasuredCheck]:
+        """:meth:`measure` of each of ``checks``, in their order (together where that is cheaper)."""
 
 
 def pinned_before(log: PartitionLog, snapshot: Snapshot):

@@ -1,0 +1,127 @@
+"""Many small partitions' compaction checks counted in one Spark job.
+
+A small partition's check is a few Spark queries over a few hundred records, so what it
+costs is Spark planning and running them: about 0.25 s a partition on two cores, as much
+as its compaction. The rules are the same for every partition of a topic; only the
+numbers they judge by differ (the log end, the checkpoint, where the head starts). So a
+batch reads the before and after versions of all its partitions in one scan (the files
+their checksums list, each row told apart by ``_check``: its place in the batch, and its
+side), pairs them per partition, and judges each row by its own partition's numbers,
+joined in as columns (:func:`framework.checks.rules.violations` with ``scopes``). One
+Spark job then counts every partition's violations and bounds.
+
+What the batch decides is only that a check is clean: no violation under the scope the
+stage's own numbers give (``scope.expected_bounds``), and the data's bounds give that
+same scope. Any other check is measured again on its own (``Guarantees.measure``), which
+gives its samples, its details and its verdict exactly as before; so the batch can only
+save work, never change a verdict (``tests/test_guarantees.py`` pins the two together on
+every corruption the suite makes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from framework.checks import rules
+from framework.checks.catalogue import STAGE_GUARANTEES
+from framework.checks.scope import Scope, expected_bounds, stage_scope
+from framework.log import version_checksum
+from framework.log.log_state import LogState
+from framework.log.small_partitions import is_small
+from framework.stages.stage_check import StageCheck
+
+__all__ = ["CHECK", "BatchedCheck", "batchable", "count"]
+
+#: The column that tells a batch's partitions apart: each check's place in the batch.
+CHECK = "_check"
+#: The numbers a compaction's scope gives each partition, as columns of the batch's rows.
+_SCOPE_FIELDS = ("version_before", "version_after", "log_end_before", "log_end_after", "log_start_after",
+                 "checkpoint_after", "head_start", "max_lag_end")
+
+
+def _column(field: str) -> str:
+    return f"_s_{field}"
+
+
+def batchable(check: StageCheck) -> bool:
+    """Whether ``check`` can be counted in a batch: a compaction of a small partition whose
+    before and after versions are the files their checksums list (no deletion vectors),
+    with no spec expectations of its own to run over its records."""
+    log = check.log
+    return (check.stage == "compact" and check.before is None and not log.spec.expectations
+            and is_small(max(check.state_before.offset_span, check.state_after.offset_span))
+            and all(version_checksum.plain_files(log.path, v) is not None
+                    for v in (check.version_before, check.version_after)))
+
+
+@dataclass(frozen=True)
+class BatchedCheck:
+    """A check the batch found clean: the scope it was judged by and the data's bounds."""
+
+    scope: Scope
+    bounds: dict
+
+
+def count(spark, checks: Sequence[StageCheck], states_after: Sequence[LogState]) -> list[BatchedCheck | None]:
+    """For each of ``checks`` (each :func:`batchable`, ``states_after`` their after
+    versions' states), a :class:`BatchedCheck` when the batch found it clean, else None
+    (measure it on its own). Checks of one topic, one schema and one ``now`` share a job."""
+    found: list[BatchedCheck | None] = [None] * len(checks)
+    groups: dict[tuple, list[int]] = {}
+    files = {}
+    for index, check in enumerate(checks):
+        before = version_checksum.plain_files(check.log.path, check.version_before)
+        after = version_checksum.plain_files(check.log.path, check.version_after)
+        if before is None or after is None or before.schema_json != after.schema_json:
+            continue
+        files[index] = (before, after)
+        groups.setdefault((check.log.spec.topic, check.now_ms, after.schema_json), []).append(index)
+    for (_, now_ms, schema_json), indexes in groups.items():
+        guessed = {i: stage_scope(checks[i], checks[i].state_before, states_after[i], expected_bounds(checks[i]))
+                   for i in indexes}
+        counted = _count_group(spark, [checks[i] for i in indexes], [files[i] for i in indexes],
+                               [guessed[i] for i in indexes], now_ms, schema_json)
+        for position, index in enumerate(indexes):
+            if position not in counted:
+                continue
+            counts, bounds = counted[position]
+            check = checks[index]
+            scope = stage_scope(check, check.state_before, states_after[index], bounds)
+            if not counts and scope == guessed[index]:
+                found[index] = BatchedCheck(scope, bounds)
+    return found
+
+
+def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], scopes: Sequence[Scope], now_ms: int,
+                 schema_json: str) -> dict:
+    """:func:`rules.counts_and_bounds_by` of one group, by each check's place in it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    config = checks[0].log.spec.config
+    # which check and side each file's rows belong to (a file both versions list: both)
+    placed = [(os.path.basename(path), position, side)
+              for position, (before, after) in enumerate(files)
+              for side, listed in (("b", before), ("a", after)) for path in listed.paths]
+    paths = sorted({path for before, after in files for listed in (before, after) for path in listed.paths})
+    schema = StructType.fromJson(json.loads(schema_json))
+    if not paths:
+        return {}
+    sides = spark.createDataFrame(placed, f"_file STRING, {CHECK} INT, _side STRING")
+    records = (spark.read.schema(schema).parquet(*paths).selectExpr("*", "_metadata.file_name AS _file")
+               .join(F.broadcast(sides), "_file"))
+    by = (CHECK,)
+    both = rules.narrow(records.where("_side = 'b'"), "b", config, by).unionByName(
+        rules.narrow(records.where("_side = 'a'"), "a", config, by))
+    pairs = rules.paired(both, one_task=True, by=by)
+    numbers = spark.createDataFrame(
+        [(position, *(int(getattr(scope, field)) for field in _SCOPE_FIELDS)) for position, scope in enumerate(scopes)],
+        ", ".join([f"{CHECK} INT", *(f"{_column(field)} BIGINT" for field in _SCOPE_FIELDS)]))
+    by_row = Scope(mode="compact", now_ms=now_ms, **{field: _column(field) for field in _SCOPE_FIELDS})
+    found = rules.violations(pairs, by_row, config, checks[0].log.spec.key_type, STAGE_GUARANTEES["compact"],
+                             by=by, scopes=F.broadcast(numbers))
+    return rules.counts_and_bounds_by(found, pairs, config, now_ms, F.broadcast(numbers), CHECK,
+                                      _column("log_start_after"))
