@@ -209,10 +209,19 @@ def test_a_file_outside_its_partition_folder_or_a_glob_in_the_path_is_not_read_p
     assert version_checksum.plain_files(str(globbed), version) is None
 
 
-def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spark, warehouse, monkeypatch):
+@pytest.mark.parametrize("route", ["measured at once", "measured in a batch"])
+def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spark, warehouse, monkeypatch, route):
     """The compaction and its check read the versions they need from their files, and the
-    check still passes."""
-    spec = parse_spec({**SPEC, "topic": "checked"}, "test")
+    check still passes: measured at once, through ``read_plain``; counted in a batch
+    (framework/checks/batched.py), in one scan of the files both versions' checksums list."""
+    from framework.checks import batched
+
+    batches, count = [], batched.count
+    if route == "measured at once":
+        monkeypatch.setattr(Guarantees, "batchable", lambda self, check: False)
+    monkeypatch.setattr(batched, "count", lambda session, checks, states: (
+        batches.append([(c.version_before, c.version_after) for c in checks]), count(session, checks, states))[1])
+    spec = parse_spec({**SPEC, "topic": f"checked-{route.split()[-1]}"}, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
     _produce(topic, spec, 0, 30, NOW)
@@ -239,5 +248,9 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
     # the check reads the version the compaction planned from and the one it made; the
     # compaction reads its records from the files too (a first run has no clean section:
     # only the files that may hold the dirty one), and nothing is read through Delta's time travel
-    assert read == [(compacted.version_before, True), (compacted.version_after, True)]
-    assert len(framed) == 3 and through_delta == []
+    if route == "measured at once":
+        assert read == [(compacted.version_before, True), (compacted.version_after, True)]
+        assert len(framed) == 3 and through_delta == [] and batches == []
+    else:
+        assert read == [] and len(framed) == 1 and through_delta == []
+        assert batches == [[(compacted.version_before, compacted.version_after)]]

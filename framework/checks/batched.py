@@ -123,5 +123,28 @@ def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], sc
     by_row = Scope(mode="compact", now_ms=now_ms, **{field: _column(field) for field in _SCOPE_FIELDS})
     found = rules.violations(pairs, by_row, config, checks[0].log.spec.key_type, STAGE_GUARANTEES["compact"],
                              by=by, scopes=F.broadcast(numbers))
-    return rules.counts_and_bounds_by(found, pairs, config, now_ms, F.broadcast(numbers), CHECK,
-                                      _column("log_start_after"))
+    return _counts_and_bounds(found, pairs, config, now_ms, F.broadcast(numbers), CHECK, _column("log_start_after"))
+
+
+def _counts_and_bounds(violations, pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> dict:
+    """:func:`rules.summary_and_bounds` of a batch of partitions, in one Spark job: for each
+    value of ``by``, the violations counted per guarantee and the bounds (``log_start_after``:
+    the column of ``scopes`` that holds each one's own). No samples: a partition with a
+    violation is measured again on its own, for them."""
+    from pyspark.sql import functions as F
+
+    aggregates = rules.bounds_aggregates(config, now_ms, log_start_after)
+    fields = ", ".join(f"'{name}', {sql}" for name, sql in aggregates)
+    bounds = pairs.join(scopes, by).groupBy(by).agg(F.expr(f"to_json(named_struct({fields}))").alias("detail"))
+    counted = violations.groupBy(by, "guarantee").agg(F.expr("count(*)").alias("n"))
+    rows = counted.selectExpr(by, "guarantee", "n", "CAST(NULL AS STRING) AS detail").unionByName(
+        bounds.selectExpr(by, f"'{rules.BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS n", "detail")).collect()
+    found: dict = {}
+    for row in rows:
+        counts, numbers = found.setdefault(row[by], ({}, {}))
+        if row["guarantee"] == rules.BOUNDS_ROW:
+            detail = json.loads(row["detail"])  # (to_json leaves out the NULLs)
+            numbers.update(rules.finished_bounds({name: detail.get(name) for name, _ in aggregates}))
+        else:
+            counts[row["guarantee"]] = row["n"]
+    return {key: (counts, numbers) for key, (counts, numbers) in found.items() if numbers}

@@ -19,6 +19,11 @@ brings no records to the driver:
    not two, unless the data's bounds give another scope.
 3. **Violations.** The per-offset rules in one pass over the pairing, the per-key rules
    (unique keys, winners, final state, tombstones) in one window over the key.
+
+Many small partitions' checks can be one query (``framework.checks.batched``): the rows
+carry which partition they are (``by``), and the numbers of each one's :class:`Scope` are
+columns joined in (``scopes``): the rules' SQL takes each number as written, so a rule
+written once judges a literal or a column alike.
 """
 
 from __future__ import annotations
@@ -32,9 +37,8 @@ from framework.cleaner.rules import delete_horizon_ms, uncleanable_after_ms
 from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
-__all__ = ["SAMPLE_ROWS", "Rule", "bounds", "counts_and_bounds_by", "literal_violations", "pairing", "scoped_bounds",
-           "summary",
-           "summary_and_bounds", "violations"]
+__all__ = ["BOUNDS_ROW", "SAMPLE_ROWS", "Rule", "bounds", "bounds_aggregates", "finished_bounds", "pairing",
+           "scoped_bounds", "summary", "summary_and_bounds", "violations"]
 
 #: How many offending rows each failed guarantee shows.
 SAMPLE_ROWS = 5
@@ -113,15 +117,17 @@ _CHANGE_AGGREGATES = (  # (name, aggregate)
 )
 
 
-def _finish(bounds: dict) -> dict:
+def finished_bounds(bounds: dict) -> dict:
+    """The bounds as the scope reads them: the highest removed record's offset and size apart."""
     highest = bounds.pop("highest_removed")
     bounds["highest_removed"] = None if highest is None else highest["offset"]
     bounds["highest_removed_size"] = 0 if highest is None else (highest["size"] or 0)
     return bounds
 
 
-def _bounds_aggregates(config: TopicConfig, now_ms: int, log_start_after: int) -> list[tuple[str, str]]:
-    """(name, aggregate) of the bounds over the pairing of whole versions."""
+def bounds_aggregates(config: TopicConfig, now_ms: int, log_start_after: int | str) -> list[tuple[str, str]]:
+    """(name, aggregate) of the bounds over the pairing of whole versions (``log_start_after``:
+    a number, or the column that holds each partition's in a batch)."""
     return [
         ("u_before", _first_young('nb > 0', 'ts_b', config, now_ms)),
         ("u_after", _first_young('na > 0', 'ts_a', config, now_ms)),
@@ -138,52 +144,28 @@ def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dic
     """The few numbers the rules need, in one aggregate over the pairing of whole versions."""
     from pyspark.sql import functions as F
 
-    aggregates = _bounds_aggregates(config, now_ms, log_start_after)
-    return _finish(pairs.agg(*[F.expr(f"{sql} AS {name}") for name, sql in aggregates]).collect()[0].asDict())
+    aggregates = bounds_aggregates(config, now_ms, log_start_after)
+    return finished_bounds(pairs.agg(*[F.expr(f"{sql} AS {name}") for name, sql in aggregates]).collect()[0].asDict())
 
 
-#: The guarantee column of the row that carries the bounds in :func:`summary_and_bounds`.
-_BOUNDS_ROW = "bounds"
+#: The guarantee column of the row that carries the bounds in :func:`summary_and_bounds`
+#: (and in a batch's counts, ``framework.checks.batched``).
+BOUNDS_ROW = "bounds"
 
 
 def summary_and_bounds(violations, pairs, config: TopicConfig, now_ms: int,
                        log_start_after: int) -> tuple[dict[str, int], dict[str, list], dict]:
     """:func:`summary` of ``violations`` and :func:`bounds` of ``pairs`` in one Spark job:
     the bounds ride along as one more row of the violations, their numbers as JSON."""
-    aggregates = _bounds_aggregates(config, now_ms, log_start_after)
+    aggregates = bounds_aggregates(config, now_ms, log_start_after)
     fields = ", ".join(f"'{name}', {sql}" for name, sql in aggregates)
     row = pairs.selectExpr(
-        f"'{_BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS `offset`", "CAST(NULL AS STRING) AS key",
+        f"'{BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS `offset`", "CAST(NULL AS STRING) AS key",
         f"to_json(named_struct({fields})) AS detail")
     counts, samples = summary(violations.unionByName(row))
-    del counts[_BOUNDS_ROW]
-    numbers = json.loads(samples.pop(_BOUNDS_ROW)[0]["detail"])  # (to_json leaves out the NULLs)
-    return counts, samples, _finish({name: numbers.get(name) for name, _ in aggregates})
-
-
-def counts_and_bounds_by(violations, pairs, config: TopicConfig, now_ms: int, scopes, by: str,
-                         log_start_after: str) -> dict:
-    """:func:`summary_and_bounds` of a batch of partitions (``framework.checks.batched``), in
-    one Spark job: for each value of ``by``, the violations counted per guarantee and the
-    bounds (``log_start_after``: the column of ``scopes`` that holds each one's own). No
-    samples: a partition with a violation is measured again on its own, for them."""
-    from pyspark.sql import functions as F
-
-    aggregates = _bounds_aggregates(config, now_ms, log_start_after)
-    fields = ", ".join(f"'{name}', {sql}" for name, sql in aggregates)
-    bounds = pairs.join(scopes, by).groupBy(by).agg(F.expr(f"to_json(named_struct({fields}))").alias("detail"))
-    counted = violations.groupBy(by, "guarantee").agg(F.expr("count(*)").alias("n"))
-    rows = counted.selectExpr(by, "guarantee", "n", "CAST(NULL AS STRING) AS detail").unionByName(
-        bounds.selectExpr(by, f"'{_BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS n", "detail")).collect()
-    found: dict = {}
-    for row in rows:
-        counts, numbers = found.setdefault(row[by], ({}, {}))
-        if row["guarantee"] == _BOUNDS_ROW:
-            detail = json.loads(row["detail"])  # (to_json leaves out the NULLs)
-            numbers.update(_finish({name: detail.get(name) for name, _ in aggregates}))
-        else:
-            counts[row["guarantee"]] = row["n"]
-    return {key: (counts, numbers) for key, (counts, numbers) in found.items() if numbers}
+    del counts[BOUNDS_ROW]
+    numbers = json.loads(samples.pop(BOUNDS_ROW)[0]["detail"])  # (to_json leaves out the NULLs)
+    return counts, samples, finished_bounds({name: numbers.get(name) for name, _ in aggregates})
 
 
 def _first_offset_from(frame, ms: int):
@@ -230,7 +212,7 @@ def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_st
             numbers["time_boundary"] = _first_offset_from(before, now_ms - config.retention_ms - 1)
         from_start = before.where(F.col("offset") >= log_start_after).agg(F.sum("_size")).collect()[0][0] or 0
         numbers["kept_bytes"] = from_start - removed_from_start
-    return _finish({**numbers, **changed})
+    return finished_bounds({**numbers, **changed})
 
 
 @dataclass(frozen=True)
@@ -416,26 +398,6 @@ def violations(pairs, scope: Scope, config: TopicConfig, key_type: str, checked:
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
-
-
-VIOLATION_COLUMNS = ("guarantee", "offset", "key", "detail")
-
-
-def literal_violations(spark, rows: Sequence[tuple]):
-    """A violations frame from a few driver-side rows, built in the JVM (no Python worker)."""
-    def literal(value) -> str:
-        return "NULL" if value is None else str(int(value)) if isinstance(value, int) else sql_string(str(value))
-
-    structs = [
-        "named_struct(" + ", ".join(f"'{name}', {literal(value)}" for name, value in zip(VIOLATION_COLUMNS, row)) + ")"
-        for row in rows
-    ]
-    if not structs:
-        return spark.range(0).selectExpr("CAST(NULL AS STRING) AS guarantee", "CAST(NULL AS BIGINT) AS `offset`",
-                                         "CAST(NULL AS STRING) AS key", "CAST(NULL AS STRING) AS detail")
-    return spark.range(1).selectExpr(f"explode(array({', '.join(structs)})) AS v").selectExpr(
-        "CAST(v.guarantee AS STRING) AS guarantee", "CAST(v.offset AS BIGINT) AS `offset`",
-        "CAST(v.key AS STRING) AS key", "CAST(v.detail AS STRING) AS detail")
 
 
 def summary(violations, limit: int = SAMPLE_ROWS) -> tuple[dict[str, int], dict[str, list]]:

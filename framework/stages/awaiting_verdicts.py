@@ -22,7 +22,19 @@ if TYPE_CHECKING:
     from framework.stages.maintenance import PartitionRun
     from framework.stages.stage_check import MeasuredCheck, Validator
 
-__all__ = ["AwaitingVerdicts"]
+__all__ = ["CHECKS_WAIT_MIN_WINDOW_MS", "AwaitingVerdicts", "checks_may_wait"]
+
+#: A small partition's compaction check may wait for its verdict to be measured only if the
+#: partition's vacuum, which runs before that, keeps the files the compaction just removed:
+#: its window is at least this long.
+CHECKS_WAIT_MIN_WINDOW_MS = 3_600_000
+
+
+def checks_may_wait(time_travel_retention_ms: int, stages, vacuum_retention_ms: int | None) -> bool:
+    """Whether a run of ``stages`` (the vacuum's window forced to ``vacuum_retention_ms``, else
+    the spec's) leaves a partition's compaction check free to wait for its verdict."""
+    window = time_travel_retention_ms if vacuum_retention_ms is None else vacuum_retention_ms
+    return "vacuum" not in stages or window >= CHECKS_WAIT_MIN_WINDOW_MS
 
 
 class AwaitingVerdicts:

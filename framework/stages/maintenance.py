@@ -49,17 +49,13 @@ from framework.log.warehouse import Warehouse
 from framework.side_by_side import in_order
 from framework.spec import TopicSpec
 from framework.stages import compaction, optimize, retention
-from framework.stages.awaiting_verdicts import AwaitingVerdicts
+from framework.stages.awaiting_verdicts import AwaitingVerdicts, checks_may_wait
 from framework.stages.cleaner_threads import DEFAULT_CLEANER_THREADS, HeldLines
 from framework.stages.interrupted_runs import interrupted_rows
 from framework.stages.stage_check import MeasuredCheck, StageCheck, Validator, pinned_before
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
-#: A small partition's compaction check may wait to be measured with others (when the
-#: verdicts are due) only if the partition's vacuum, which runs before that, keeps the
-#: files the compaction just removed: its window is at least this long (else measured at once).
-DEFERRED_CHECK_MIN_WINDOW_MS = 3_600_000
 
 
 @dataclass
@@ -69,8 +65,7 @@ class PartitionRun:
     rows: list[HistoryRow] = field(default_factory=list)
     error: str | None = None
     failed_guarantees: list[str] = field(default_factory=list)
-    #: checks measured (or left to measure: a StageCheck) and not yet judged, with the rows
-    #: their verdicts go into
+    #: checks measured (or a StageCheck left to measure) and not yet judged, with their rows
     measured: list[tuple[HistoryRow, MeasuredCheck | StageCheck]] = field(default_factory=list)
 
     @property
@@ -223,10 +218,9 @@ class Maintenance:
     def _maintain_partition(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, stages,
                             force: bool, vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
         config = log.spec.config
-        window = config.time_travel_retention_ms if vacuum_retention_ms is None else vacuum_retention_ms
-        defer = "vacuum" not in stages or window >= DEFERRED_CHECK_MIN_WINDOW_MS
         if "compact" in stages and config.compact:
-            self._compact(log, run, part, force, defer_check=defer)
+            defer = checks_may_wait(config.time_travel_retention_ms, stages, vacuum_retention_ms)
+            self._compact(log, run, part, force, defer)
         if "retain" in stages and config.delete:
             self._retain(log, run, part)
         if "optimize" in stages:
@@ -235,12 +229,10 @@ class Maintenance:
             self._vacuum(log, run, part, vacuum_retention_ms, unsafe_vacuum)
 
     def _validate(self, part: PartitionRun, row: HistoryRow, check: StageCheck, defer: bool = False) -> None:
-        """Measure ``check`` now, or, when ``defer`` and the validator can, leave it to be
-        measured with others when the verdicts are due (``awaiting_verdicts``)."""
         if self.validator is None:
             row.validation = "skipped"
             return
-        if defer and self.validator.batchable(check):
+        if defer and self.validator.batchable(check):  # measured with others when judged (awaiting_verdicts)
             part.measured.append((row, check))
             return
         try:
@@ -253,8 +245,7 @@ class Maintenance:
             return
         part.measured.append((row, measured))
 
-    def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool,
-                 defer_check: bool = False) -> None:
+    def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool, defer: bool) -> None:
         started = time.monotonic()
         cap = None
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
@@ -302,7 +293,7 @@ class Maintenance:
                     version_after=result.version_after, before=before, state_before=planned.snapshot.state,
                     state_after=result.state_after, first_uncleanable_offset=measure.first_uncleanable_offset,
                     cleaned_up_to=result.cleaned_up_to,
-                ), defer=defer_check)
+                ), defer=defer)
             row.duration_ms = int((time.monotonic() - started) * 1000)
             part.rows.append(row)
             return
