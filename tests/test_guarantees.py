@@ -479,6 +479,7 @@ def test_a_batch_of_checks_finds_what_each_check_alone_finds(spark, base, orders
         healthy.append(_unpinned(compact_check(base, other, base.row(topic, "compact").version_after)))
     corrupted = _unpinned(compact_check(base, log, corrupt(log)))
     checks = [healthy[0], corrupted, *healthy[1:]]
+    monkeypatch.setattr(batched, "MIN_BATCH", 1)  # the batch's workings, whatever its size
     assert all(batched.batchable(check) for check in checks)
     guarantees = Guarantees(spark, warehouse)
     alone = [guarantees.measure(check) for check in checks]

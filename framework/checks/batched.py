@@ -28,13 +28,17 @@ from typing import Sequence
 from framework.checks import rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.scope import Scope, expected_bounds, stage_scope
+from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.log_state import LogState
 from framework.log.small_partitions import is_small
 from framework.stages.stage_check import StageCheck
 
-__all__ = ["CHECK", "BatchedCheck", "batchable", "count"]
+__all__ = ["CHECK", "MIN_BATCH", "BatchedCheck", "batchable", "count"]
 
+#: The fewest checks worth a batch: one costs about 0.55 s against 0.3 s alone, two about
+#: what they cost alone, four about 0.55 x (2026-11-30, docs/performance-log.md).
+MIN_BATCH = 3
 #: The column that tells a batch's partitions apart: each check's place in the batch.
 CHECK = "_check"
 #: The numbers a compaction's scope gives each partition, as columns of the batch's rows.
@@ -68,7 +72,8 @@ class BatchedCheck:
 def count(spark, checks: Sequence[StageCheck], states_after: Sequence[LogState]) -> list[BatchedCheck | None]:
     """For each of ``checks`` (each :func:`batchable`, ``states_after`` their after
     versions' states), a :class:`BatchedCheck` when the batch found it clean, else None
-    (measure it on its own). Checks of one topic, one schema and one ``now`` share a job."""
+    (measure it on its own). Checks of one topic, one schema and one ``now`` share a job,
+    when they are at least :data:`MIN_BATCH`."""
     found: list[BatchedCheck | None] = [None] * len(checks)
     groups: dict[tuple, list[int]] = {}
     files = {}
@@ -80,6 +85,8 @@ def count(spark, checks: Sequence[StageCheck], states_after: Sequence[LogState])
         files[index] = (before, after)
         groups.setdefault((check.log.spec.topic, check.now_ms, after.schema_json), []).append(index)
     for (_, now_ms, schema_json), indexes in groups.items():
+        if len(indexes) < MIN_BATCH:
+            continue  # measured alone
         guessed = {i: stage_scope(checks[i], checks[i].state_before, states_after[i], expected_bounds(checks[i]))
                    for i in indexes}
         counted = _count_group(spark, [checks[i] for i in indexes], [files[i] for i in indexes],
@@ -110,14 +117,15 @@ def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], sc
     schema = StructType.fromJson(json.loads(schema_json))
     if not paths:
         return {}
-    sides = spark.createDataFrame(placed, f"_file STRING, {CHECK} INT, _side STRING")
+    # driver-side rows through Arrow (no Python worker to start: framework/local_rows.py)
+    sides = local_frame(spark, placed, f"_file STRING, {CHECK} INT, _side STRING")
     records = (spark.read.schema(schema).parquet(*paths).selectExpr("*", "_metadata.file_name AS _file")
                .join(F.broadcast(sides), "_file"))
     by = (CHECK,)
     both = rules.narrow(records.where("_side = 'b'"), "b", config, by).unionByName(
         rules.narrow(records.where("_side = 'a'"), "a", config, by))
     pairs = rules.paired(both, one_task=True, by=by)
-    numbers = spark.createDataFrame(
+    numbers = local_frame(spark, 
         [(position, *(int(getattr(scope, field)) for field in _SCOPE_FIELDS)) for position, scope in enumerate(scopes)],
         ", ".join([f"{CHECK} INT", *(f"{_column(field)} BIGINT" for field in _SCOPE_FIELDS)]))
     by_row = Scope(mode="compact", now_ms=now_ms, **{field: _column(field) for field in _SCOPE_FIELDS})
