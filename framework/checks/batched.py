@@ -104,12 +104,13 @@ def count(spark, checks: Sequence[StageCheck], states_after: Sequence[LogState])
 
 def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], scopes: Sequence[Scope], now_ms: int,
                  schema_json: str) -> dict:
-    """:func:`rules.counts_and_bounds_by` of one group, by each check's place in it."""
+    """:func:`_counts_and_bounds` of one group, by each check's place in it."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     config = checks[0].log.spec.config
-    # which check and side each file's rows belong to (a file both versions list: both)
+    # which check and side each file's rows belong to (a file both versions list: both); by
+    # file name, which Delta makes unique (a UUID in each data file's name)
     placed = [(os.path.basename(path), position, side)
               for position, (before, after) in enumerate(files)
               for side, listed in (("b", before), ("a", after)) for path in listed.paths]
@@ -125,7 +126,8 @@ def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], sc
     both = rules.narrow(records.where("_side = 'b'"), "b", config, by).unionByName(
         rules.narrow(records.where("_side = 'a'"), "a", config, by))
     pairs = rules.paired(both, one_task=True, by=by)
-    numbers = local_frame(spark, 
+    numbers = local_frame(
+        spark,
         [(position, *(int(getattr(scope, field)) for field in _SCOPE_FIELDS)) for position, scope in enumerate(scopes)],
         ", ".join([f"{CHECK} INT", *(f"{_column(field)} BIGINT" for field in _SCOPE_FIELDS)]))
     by_row = Scope(mode="compact", now_ms=now_ms, **{field: _column(field) for field in _SCOPE_FIELDS})
