@@ -126,10 +126,10 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
             raise TimeTravelError(f"{check.log.name}: cannot read that version: injected refusal")
         return real_measure(self, check)
 
-    def batch_refused_with_partition_1(spark, checks, states):
+    def batch_refused_with_partition_1(spark, checks, state_after):
         if any(check.log.partition == 1 for check in checks):
             raise TimeTravelError("cannot read a version of the batch: injected refusal")
-        return real_count(spark, checks, states)
+        return real_count(spark, checks, state_after)
 
     monkeypatch.setattr(Guarantees, "measure", refused_on_partition_1)
     if route == "measured at once":
@@ -165,9 +165,9 @@ def test_small_partitions_compaction_checks_are_measured_in_one_batch_when_their
 
     real, batches = batched.count, []
 
-    def counted(spark, checks, states):
+    def counted(spark, checks, state_after):
         batches.append(sorted(check.log.partition for check in checks))
-        return real(spark, checks, states)
+        return real(spark, checks, state_after)
 
     monkeypatch.setattr(batched, "count", counted)
     common, paths = isolated

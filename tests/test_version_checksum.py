@@ -221,8 +221,8 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
         monkeypatch.setattr(Guarantees, "batchable", lambda self, check: False)
     else:
         monkeypatch.setattr(batched, "MIN_BATCH", 1)  # one partition's check, as a batch would read it
-    monkeypatch.setattr(batched, "count", lambda session, checks, states: (
-        batches.append([(c.version_before, c.version_after) for c in checks]), count(session, checks, states))[1])
+    monkeypatch.setattr(batched, "count", lambda session, checks, state_after: (
+        batches.append([(c.version_before, c.version_after) for c in checks]), count(session, checks, state_after))[1])
     spec = parse_spec({**SPEC, "topic": f"checked-{route.split()[-1]}"}, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from framework.checks import rules
 from framework.checks.catalogue import STAGE_GUARANTEES
@@ -54,11 +54,22 @@ def batchable(check: StageCheck) -> bool:
     """Whether ``check`` can be counted in a batch: a compaction of a small partition whose
     before and after versions are the files their checksums list (no deletion vectors),
     with no spec expectations of its own to run over its records."""
-    log = check.log
-    return (check.stage == "compact" and check.before is None and not log.spec.expectations
-            and is_small(max(check.state_before.offset_span, check.state_after.offset_span))
-            and all(version_checksum.plain_files(log.path, v) is not None
-                    for v in (check.version_before, check.version_after)))
+    return _eligible(check) and _files(check) is not None
+
+
+def _eligible(check: StageCheck) -> bool:
+    """:func:`batchable`'s part that reads nothing."""
+    return (check.stage == "compact" and check.before is None and not check.log.spec.expectations
+            and is_small(max(check.state_before.offset_span, check.state_after.offset_span)))
+
+
+def _files(check: StageCheck) -> tuple | None:
+    """The before and after versions' files, when both are plain files of one schema."""
+    before = version_checksum.plain_files(check.log.path, check.version_before)
+    after = version_checksum.plain_files(check.log.path, check.version_after)
+    if before is None or after is None or before.schema_json != after.schema_json:
+        return None
+    return before, after
 
 
 @dataclass(frozen=True)
@@ -69,25 +80,27 @@ class BatchedCheck:
     bounds: dict
 
 
-def count(spark, checks: Sequence[StageCheck], states_after: Sequence[LogState]) -> list[BatchedCheck | None]:
-    """For each of ``checks`` (each :func:`batchable`, ``states_after`` their after
-    versions' states), a :class:`BatchedCheck` when the batch found it clean, else None
-    (measure it on its own). Checks of one topic, one schema and one ``now`` share a job,
-    when they are at least :data:`MIN_BATCH`."""
+def count(spark, checks: Sequence[StageCheck],
+          state_after: Callable[[StageCheck], LogState]) -> list[BatchedCheck | None]:
+    """For each of ``checks``, a :class:`BatchedCheck` when a batch found it clean, else None
+    (measure it on its own). Checks of one topic, one schema and one ``now`` that are
+    :func:`batchable` share a job, when they are at least :data:`MIN_BATCH`;
+    ``state_after`` gives a check's after version's state, read only for those."""
     found: list[BatchedCheck | None] = [None] * len(checks)
+    if len(checks) < MIN_BATCH:
+        return found
     groups: dict[tuple, list[int]] = {}
     files = {}
     for index, check in enumerate(checks):
-        before = version_checksum.plain_files(check.log.path, check.version_before)
-        after = version_checksum.plain_files(check.log.path, check.version_after)
-        if before is None or after is None or before.schema_json != after.schema_json:
-            continue
-        files[index] = (before, after)
-        groups.setdefault((check.log.spec.topic, check.now_ms, after.schema_json), []).append(index)
+        listed = _files(check) if _eligible(check) else None
+        if listed is not None:
+            files[index] = listed
+            groups.setdefault((check.log.spec.topic, check.now_ms, listed[1].schema_json), []).append(index)
     for (_, now_ms, schema_json), indexes in groups.items():
         if len(indexes) < MIN_BATCH:
             continue  # measured alone
-        guessed = {i: stage_scope(checks[i], checks[i].state_before, states_after[i], expected_bounds(checks[i]))
+        states = {i: state_after(checks[i]) for i in indexes}
+        guessed = {i: stage_scope(checks[i], checks[i].state_before, states[i], expected_bounds(checks[i]))
                    for i in indexes}
         counted = _count_group(spark, [checks[i] for i in indexes], [files[i] for i in indexes],
                                [guessed[i] for i in indexes], now_ms, schema_json)
@@ -96,7 +109,7 @@ def count(spark, checks: Sequence[StageCheck], states_after: Sequence[LogState])
                 continue
             counts, bounds = counted[position]
             check = checks[index]
-            scope = stage_scope(check, check.state_before, states_after[index], bounds)
+            scope = stage_scope(check, check.state_before, states[index], bounds)
             if not counts and scope == guessed[index]:
                 found[index] = BatchedCheck(scope, bounds)
     return found

@@ -120,19 +120,16 @@ class Guarantees:
         # in this session (the caller's thread), not the cleaner thread's that committed the stage
         checks = [replace(check, log=PartitionLog(self.spark, check.log.warehouse, check.log.spec, check.log.partition))
                   for check in checks]
-        indexes = [i for i, check in enumerate(checks) if batched.batchable(check)]
-        states = [checks[i].log.states_at([checks[i].version_after])[checks[i].version_after] for i in indexes]
         try:
             with small_partition_settings(self.spark, 0):
-                found = batched.count(self.spark, [checks[i] for i in indexes], states) if indexes else []
+                found = batched.count(self.spark, checks,
+                                      lambda check: check.log.states_at([check.version_after])[check.version_after])
         except Exception:  # noqa: BLE001 - a batch that cannot run: each check alone says why
-            found = [None] * len(indexes)
-        measured: list[MeasuredCheck | None] = [None] * len(checks)
-        for index, clean in zip(indexes, found):
-            if clean is not None:
-                check = checks[index]
-                measured[index] = _measured(check.log, check.stage, clean.scope, {}, {},
-                                            _context(check.stage, clean.scope, clean.bounds, check.now_ms))
+            found = [None] * len(checks)
+        measured: list[MeasuredCheck | None] = [
+            None if clean is None else _measured(check.log, check.stage, clean.scope, {}, {},
+                                                 _context(check.stage, clean.scope, clean.bounds, check.now_ms))
+            for check, clean in zip(checks, found)]
         for index, check in enumerate(checks):
             if measured[index] is None:
                 span = max(check.state_before.offset_span, check.state_after.offset_span)
