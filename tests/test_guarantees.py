@@ -495,6 +495,60 @@ def test_a_batch_of_checks_finds_what_each_check_alone_finds(spark, base, orders
     assert failed_codes(outcomes[1]) == expected, outcomes[1].details
 
 
+def retain_check(base, log, version_after: int) -> StageCheck:
+    """The StageCheck of the fixture's real retention of events (billing committed 3), pointed
+    at another after version, as a maintenance run hands a small partition's over."""
+    row = base.row(log.spec.topic, "retain")
+    return StageCheck(
+        log=log, stage="retain", now_ms=NOW, version_before=row.version_before, version_after=version_after,
+        before=None, state_before=log.states_at([row.version_before])[row.version_before],
+        state_after=log.states_at([version_after])[version_after], smallest_committed_offset=3, new_log_start=3)
+
+
+#: Corruptions of events' retention (offsets 0-4, 0-2 removed, log start 3).
+RETENTION_CORRUPTIONS = {
+    "committed record removed": (lambda log: raw_delete(log, "offset = 3"), {"G8"}),
+    "record left below the log start": (lambda log: _append_original(log, 1), {"G8"}),
+    "delete horizon changed": (
+        lambda log: raw_update(log, "offset = 4", {"_delete_horizon": "timestamp_millis(10000)"}), {"G1"}),
+    "offset moved past the log end": (lambda log: raw_update(log, "offset = 4", {"offset": "7"}), {"G1", "G8"}),
+}
+
+
+@pytest.mark.parametrize("corruption", sorted(RETENTION_CORRUPTIONS))
+def test_a_batch_of_retention_checks_finds_what_each_check_alone_finds(spark, base, tmp_path, corruption,
+                                                                      monkeypatch):
+    """Small partitions' retention checks are counted in batches too, one a topic and stage:
+    with a healthy check of the same table and a healthy compaction of orders, the corrupted
+    retention is the one measured on its own, and every measure is the one it gets alone."""
+    from framework.checks import batched
+    from framework.log.topic import Topic
+
+    warehouse = base.copy(base.maintained, tmp_path / "warehouse")
+    log = Topic(spark, warehouse, base.spec("events")).partition(0)
+    orders = Topic(spark, warehouse, base.spec("orders")).partition(0)
+    corrupt, expected = RETENTION_CORRUPTIONS[corruption]
+    healthy = retain_check(base, log, base.row("events", "retain").version_after)
+    corrupted = retain_check(base, log, corrupt(log))
+    checks = [healthy, corrupted, _unpinned(compact_check(base, orders, base.row("orders", "compact").version_after))]
+    monkeypatch.setattr(batched, "MIN_BATCH", 1)  # the batch's workings, whatever its size
+    assert all(batched.batchable(check) for check in checks)
+    guarantees = Guarantees(spark, warehouse)
+    alone = [guarantees.measure(check) for check in checks]
+    measured_alone, counted = [], []
+    real, group = Guarantees.measure, batched._count_group
+    monkeypatch.setattr(Guarantees, "measure", lambda self, check: (measured_alone.append(check.version_after),
+                                                                   real(self, check))[1])
+    monkeypatch.setattr(batched, "_count_group", lambda *args: (counted.append(args[4]), group(*args))[1])
+    together = guarantees.measure_many(checks)
+    assert measured_alone == [corrupted.version_after]
+    assert sorted(counted) == ["compact", "retain"]
+    assert together == alone
+    outcomes = guarantees.judge(together)
+    assert [outcome.passed for outcome in outcomes] == [True, False, True]
+    assert failed_codes(outcomes[1]) == expected, outcomes[1].details
+
+
 #: The kinds of corruption above, all at once on prices and versions, each on its own key
 #: (a's head and a's survivor aside): what each corruption must be named by, at which
 #: offsets. Their survivors below U are never their key's highest offset.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,7 @@ RECORDS = {
     2: ["x", "y", "x", "y"],   # x: 0, 2; y: 1, 3       -> [2, 3]
 }
 COMPACTED = {0: [1, 2], 2: [2, 3]}
+DAY_MS = 86_400_000
 
 
 @pytest.fixture
@@ -152,38 +154,50 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
     assert "injected refusal" in history[1]["message"]
 
 
-@pytest.mark.parametrize("window, batched_runs", [((), [[0, 1, 2]]),
-                                                  (("--retention-ms", "0", "--unsafe-shorter-time-travel"), [])],
+@pytest.mark.parametrize("policy", ["compact", "compact,delete"])
+@pytest.mark.parametrize("window", [(), ("--retention-ms", "0", "--unsafe-shorter-time-travel")],
                          ids=["the spec's window", "a window of 0"])
-def test_small_partitions_compaction_checks_are_measured_in_one_batch_when_their_files_stay(
-        spark, isolated, capsys, monkeypatch, window, batched_runs):
-    """A run's small partitions' compaction checks wait for their verdicts and are counted in
-    one Spark job (framework/checks/batched.py), every one passing; unless the run's vacuum
-    may delete the files a compaction just removed (a window under an hour): then each is
-    measured at once, before that vacuum runs."""
+def test_small_partitions_checks_are_measured_in_one_batch_a_stage_when_their_files_stay(
+        spark, isolated, capsys, monkeypatch, window, policy):
+    """A run's small partitions' compaction and retention checks wait for their verdicts and
+    are counted in one Spark job a stage (framework/checks/batched.py), every one passing;
+    unless the run's vacuum may delete the files a stage just removed (a window under an
+    hour): then each is measured at once, before that vacuum runs. (The topic turns to
+    compact,delete after its records were produced: a day's time retention then removes
+    every record the compaction kept.)"""
     from framework.checks import batched
 
-    real, batches = batched.count, []
+    real, batches = batched._count_group, []
 
-    def counted(spark, checks, state_after):
-        batches.append(sorted(check.log.partition for check in checks))
-        return real(spark, checks, state_after)
+    def counted(spark, checks, files, scopes, stage, *rest):
+        batches.append((stage, sorted(check.log.partition for check in checks)))
+        return real(spark, checks, files, scopes, stage, *rest)
 
-    monkeypatch.setattr(batched, "count", counted)
+    monkeypatch.setattr(batched, "_count_group", counted)
     common, paths = isolated
-    code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--no-report", *window)
+    if policy != "compact":
+        (Path(common[3]) / "iso.yaml").write_text(ISOLATED.replace("compact", policy) + "  retention.ms: 86400000\n")
+    code, out, err = cli(capsys, "maintain", *common, "--now", str(2 * DAY_MS), "--no-report", *window)
     assert code == 0, out + err
-    assert batches == batched_runs
-    assert [(r["partition"], r["committed"], r["validation"]) for r in compact_rows(spark, common)] == [
-        (0, True, "passed"), (1, True, "passed"), (2, True, "passed")]
+    stages = ("compact",) if policy == "compact" else ("compact", "retain")
+    assert sorted(batches) == ([] if window else [(stage, [0, 1, 2]) for stage in stages])
+    assert [(r["partition"], r["committed"], r["validation"]) for r in stage_rows(spark, common, stages)] == [
+        (p, True, "passed") for p in (0, 1, 2) for _ in stages]
+    if policy != "compact":
+        assert {p: delta_offsets(spark, path) for p, path in paths.items()} == {0: [], 1: [], 2: []}
 
 
 def compact_rows(spark, common: list[str]) -> list:
     """The history rows of the compact stage, per partition, of the warehouse ``common`` names."""
+    return stage_rows(spark, common, ("compact",))
+
+
+def stage_rows(spark, common: list[str], stages) -> list:
+    """The history rows of ``stages``, by partition and stage, of the warehouse ``common`` names."""
     return spark.sql(
         "SELECT partition, committed, validation, message FROM "
         f"{delta_table_sql(os.path.join(common[1], '_topiclake', 'maintenance_history'))} "
-        "WHERE stage = 'compact' ORDER BY partition").collect()
+        f"WHERE stage IN ({', '.join(repr(stage) for stage in stages)}) ORDER BY partition, stage").collect()
 
 
 def test_checks_that_cannot_be_judged_fail_their_partitions_and_their_committed_stages_are_recorded(

@@ -1,8 +1,8 @@
-"""Many small partitions' compaction checks counted in one Spark job.
+"""Many small partitions' compaction and retention checks counted in one Spark job.
 
 A small partition's check is a few Spark queries over a few hundred records, so what it
 costs is Spark planning and running them: about 0.25 s a partition on two cores, as much
-as its compaction. The rules are the same for every partition of a topic; only the
+as its stage. The rules of a stage are the same for every partition of a topic; only the
 numbers they judge by differ (the log end, the checkpoint, where the head starts). So a
 batch reads the before and after versions of all its partitions in one scan (the files
 their checksums list, each row told apart by ``_check``: its place in the batch, and its
@@ -41,9 +41,17 @@ __all__ = ["CHECK", "MIN_BATCH", "BatchedCheck", "batchable", "count"]
 MIN_BATCH = 3
 #: The column that tells a batch's partitions apart: each check's place in the batch.
 CHECK = "_check"
-#: The numbers a compaction's scope gives each partition, as columns of the batch's rows.
-_SCOPE_FIELDS = ("version_before", "version_after", "log_end_before", "log_end_after", "log_start_after",
-                 "checkpoint_after", "head_start", "max_lag_end")
+#: The numbers a stage's scope gives each partition, as columns of the batch's rows (a
+#: retention's scope has no head and no max-lag end; whether its removals at or above the
+#: smallest committed offset are explained is not a column: the batch judges them
+#: explained, as a correct stage leaves them, and a check whose data say otherwise is
+#: measured alone).
+_SCOPE_FIELDS = {
+    "compact": ("version_before", "version_after", "log_end_before", "log_end_after", "log_start_after",
+                "checkpoint_after", "head_start", "max_lag_end"),
+    "retain": ("version_before", "version_after", "log_end_before", "log_end_after", "log_start_after",
+               "checkpoint_after"),
+}
 
 
 def _column(field: str) -> str:
@@ -51,15 +59,15 @@ def _column(field: str) -> str:
 
 
 def batchable(check: StageCheck) -> bool:
-    """Whether ``check`` can be counted in a batch: a compaction of a small partition whose
-    before and after versions are the files their checksums list (no deletion vectors),
-    with no spec expectations of its own to run over its records."""
+    """Whether ``check`` can be counted in a batch: a compaction or retention of a small
+    partition whose before and after versions are the files their checksums list (no
+    deletion vectors), with no spec expectations of its own to run over its records."""
     return _eligible(check) and _files(check) is not None
 
 
 def _eligible(check: StageCheck) -> bool:
     """:func:`batchable`'s part that reads nothing."""
-    return (check.stage == "compact" and check.before is None and not check.log.spec.expectations
+    return (check.stage in _SCOPE_FIELDS and check.before is None and not check.log.spec.expectations
             and is_small(max(check.state_before.offset_span, check.state_after.offset_span)))
 
 
@@ -95,15 +103,16 @@ def count(spark, checks: Sequence[StageCheck],
         listed = _files(check) if _eligible(check) else None
         if listed is not None:
             files[index] = listed
-            groups.setdefault((check.log.spec.topic, check.now_ms, listed[1].schema_json), []).append(index)
-    for (_, now_ms, schema_json), indexes in groups.items():
+            groups.setdefault((check.log.spec.topic, check.stage, check.now_ms, listed[1].schema_json),
+                              []).append(index)
+    for (_, stage, now_ms, schema_json), indexes in groups.items():
         if len(indexes) < MIN_BATCH:
             continue  # measured alone
         states = {i: state_after(checks[i]) for i in indexes}
         guessed = {i: stage_scope(checks[i], checks[i].state_before, states[i], expected_bounds(checks[i]))
                    for i in indexes}
         counted = _count_group(spark, [checks[i] for i in indexes], [files[i] for i in indexes],
-                               [guessed[i] for i in indexes], now_ms, schema_json)
+                               [guessed[i] for i in indexes], stage, now_ms, schema_json)
         for position, index in enumerate(indexes):
             if position not in counted:
                 continue
@@ -115,8 +124,8 @@ def count(spark, checks: Sequence[StageCheck],
     return found
 
 
-def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], scopes: Sequence[Scope], now_ms: int,
-                 schema_json: str) -> dict:
+def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], scopes: Sequence[Scope], stage: str,
+                 now_ms: int, schema_json: str) -> dict:
     """:func:`_counts_and_bounds` of one group, by each check's place in it."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
@@ -139,12 +148,12 @@ def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], sc
     both = rules.narrow(records.where("_side = 'b'"), "b", config, by).unionByName(
         rules.narrow(records.where("_side = 'a'"), "a", config, by))
     pairs = rules.paired(both, one_task=True, by=by)
+    fields = _SCOPE_FIELDS[stage]
     numbers = local_frame(
-        spark,
-        [(position, *(int(getattr(scope, field)) for field in _SCOPE_FIELDS)) for position, scope in enumerate(scopes)],
-        ", ".join([f"{CHECK} INT", *(f"{_column(field)} BIGINT" for field in _SCOPE_FIELDS)]))
-    by_row = Scope(mode="compact", now_ms=now_ms, **{field: _column(field) for field in _SCOPE_FIELDS})
-    found = rules.violations(pairs, by_row, config, checks[0].log.spec.key_type, STAGE_GUARANTEES["compact"],
+        spark, [(position, *(int(getattr(scope, field)) for field in fields)) for position, scope in enumerate(scopes)],
+        ", ".join([f"{CHECK} INT", *(f"{_column(field)} BIGINT" for field in fields)]))
+    by_row = Scope(mode=stage, now_ms=now_ms, **{field: _column(field) for field in fields})
+    found = rules.violations(pairs, by_row, config, checks[0].log.spec.key_type, STAGE_GUARANTEES[stage],
                              by=by, scopes=F.broadcast(numbers))
     return _counts_and_bounds(found, pairs, config, now_ms, F.broadcast(numbers), CHECK, _column("log_start_after"))
 

@@ -4,7 +4,7 @@ A maintenance run measures each committed stage's check at once, in the cleaner 
 that committed it (the Spark work), and has them judged together when their history rows
 are recorded: Great Expectations judges every waiting check in one validation a topic
 (``Validator.judge``), where it took one validation a check before, about 0.1 s each, as
-much as a small partition's whole check. A small partition's compaction check waits to be
+much as a small partition's whole check. A small partition's compaction or retention check waits to be
 measured then too, with the others waiting, in one Spark job (``Validator.measure_many``).
 The verdicts are written into the rows, the partitions they fail are marked failed, and
 their details are said then.
@@ -24,15 +24,15 @@ if TYPE_CHECKING:
 
 __all__ = ["CHECKS_WAIT_MIN_WINDOW_MS", "AwaitingVerdicts", "checks_may_wait"]
 
-#: A small partition's compaction check may wait for its verdict to be measured only if the
-#: partition's vacuum, which runs before that, keeps the files the compaction just removed:
+#: A small partition's compaction or retention check may wait to be measured only if the
+#: partition's vacuum, which runs before that, keeps the files the stage just removed:
 #: its window is at least this long.
 CHECKS_WAIT_MIN_WINDOW_MS = 3_600_000
 
 
 def checks_may_wait(time_travel_retention_ms: int, stages, vacuum_retention_ms: int | None) -> bool:
     """Whether a run of ``stages`` (the vacuum's window forced to ``vacuum_retention_ms``, else
-    the spec's) leaves a partition's compaction check free to wait for its verdict."""
+    the spec's) leaves a partition's compaction and retention checks free to wait for their verdicts."""
     window = time_travel_retention_ms if vacuum_retention_ms is None else vacuum_retention_ms
     return "vacuum" not in stages or window >= CHECKS_WAIT_MIN_WINDOW_MS
 
@@ -81,7 +81,7 @@ class AwaitingVerdicts:
 
     def _measured(self, waiting: list) -> list:
         """``waiting`` with the checks left to measure (a :class:`StageCheck` in place of its
-        measure: ``Maintenance`` defers a small partition's compaction check) measured
+        measure: ``Maintenance`` defers a small partition's compaction or retention check) measured
         together; if that fails, their rows say so and they are not judged."""
         from framework.stages.stage_check import StageCheck
 

@@ -218,11 +218,11 @@ class Maintenance:
     def _maintain_partition(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, stages,
                             force: bool, vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
         config = log.spec.config
+        defer = checks_may_wait(config.time_travel_retention_ms, stages, vacuum_retention_ms)
         if "compact" in stages and config.compact:
-            defer = checks_may_wait(config.time_travel_retention_ms, stages, vacuum_retention_ms)
             self._compact(log, run, part, force, defer)
         if "retain" in stages and config.delete:
-            self._retain(log, run, part)
+            self._retain(log, run, part, defer)
         if "optimize" in stages:
             self._optimize(log, run, part)
         if "vacuum" in stages:
@@ -319,7 +319,7 @@ class Maintenance:
         backoff(attempt)
         return cap
 
-    def _retain(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun) -> None:
+    def _retain(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, defer: bool) -> None:
         started = time.monotonic()
         cap = None
         committed, warning = self.offsets.for_retention(log.spec, log.partition)
@@ -365,7 +365,7 @@ class Maintenance:
                     version_after=result.version_after, before=before, state_before=state,
                     state_after=result.state_after, smallest_committed_offset=planned.rules.smallest_committed_offset,
                     new_log_start=planned.new_log_start,
-                ))
+                ), defer=defer)
             row.duration_ms = int((time.monotonic() - started) * 1000)
             part.rows.append(row)
             return

@@ -2,7 +2,7 @@
 
 Maintenance runs the stages and hands each commit to a validator in two steps: ``measure``
 (the Spark work: the violations counted, right after the commit, in the cleaner thread
-that made it; or, for a small partition's compaction, ``measure_many``, with others in
+that made it; or, for a small partition's compaction or retention, ``measure_many``, with others in
 one Spark job, when their verdicts are due) and ``judge`` (Great Expectations' verdict, once for every check measured
 since the last judgment: one validation a batch costs what one of a single check does).
 Both import these types from here, so neither imports the other.
