@@ -224,7 +224,7 @@ def _each_check_at_once():
     their verdicts, one Spark job a topic; framework/checks/batched.py)."""
     from framework.checks.guarantees import Guarantees
 
-    with mock.patch.object(Guarantees, "batchable", lambda self, check: False):
+    with mock.patch.object(Guarantees, "batchable", lambda self, check, peers: False):
         yield
 
 

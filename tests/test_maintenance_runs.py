@@ -135,7 +135,7 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
 
     monkeypatch.setattr(Guarantees, "measure", refused_on_partition_1)
     if route == "measured at once":
-        monkeypatch.setattr(Guarantees, "batchable", lambda self, check: False)
+        monkeypatch.setattr(Guarantees, "batchable", lambda self, check, peers: False)
     else:
         monkeypatch.setattr(batched, "count", batch_refused_with_partition_1)
     common, paths = isolated
@@ -314,7 +314,9 @@ def test_cleaner_threads_maintain_partitions_side_by_side_as_one_thread_would(sp
     kept = spark.conf.get(probe)
     spark.conf.set(probe, value)
     # the two threads' first checks must be in their Spark work at the same moment (or this
-    # times out, and the checks fail), while Great Expectations validates one at a time
+    # times out, and the checks fail), while Great Expectations validates one at a time:
+    # timed's two partitions are fewer than a batch of checks needs (batched.MIN_BATCH), so
+    # their retention checks are measured at once, each in its cleaner thread
     checking, summaries, shipped_summary = threading.Barrier(2, timeout=120), [], rules.summary
     validating, most, shipped_run, counting = [0], [0], ValidationDefinition.run, threading.Lock()
 

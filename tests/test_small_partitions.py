@@ -58,7 +58,7 @@ def _seen_settings(spark, seen: list):
         def judge(self, measured) -> list[ValidationOutcome]:
             return [ValidationOutcome(True)] * len(measured)
 
-        def batchable(self, check) -> bool:
+        def batchable(self, check, peers) -> bool:
             return False  # measured at once, inside the partition's settings
 
         def measure_many(self, checks) -> list[str]:

@@ -218,7 +218,7 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
 
     batches, count = [], batched.count
     if route == "measured at once":
-        monkeypatch.setattr(Guarantees, "batchable", lambda self, check: False)
+        monkeypatch.setattr(Guarantees, "batchable", lambda self, check, peers: False)
     else:
         monkeypatch.setattr(batched, "MIN_BATCH", 1)  # one partition's check, as a batch would read it
     monkeypatch.setattr(batched, "count", lambda session, checks, state_after: (

@@ -108,9 +108,11 @@ class Guarantees:
                              run_spec_expectations=True, one_task=_small(state_before, state_after),
                              expected=expected_bounds(check))
 
-    def batchable(self, check: StageCheck) -> bool:
-        """Whether ``check`` may wait to be measured with others (:meth:`measure_many`)."""
-        return batched.batchable(check)
+    def batchable(self, check: StageCheck, peers: int) -> bool:
+        """Whether ``check`` may wait to be measured with others (:meth:`measure_many`): it
+        can be counted in a batch, and enough others may be (fewer cost more together, and
+        a check that waits is measured by the caller's thread, not beside other partitions)."""
+        return peers >= batched.MIN_BATCH and batched.batchable(check)
 
     def measure_many(self, checks: Sequence[StageCheck]) -> list[MeasuredCheck]:
         """:meth:`measure` of each of ``checks``: the small compactions among them counted in

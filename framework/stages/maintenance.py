@@ -8,12 +8,12 @@ For each partition of each topic, in order (KIP-71: compaction before deletion):
 4. ``vacuum``   purge deletion vectors and vacuum outside the time-travel window.
 
 After each stage that committed, the guarantees are checked against the table before and
-after (through Delta time travel): the check is measured at once, and judged by Great
-Expectations with the others when their history rows are recorded (``awaiting_verdicts``).
-Every stage appends a row to the maintenance history.
-A failure in one partition is reported and the others go on; the run then exits 1.
-With ``cleaner_threads`` above 1 (Kafka's ``log.cleaner.threads``), partitions are
-maintained side by side, their output and history kept in order (``side_by_side``).
+after: measured at once (a small partition's, with its topic's others, later), judged by
+Great Expectations with the others when their history rows are recorded (``awaiting_verdicts``).
+Every stage appends a row to the maintenance history. A failure in one partition is
+reported and the others go on; the run then exits 1. With ``cleaner_threads`` above 1
+(Kafka's ``log.cleaner.threads``), partitions are maintained side by side, their output and
+history kept in order (``side_by_side``).
 
 A stage that loses a commit race re-plans from the new table version and tries again. If
 it lost to a producer appending into the segment it cleans, it first rolls the log to a
@@ -27,6 +27,7 @@ import contextlib
 import time
 import traceback
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -78,6 +79,7 @@ class MaintenanceRun:
     run_id: str
     now_ms: int
     partitions: list[PartitionRun] = field(default_factory=list)
+    topic_partitions: dict[str, int] = field(default_factory=dict)  # how many of each topic's it maintains
 
     @property
     def failed(self) -> bool:
@@ -125,6 +127,7 @@ class Maintenance:
         self._check_arguments(topic, partition, stages, vacuum_retention_ms, unsafe_vacuum)
         run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
         logs = self._logs(topic, partition)
+        run.topic_partitions.update(Counter(log.spec.topic for log in logs))
         verdicts = AwaitingVerdicts(self.validator, self.progress)
         pending = HistoryBatch(self.history, interrupted_rows(self.history, logs, run.run_id, now_ms, self.progress)
                                if self.history is not None else (), before_flush=verdicts.judge)
@@ -218,21 +221,22 @@ class Maintenance:
     def _maintain_partition(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, stages,
                             force: bool, vacuum_retention_ms: int | None, unsafe_vacuum: bool) -> None:
         config = log.spec.config
-        defer = checks_may_wait(config.time_travel_retention_ms, stages, vacuum_retention_ms)
+        waits = checks_may_wait(config.time_travel_retention_ms, stages, vacuum_retention_ms)
+        peers = run.topic_partitions[log.spec.topic] if waits else 0  # the checks a stage's may wait with
         if "compact" in stages and config.compact:
-            self._compact(log, run, part, force, defer)
+            self._compact(log, run, part, force, peers)
         if "retain" in stages and config.delete:
-            self._retain(log, run, part, defer)
+            self._retain(log, run, part, peers)
         if "optimize" in stages:
             self._optimize(log, run, part)
         if "vacuum" in stages:
             self._vacuum(log, run, part, vacuum_retention_ms, unsafe_vacuum)
 
-    def _validate(self, part: PartitionRun, row: HistoryRow, check: StageCheck, defer: bool = False) -> None:
+    def _validate(self, part: PartitionRun, row: HistoryRow, check: StageCheck, peers: int = 0) -> None:
         if self.validator is None:
             row.validation = "skipped"
             return
-        if defer and self.validator.batchable(check):  # measured with others when judged (awaiting_verdicts)
+        if peers and self.validator.batchable(check, peers):  # measured with others when judged (awaiting_verdicts)
             part.measured.append((row, check))
             return
         try:
@@ -245,7 +249,7 @@ class Maintenance:
             return
         part.measured.append((row, measured))
 
-    def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool, defer: bool) -> None:
+    def _compact(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, force: bool, peers: int) -> None:
         started = time.monotonic()
         cap = None
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
@@ -292,8 +296,7 @@ class Maintenance:
                     log=log, stage="compact", now_ms=run.now_ms, version_before=result.version_before,
                     version_after=result.version_after, before=before, state_before=planned.snapshot.state,
                     state_after=result.state_after, first_uncleanable_offset=measure.first_uncleanable_offset,
-                    cleaned_up_to=result.cleaned_up_to,
-                ), defer=defer)
+                    cleaned_up_to=result.cleaned_up_to), peers)
             row.duration_ms = int((time.monotonic() - started) * 1000)
             part.rows.append(row)
             return
@@ -319,7 +322,7 @@ class Maintenance:
         backoff(attempt)
         return cap
 
-    def _retain(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, defer: bool) -> None:
+    def _retain(self, log: PartitionLog, run: MaintenanceRun, part: PartitionRun, peers: int) -> None:
         started = time.monotonic()
         cap = None
         committed, warning = self.offsets.for_retention(log.spec, log.partition)
@@ -364,8 +367,7 @@ class Maintenance:
                     log=log, stage="retain", now_ms=run.now_ms, version_before=result.version_before,
                     version_after=result.version_after, before=before, state_before=state,
                     state_after=result.state_after, smallest_committed_offset=planned.rules.smallest_committed_offset,
-                    new_log_start=planned.new_log_start,
-                ), defer=defer)
+                    new_log_start=planned.new_log_start), peers)
             row.duration_ms = int((time.monotonic() - started) * 1000)
             part.rows.append(row)
             return
@@ -408,10 +410,8 @@ class Maintenance:
             state = log.snapshot().state
             self._validate(part, row, StageCheck(
                 log=log, stage="vacuum", now_ms=run.now_ms, version_before=result.version_before,
-                version_after=result.version_after, before=None, state_before=state,
-                state_after=state, oldest_window_version=result.oldest_readable_version,
-                window_ms=result.window_ms,
-            ))
+                version_after=result.version_after, before=None, state_before=state, state_after=state,
+                oldest_window_version=result.oldest_readable_version, window_ms=result.window_ms))
         row.duration_ms = int((time.monotonic() - started) * 1000)
         part.rows.append(row)
         self.progress(f"      vacuum: window {result.window_ms} ms, purged={result.purged}, "

@@ -92,8 +92,9 @@ class Validator(Protocol):
     def judge(self, measured: Sequence[MeasuredCheck]) -> list[ValidationOutcome]:
         """The verdicts of checks measured, in their order."""
 
-    def batchable(self, check: StageCheck) -> bool:
-        """Whether ``check`` may wait to be measured with others (:meth:`measure_many`)."""
+    def batchable(self, check: StageCheck, peers: int) -> bool:
+        """Whether ``check`` may wait to be measured with others (:meth:`measure_many`);
+        ``peers``: how many checks of its topic and stage the run may hand over with it."""
 
     def measure_many(self, checks: Sequence[StageCheck]) -> list[MeasuredCheck]:
         """:meth:`measure` of each of ``checks``, in their order (together where that is cheaper)."""
