@@ -424,6 +424,8 @@ CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's ta
 #: The partitions section's checked first maintains: the small partitions' checks counted in
 #: batches (as shipped) against each measured at once (as before stop 64).
 BATCHED, AT_ONCE = "two cleaner threads", "two cleaner threads, each check measured at once (as before)"
+#: the label prefix of the checked first maintains of the partitions section's compact,delete topic
+RETAINED = "compact,delete: "
 
 
 def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
@@ -465,24 +467,36 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     # guarantees, the history recorded. With two cleaner threads, the checks counted in
     # batches (as shipped) against each measured at once (as before), A B B A (each side's
     # mean is its figure); then one thread.
+    # Then the same A B B A on a compact,delete topic whose time retention removes the older
+    # half of what the compaction keeps (its survivors' timestamps span the last 1,000 ms of
+    # the 5 s from a day ago): a compaction and a retention checked a partition.
     checked = f"first maintain of {partitions} partitions with checks and history"
-    for run, (name, threads, way) in enumerate(((BATCHED, 2, contextlib.nullcontext),
-                                                (AT_ONCE, 2, _each_check_at_once),
-                                                (AT_ONCE, 2, _each_check_at_once),
-                                                (BATCHED, 2, contextlib.nullcontext),
-                                                ("one cleaner thread", 1, contextlib.nullcontext))):
-        twin = Topic(spark, warehouse, _spec(f"wide-checked-{run}", partitions))
-        produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
-        label = f"{checked}, {name}" + (f" ({'ab'[run in (1, 2)]}{1 + run // 2})" if run < 4 else "")
-        with way():
-            done = _timed(label, results, lambda: Maintenance(
-                spark, warehouse, [twin.spec], validator=Guarantees(spark, warehouse)
-            ).run(now, cleaner_threads=threads))
-        failed = failed or done.failed
-        same = same and all(_offsets(topic.partition(p)) == _offsets(twin.partition(p)) for p in range(partitions))
-    for name, side in ((BATCHED, "a"), (AT_ONCE, "b")):
-        results[f"{checked}, {name}"] = round(
-            (results[f"{checked}, {name} ({side}1)"] + results[f"{checked}, {name} ({side}2)"]) / 2, 3)
+    runs = ((BATCHED, 2, contextlib.nullcontext), (AT_ONCE, 2, _each_check_at_once),
+            (AT_ONCE, 2, _each_check_at_once), (BATCHED, 2, contextlib.nullcontext))
+    for prefix, policy, retention_ms in (("", "compact", None), (RETAINED, "compact,delete", DAY_MS - 4_500)):
+        sides = runs if prefix else (*runs, ("one cleaner thread", 1, contextlib.nullcontext))
+        for run, (name, threads, way) in enumerate(sides):
+            twin = Topic(spark, warehouse, _spec(f"wide-checked-{policy.replace(',', '-')}-{run}", partitions,
+                                                 policy, retention_ms))
+            produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
+            label = f"{prefix}{checked}, {name}" + (f" ({'ab'[run in (1, 2)]}{1 + run // 2})" if run < 4 else "")
+            with way():
+                done = _timed(label, results, lambda: Maintenance(
+                    spark, warehouse, [twin.spec], validator=Guarantees(spark, warehouse)
+                ).run(now, cleaner_threads=threads))
+            failed = failed or done.failed
+            # the compact topic's twins hold what the first maintain left; the compact,delete
+            # topic's, what its first twin holds: fewer records than the compaction left
+            held = [_offsets(twin.partition(p)) for p in range(partitions)]
+            compacted = [_offsets(topic.partition(p)) for p in range(partitions)]
+            first = held if run == 0 else first
+            same = same and held == first and (held == compacted if not prefix else all(
+                set(kept) <= set(survivors) for kept, survivors in zip(held, compacted))
+                and sum(map(len, held)) < sum(map(len, compacted)))
+        for name, side in ((BATCHED, "a"), (AT_ONCE, "b")):
+            results[f"{prefix}{checked}, {name}"] = round(
+                (results[f"{prefix}{checked}, {name} ({side}1)"] + results[f"{prefix}{checked}, {name} ({side}2)"])
+                / 2, 3)
     # Twin topics of a quarter of the partitions each, the same records, first maintains in
     # the order A B B A so that neither side gets the JVM's warm-up; both sides must end
     # with the same offsets. The measure from the commit metadata against a scan of the records
@@ -1416,6 +1430,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                 results[f"{checked}, {name}"] / partitions, 3)
         ratios["first maintain with checks, two threads: checks counted in batches / each at once"] = round(
             results[f"{checked}, {BATCHED}"] / results[f"{checked}, {AT_ONCE}"], 2)
+        ratios["compact,delete: first maintain with checks, two threads: checks counted in batches / each at once"] = (
+            round(results[f"{RETAINED}{checked}, {BATCHED}"] / results[f"{RETAINED}{checked}, {AT_ONCE}"], 2))
         quarter = max(1, partitions // 4)
 
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"
