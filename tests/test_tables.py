@@ -245,6 +245,42 @@ def test_a_log_folder_that_may_hold_a_commit_is_never_cleared(spark, tmp_path):
     assert not (tmp_path / "killed" / "_delta_log").exists()
 
 
+def test_whether_a_table_is_there_is_answered_from_its_local_log_as_delta_answers(spark, tmp_path):
+    """``is_delta_table`` reads a local table's log folder (no Py4J call, no state loaded)
+    and must answer as ``DeltaTable.isDeltaTable`` does (its strict check) in every state a
+    folder can be in; without a log folder here it asks Delta."""
+    from framework.log.delta_create import has_a_commit, is_delta_table
+
+    def delta_says(path: str) -> bool:
+        return bool(getattr(spark._jvm, "io.delta.tables.DeltaTable").isDeltaTable(spark._jsparkSession, path))
+
+    (tmp_path / "no log folder").mkdir()
+    (tmp_path / "no log folder" / "part-0.parquet").write_text("")
+    _killed_create(tmp_path / "killed create")
+    staged = _killed_create(tmp_path / "staged commit only") / "_staged_commits" / "00000000000000000000.uuid.json"
+    staged.write_text("{}")
+    (_killed_create(tmp_path / "checksum only") / "00000000000000000000.crc").write_text("{}")
+    spark.range(3).write.format("delta").save(str(tmp_path / "table"))
+    cleaned = str(tmp_path / "cleaned log")
+    spark.range(3).write.format("delta").option("delta.checkpointInterval", "2").save(cleaned)
+    for _ in range(3):
+        spark.range(1).write.format("delta").mode("append").save(cleaned)
+    log = Path(cleaned) / "_delta_log"
+    checkpoint = max(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet"))
+    for commit in log.glob("*.json"):  # as Delta's log cleanup leaves it: nothing before the checkpoint
+        if int(commit.name[:20]) < checkpoint:
+            commit.unlink()
+    answers = {}
+    for name in ("missing", "no log folder", "killed create", "staged commit only", "checksum only", "table",
+                 "cleaned log"):
+        path = str(tmp_path / name)
+        answers[name] = (has_a_commit(path), is_delta_table(spark, path), delta_says(path))
+    assert answers == {
+        "missing": (None, False, False), "no log folder": (None, False, False),
+        "killed create": (False, False, False), "staged commit only": (False, False, False),
+        "checksum only": (False, False, False), "table": (True, True, True), "cleaned log": (True, True, True)}
+
+
 def test_specs_that_no_longer_fit_are_refused(spark, warehouse):
     Topic(spark, warehouse, spec(2)).create()
     with pytest.raises(TableMismatchError, match="partitions: the spec says 1"):
