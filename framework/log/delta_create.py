@@ -45,7 +45,9 @@ def is_delta_table(spark, path: str) -> bool:
     ``jvm.io.delta.tables`` a package at a time, and each step is a failed class load across
     every jar: 2.0 ms a call against 0.4 ms, asked several times per partition and run. And
     Delta answers by loading the table's state: in a new process, cold, about 9 ms a call,
-    two a partition (1.8 s of an idle ``maintain`` of 100 partitions, 2026-11-30)."""
+    two a partition. (The saving is smaller than that: what the calls warmed up, the next
+    Delta work pays for; an idle ``maintain`` of 100 partitions in a new process took
+    0.95 x the time, 2026-11-30, docs/performance-log.md, stop 65.)"""
     local = has_a_commit(path)
     if local is not None:
         return local
