@@ -91,7 +91,7 @@ class BatchedCheck:
 def count(spark, checks: Sequence[StageCheck],
           state_after: Callable[[StageCheck], LogState]) -> list[BatchedCheck | None]:
     """For each of ``checks``, a :class:`BatchedCheck` when a batch found it clean, else None
-    (measure it on its own). Checks of one topic, one schema and one ``now`` that are
+    (measure it on its own). Checks of one topic, stage, schema and ``now`` that are
     :func:`batchable` share a job, when they are at least :data:`MIN_BATCH`;
     ``state_after`` gives a check's after version's state, read only for those."""
     found: list[BatchedCheck | None] = [None] * len(checks)

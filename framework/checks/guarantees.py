@@ -115,8 +115,8 @@ class Guarantees:
         return peers >= batched.MIN_BATCH and batched.batchable(check)
 
     def measure_many(self, checks: Sequence[StageCheck]) -> list[MeasuredCheck]:
-        """:meth:`measure` of each of ``checks``: the small compactions among them counted in
-        one Spark job a topic (``framework.checks.batched``), the rest, and any the batch
+        """:meth:`measure` of each of ``checks``: the small compactions and retentions among
+        them counted in one Spark job a topic and stage (``framework.checks.batched``), the rest, and any the batch
         did not find clean (or all, if the batch could not run), one by one; raises the
         first error of those."""
         # in this session (the caller's thread), not the cleaner thread's that committed the stage
