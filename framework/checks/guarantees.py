@@ -33,10 +33,11 @@ from typing import Sequence
 from framework.checks import batched, gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
-from framework.checks.readability import literal_violations, read_problems
+from framework.checks.readability import VIOLATIONS_SCHEMA, read_problems
 from framework.checks.scope import Scope, expected_bounds, stage_scope, validate_scope, versions_to_read
 from framework.cleaner.rules import uncleanable_after_ms
 from framework.errors import ArgumentError, TimeTravelError
+from framework.local_rows import local_frame
 from framework.log.log_state import LogState
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
 from framework.log.small_partitions import is_small, small_partition_settings
@@ -257,7 +258,7 @@ class Guarantees:
         problems = read_problems(log, [version for version, _ in due])
         rows = [("G9", None, None, f"version {version} ({why}) cannot be read: {problems[version]}")
                 for version, why in due if problems[version] is not None]
-        violations = literal_violations(self.spark, rows)
+        violations = local_frame(self.spark, rows, VIOLATIONS_SCHEMA)  # driver-side rows, through Arrow
         context = {"stage": "vacuum", "version_before": check.version_before, "version_after": check.version_after,
                    "now_ms": check.now_ms, "oldest_window_version": check.oldest_window_version}
         scope = Scope("vacuum", check.now_ms, check.version_before, check.version_after, 0, 0, 0, 0)

@@ -1,17 +1,15 @@
 """G9: can a version inside the time-travel window still be read? (Which versions must be
 is the pure ``scope.versions_to_read``.) And the violations frame of what it found
-(:func:`literal_violations`), which the vacuum's check counts as the others count theirs."""
+(:data:`VIOLATIONS_SCHEMA`), which the vacuum's check counts as the others count theirs."""
 
 from __future__ import annotations
 
 from functools import reduce
-from typing import Sequence
 
-from framework.cleaner.spark_sql import sql_string
 from framework.errors import first_line
 from framework.log.partition_log import PartitionLog
 
-__all__ = ["VIOLATION_COLUMNS", "literal_violations", "read_problem", "read_problems"]
+__all__ = ["VIOLATIONS_SCHEMA", "read_problem", "read_problems"]
 
 
 def read_problem(log: PartitionLog, version: int) -> str | None:
@@ -44,21 +42,5 @@ def read_problems(log: PartitionLog, versions: list[int]) -> dict[int, str | Non
     return {v: read_problem(log, v) for v in versions}
 
 
-VIOLATION_COLUMNS = ("guarantee", "offset", "key", "detail")
-
-
-def literal_violations(spark, rows: Sequence[tuple]):
-    """A violations frame from a few driver-side rows, built in the JVM (no Python worker)."""
-    def literal(value) -> str:
-        return "NULL" if value is None else str(int(value)) if isinstance(value, int) else sql_string(str(value))
-
-    structs = [
-        "named_struct(" + ", ".join(f"'{name}', {literal(value)}" for name, value in zip(VIOLATION_COLUMNS, row)) + ")"
-        for row in rows
-    ]
-    if not structs:
-        return spark.range(0).selectExpr("CAST(NULL AS STRING) AS guarantee", "CAST(NULL AS BIGINT) AS `offset`",
-                                         "CAST(NULL AS STRING) AS key", "CAST(NULL AS STRING) AS detail")
-    return spark.range(1).selectExpr(f"explode(array({', '.join(structs)})) AS v").selectExpr(
-        "CAST(v.guarantee AS STRING) AS guarantee", "CAST(v.offset AS BIGINT) AS `offset`",
-        "CAST(v.key AS STRING) AS key", "CAST(v.detail AS STRING) AS detail")
+#: The violations frame's schema (``rules.violations``'), for the rows G9's check finds.
+VIOLATIONS_SCHEMA = "guarantee STRING, `offset` BIGINT, key STRING, detail STRING"
