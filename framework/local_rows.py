@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Iterable
 
 
-def _struct(schema):
+def struct_of(schema):
+    """``schema`` (a ``StructType`` or a DDL string) as a ``StructType``."""
     from pyspark.sql.types import DataType, StructType
 
     return schema if isinstance(schema, StructType) else DataType.fromDDL(schema)
@@ -39,18 +40,23 @@ def _refuse_timestamps(data_type, name: str) -> None:
         _refuse_timestamps(data_type.valueType, f"{name}{{value}}")
 
 
-def local_frame(spark, rows: Iterable[tuple], schema):
-    """A DataFrame of ``rows`` (tuples in the schema's column order; structs as tuples) with
-    ``schema`` (a ``StructType`` or a DDL string)."""
+def arrow_rows(rows: Iterable[tuple], schema):
+    """``rows`` (tuples in the schema's column order; structs as tuples) as an Arrow table
+    with ``schema``'s columns, as Spark maps its types to Arrow's."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    struct = _struct(schema)
+    struct = struct_of(schema)
     rows = list(rows)
     if rows:
         for field in struct.fields:
             _refuse_timestamps(field.dataType, field.name)
     arrow_schema = to_arrow_schema(struct)
     columns = list(zip(*rows)) or [()] * len(struct.fields)
-    table = pa.table([pa.array(column, type=f.type) for column, f in zip(columns, arrow_schema)], schema=arrow_schema)
-    return spark.createDataFrame(table, struct)
+    return pa.table([pa.array(column, type=f.type) for column, f in zip(columns, arrow_schema)], schema=arrow_schema)
+
+
+def local_frame(spark, rows: Iterable[tuple], schema):
+    """A DataFrame of ``rows`` (tuples in the schema's column order; structs as tuples) with
+    ``schema`` (a ``StructType`` or a DDL string)."""
+    return spark.createDataFrame(arrow_rows(rows, schema), struct_of(schema))

@@ -4,8 +4,9 @@ A partition's ``_delta_log`` is cleaned by Delta at each checkpoint of what is o
 ``delta.logRetentionDuration`` (the time-travel window, at least a day). Time cannot pass
 in a test, so the log files' modification times are moved two days back, which is what
 Delta's cleanup reads. The offset bookkeeping lives in the commits, so the test also
-checks that it survives the cleanup. topiclake's own tables are bounded by Delta's auto
-compaction, the history's prune, and the VACUUM of both own tables that comes with it.
+checks that it survives the cleanup. topiclake's own tables are bounded by their packing
+(the history's own, Delta's auto compaction for the consumer offsets), the history's prune,
+and the VACUUM of both own tables that comes with it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log import history as history_module
 from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.history import HistoryRow, MaintenanceHistory
 from framework.log.topic import Topic
@@ -76,24 +78,32 @@ def test_log_cleanup_bounds_a_partitions_delta_log_and_keeps_its_offsets(spark, 
     assert sorted(r["offset"] for r in log.read().select("offset").collect()) == list(range(8, 13))
 
 
-def test_auto_compaction_bounds_the_history_tables_files(spark, warehouse):
+def test_the_historys_files_are_packed_once_pack_at_are_live(spark, warehouse, monkeypatch):
+    monkeypatch.setattr(history_module, "PACK_AT", 4)  # 32 as shipped
     history = MaintenanceHistory(spark, warehouse)
-    previous = spark.conf.get("spark.databricks.delta.autoCompact.minNumFiles", None)
-    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "4")  # Delta's default is 50
-    try:
-        for run in range(12):
-            history.append([HistoryRow(run_id=f"r{run}", run_started_ms=int(time.time() * 1000), now_ms=run,
-                                       topic="t", partition=0, stage="compact")])
-    finally:
-        if previous is None:
-            spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
-        else:
-            spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", previous)
-    live = live_files(spark, history.path)
-    assert live <= 4, f"{live} live files after 12 appends"
+    most = 0
+    for run in range(12):
+        history.append([HistoryRow(run_id=f"r{run}", run_started_ms=int(time.time() * 1000), now_ms=run,
+                                   topic="t", partition=0, stage="compact")])
+        most = max(most, live_files(spark, history.path))
+    assert most == 3, f"at most {most} live files between packs of 4"
     assert history.read().count() == 12
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {delta_table_sql(history.path)}").collect()]
-    assert "OPTIMIZE" in operations
+    assert operations.count("OPTIMIZE") == 3 and operations.count("WRITE") == 12, operations
+
+
+def test_the_highest_recorded_versions_read_by_arrow_are_sparks(spark, warehouse):
+    history = MaintenanceHistory(spark, warehouse)
+    history.append(_history_rows([("a1", 0, 1, True), ("a2", 1, 2, False)]))
+    history.append([HistoryRow(run_id="b1", run_started_ms=3, now_ms=3, topic="u", partition=2, stage="retain",
+                               version_before=7, version_after=None),
+                    HistoryRow(run_id="b1", run_started_ms=3, now_ms=3, topic="u", partition=2, stage="compact",
+                               version_before=5, version_after=6),
+                    HistoryRow(run_id="b1", run_started_ms=3, now_ms=3, topic="u", partition=3, stage="compact")])
+    by_arrow = history.recorded_versions_by_arrow()
+    assert by_arrow == history.recorded_versions_by_spark()
+    assert by_arrow == {("t", 0): 1, ("t", 1): 2, ("u", 2): 7}, by_arrow
+    assert history.recorded_versions() == by_arrow
 
 
 def _history_rows(runs: list[tuple[str, int, int, bool]]) -> list[HistoryRow]:

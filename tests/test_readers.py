@@ -12,11 +12,7 @@ turns them on itself. The readers are test dependencies only.
 
 from __future__ import annotations
 
-import glob
-import os
-
 import deltalake
-import duckdb
 import pytest
 
 from framework.clients.produce import produce
@@ -26,18 +22,9 @@ from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
+from tests.support.delta_readers import duckdb_connection
 
 pytestmark = pytest.mark.slow
-
-
-def duckdb_connection():
-    import duckdb_extension_delta
-
-    root = os.path.dirname(duckdb_extension_delta.__file__)
-    [extension] = glob.glob(os.path.join(root, "extensions", "*", "delta.duckdb_extension"))
-    connection = duckdb.connect()
-    connection.execute(f"LOAD '{extension}'")
-    return connection
 
 
 def engine_rows(log, version=None):

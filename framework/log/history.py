@@ -6,10 +6,12 @@ runs on different topics never conflict over it. The report plots it.
 It stays bounded: every ``PRUNE_EVERY`` commits, a run deletes each partition's runs older
 than its newest ``RUNS_KEPT`` (the report reads no more), keeping a partition's latest
 committed run whatever its age (``validate`` starts from it, and a killed run is found by
-the newest version recorded). Delta's auto compaction keeps its files few. Each prune is
-also when topiclake's own tables are vacuumed (``vacuum_own_tables``): the files the
-prune, the consumer offsets' upserts and auto compaction replaced leave the disk once
-they are past the tables' window (a week).
+the newest version recorded). A local history's rows are appended without a Spark job
+(``framework/log/local_append.py``), and its files bin-packed once ``PACK_AT`` are live;
+elsewhere a DataFrame write appends them and Delta's auto compaction packs them. Each prune
+is also when topiclake's own tables are vacuumed (``vacuum_own_tables``): the files the
+prune, the consumer offsets' upserts and the packing replaced leave the disk once they are
+past the tables' window (a week).
 """
 
 from __future__ import annotations
@@ -22,12 +24,17 @@ from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_create import is_delta_table
+from framework.log.local_append import appended_locally, pack_small_files
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
 #: The newest runs of each partition the history keeps (the report reads as many).
 RUNS_KEPT = 500
 #: How many history commits go by between two prunes (a prune is a small shuffle and a MERGE).
 PRUNE_EVERY = 50
+#: How many live files make an append bin-pack the history: fewer than the 50 a version
+#: checksum lists (``spark.databricks.delta.allFilesInCrc.thresholdNumFiles``), so that the
+#: history's reads stay reads of the files it lists.
+PACK_AT = 32
 
 #: Column -> Spark SQL type, in table order.
 HISTORY_COLUMNS: dict[str, str] = {
@@ -143,10 +150,27 @@ class MaintenanceHistory:
             return
         if not self.exists():
             create_own_table(self.spark, self.path, self.spark.createDataFrame([], HISTORY_SCHEMA).schema)
-        frame = local_frame(self.spark, [r.as_tuple() for r in rows], HISTORY_SCHEMA)
-        # mergeSchema: a warehouse written by an older topiclake gains the newer columns
-        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)
+        tuples = [r.as_tuple() for r in rows]
+        version = appended_locally(self.spark, self.path, tuples, HISTORY_SCHEMA)
+        if version is None:
+            frame = local_frame(self.spark, tuples, HISTORY_SCHEMA)
+            # mergeSchema: a warehouse written by an older topiclake gains the newer columns
+            frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)
+        else:
+            self._pack(version)
         self._appends += 1
+
+    def _pack(self, version: int) -> None:
+        """Bin-pack the history's files once ``PACK_AT`` are live (an append without a Spark
+        job does not run Delta's auto compaction). A pack that loses a race to a prune is
+        left to the next append."""
+        from framework.log.delta_commits import is_retryable_conflict
+
+        try:
+            pack_small_files(self.spark, self.path, version, PACK_AT)
+        except Exception as error:  # noqa: BLE001 - only a conflict is expected; anything else is raised
+            if not is_retryable_conflict(error):
+                raise
 
     def prune_if_due(self, runs_kept: int = RUNS_KEPT, every: int | None = None) -> int | None:
         """Prune when this object's appends reached a history version that is a multiple of
@@ -215,14 +239,42 @@ class MaintenanceHistory:
         return version_checksum.read_plain(self.spark, self.path, commits[0].version, self.read)
 
     def recorded_versions(self) -> dict[tuple[str, int], int]:
-        """Per partition, the highest table version a history row records (one Spark job)."""
-        from pyspark.sql import functions as F
-
+        """Per partition, the highest table version a history row records: read by Arrow
+        from the files the newest version's checksum lists, else one Spark job. Every run
+        asks (to find killed runs); in a new process the Spark job took 2.2 s, cold."""
         if not self.exists():
             return {}
+        local = self.recorded_versions_by_arrow()
+        return local if local is not None else self.recorded_versions_by_spark()
+
+    def recorded_versions_by_spark(self) -> dict[tuple[str, int], int]:
+        from pyspark.sql import functions as F
+
         rows = (self.current().groupBy("topic", "partition")
                 .agg(F.max(F.coalesce("version_after", "version_before")).alias("v")).collect())
         return {(r["topic"], r["partition"]): r["v"] for r in rows if r["v"] is not None}
+
+    def recorded_versions_by_arrow(self) -> dict[tuple[str, int], int] | None:
+        """:meth:`recorded_versions_by_spark` read by Arrow (``tests/test_metadata_bounds.py``
+        pins the two together), or None when the newest version is not files its checksum
+        lists."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
+        commits = read_commits(self.spark, self.path, 1)
+        files = version_checksum.plain_files(self.path, commits[0].version) if commits else None
+        if files is None:
+            return None
+        # an older topiclake's files may lack a column: the schema reads it as nulls
+        schema = pa.schema([("topic", pa.string()), ("partition", pa.int32()),
+                            ("version_after", pa.int64()), ("version_before", pa.int64())])
+        rows = ds.dataset(list(files.paths), schema=schema, format="parquet").to_table()
+        versions = pa.table({"topic": rows["topic"], "partition": rows["partition"],
+                             "v": pc.coalesce(rows["version_after"], rows["version_before"])})
+        highest = versions.group_by(["topic", "partition"]).aggregate([("v", "max")]).to_pydict()
+        return {(topic, partition): v for topic, partition, v in
+                zip(highest["topic"], highest["partition"], highest["v_max"]) if v is not None}
 
     def last_run(self, topic: str, partition: int):
         """The latest committed stage row of a partition's maintenance, or None."""

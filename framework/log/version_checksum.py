@@ -85,6 +85,14 @@ def live_adds(path: str, version: int) -> list[dict] | None:
     return None if found is None else _adds(found[1])
 
 
+def file_count(path: str, version: int) -> int | None:
+    """How many files are live at ``version`` (the checksum's ``numFiles``), or None when
+    there is no checksum to read."""
+    found = _checksum(path, version)
+    count = None if found is None else found[1].get("numFiles")
+    return count if isinstance(count, int) else None
+
+
 def configuration(path: str, version: int) -> dict[str, str] | None:
     """The table's properties (its metadata's ``configuration``) at ``version``, or None
     when the checksum does not hold them. ``SHOW TBLPROPERTIES`` answers the same through

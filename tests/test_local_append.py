@@ -1,0 +1,85 @@
+"""An append of driver-side rows without a Spark job (framework/log/local_append.py) commits
+what a DataFrame write commits: the same rows for Spark, delta-rs and DuckDB, as a blind
+append; and where it does not apply it writes nothing, so the caller's write is the only one."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+
+from framework.local_rows import local_frame
+from framework.log.commit_log import read_commits
+from framework.log.delta_create import create_table
+from framework.log.local_append import appended_locally
+from framework.log.warehouse import delta_table_sql
+from tests.support.delta_readers import duckdb_connection
+
+SCHEMA = "`run_id` STRING, `partition` INT, `version` BIGINT, `ratio` DOUBLE, `due` BOOLEAN, `reasons` ARRAY<STRING>"
+ROWS = [("r1", 0, 7, 0.5, True, ["dirty_ratio", "forced"]), ("r1", 1, None, None, None, []),
+        ("r2", 2, 9, 1.0, False, None), ("r\u00e9", 3, -1, 0.0, True, ["max_lag"])]
+
+
+def _table(spark, path: str, schema: str = SCHEMA, partition_columns: tuple[str, ...] = (), properties=None):
+    create_table(spark, path, local_frame(spark, [], schema).schema, properties or {}, partition_columns)
+
+
+def _data_files(path: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True))
+
+
+def _spark_rows(spark, path: str) -> list[tuple]:
+    return sorted((tuple(r) for r in spark.read.format("delta").load(path).collect()), key=repr)
+
+
+def test_a_local_append_commits_what_a_dataframe_write_commits(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    for path in (ours, theirs):
+        _table(spark, path)
+    assert appended_locally(spark, ours, ROWS[:2], SCHEMA) == 1
+    assert appended_locally(spark, ours, ROWS[2:], SCHEMA) == 2
+    for part in (ROWS[:2], ROWS[2:]):
+        local_frame(spark, part, SCHEMA).write.format("delta").mode("append").save(theirs)
+
+    assert _spark_rows(spark, ours) == _spark_rows(spark, theirs) == sorted(ROWS, key=lambda r: repr(tuple(r)))
+    by_delta_rs = [sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=repr) for path in (ours, theirs)]
+    assert by_delta_rs[0] == by_delta_rs[1] and len(by_delta_rs[0]) == 4
+    db = duckdb_connection()
+    by_duckdb = [sorted(db.execute(f"SELECT * FROM delta_scan('{path}')").fetchall(), key=repr)
+                 for path in (ours, theirs)]
+    db.close()
+    assert by_duckdb[0] == by_duckdb[1] and len(by_duckdb[0]) == 4
+
+    newest = read_commits(spark, ours, 1)[0]
+    assert newest.operation == "WRITE"
+    commit = [json.loads(line) for line in open(os.path.join(ours, "_delta_log", f"{newest.version:020d}.json"))]
+    info = next(action["commitInfo"] for action in commit if "commitInfo" in action)
+    assert info["isBlindAppend"] is True and info["operationParameters"]["mode"] == "Append", info
+    adds = [action["add"] for action in commit if "add" in action]
+    assert len(adds) == 1 and json.loads(adds[0]["stats"]) == {"numRecords": 2}
+    detail = spark.sql(f"DESCRIBE DETAIL {delta_table_sql(ours)}").collect()[0]
+    assert detail["numFiles"] == 2
+
+
+@pytest.mark.parametrize("case", ["another column", "a column's type", "partitioned", "deletion vectors",
+                                  "not local"])
+def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, case):
+    path = str(tmp_path / "t")
+    if case == "another column":
+        _table(spark, path, SCHEMA + ", `extra` STRING")
+    elif case == "a column's type":
+        _table(spark, path, SCHEMA.replace("`version` BIGINT", "`version` INT"))
+    elif case == "partitioned":
+        _table(spark, path, partition_columns=("partition",))
+    elif case == "deletion vectors":
+        _table(spark, path, properties={"delta.enableDeletionVectors": "true"})
+    else:
+        _table(spark, path)
+    before = (read_commits(spark, path, 1)[0].version, _data_files(path))
+    target = "s3a://bucket/t" if case == "not local" else path
+    assert appended_locally(spark, target, ROWS, SCHEMA) is None
+    assert (read_commits(spark, path, 1)[0].version, _data_files(path)) == before
