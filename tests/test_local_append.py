@@ -10,12 +10,19 @@ import os
 
 import pytest
 
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
 from framework.local_rows import local_frame
 from framework.log.commit_log import read_commits
 from framework.log.delta_create import create_table
+from framework.log.history import MaintenanceHistory
 from framework.log.local_append import appended_locally
+from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
+from framework.spec import parse_spec
+from framework.stages.maintenance import Maintenance
 from tests.support.delta_readers import duckdb_connection
+from tests.support.spark_jobs import spark_jobs
 
 SCHEMA = "`run_id` STRING, `partition` INT, `version` BIGINT, `ratio` DOUBLE, `due` BOOLEAN, `reasons` ARRAY<STRING>"
 ROWS = [("r1", 0, 7, 0.5, True, ["dirty_ratio", "forced"]), ("r1", 1, None, None, None, []),
@@ -83,3 +90,23 @@ def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, 
     target = "s3a://bucket/t" if case == "not local" else path
     assert appended_locally(spark, target, ROWS, SCHEMA) is None
     assert (read_commits(spark, path, 1)[0].version, _data_files(path)) == before
+
+
+def test_an_idle_maintain_with_history_runs_no_spark_job(spark, warehouse):
+    """Nothing due: the partitions' metadata, the history's question (each partition's highest
+    recorded version, read by Arrow) and its append (a local append) need no Spark job."""
+    spec = parse_spec({"topic": "idle", "partitions": 3, "config": {"cleanup.policy": "compact"}}, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    produce(topic, parse_records([(n, {"key": f"k{n % 2}", "value": str(n), "partition": n % 3, "timestamp": 1_000})
+                                  for n in range(12)], spec, "test"), 1_000)
+    first = Maintenance(spark, warehouse, [spec]).run(2_000, force=True, cleaner_threads=1)
+    assert not first.failed
+    history = MaintenanceHistory(spark, warehouse)
+    appends = len(read_commits(spark, history.path))
+    idle, jobs = spark_jobs(spark, lambda: Maintenance(spark, warehouse, [spec]).run(2_000, cleaner_threads=1))
+    assert not idle.failed
+    rows = history.read().where(f"run_id = '{idle.run_id}'").collect()
+    assert len(rows) == 9 and not any(row["committed"] or row["due"] for row in rows), rows  # 3 stages a partition
+    assert len(read_commits(spark, history.path)) == appends + 1, "the idle run's rows: one append"
+    assert jobs == 0, f"an idle maintain of 3 partitions ran {jobs} Spark jobs"

@@ -165,9 +165,8 @@ def _counts_and_bounds(violations, pairs, config, now_ms: int, scopes, by: str, 
     violation is measured again on its own, for them."""
     from pyspark.sql import functions as F
 
-    aggregates = rules.bounds_aggregates(config, now_ms, log_start_after)
-    fields = ", ".join(f"'{name}', {sql}" for name, sql in aggregates)
-    bounds = pairs.join(scopes, by).groupBy(by).agg(F.expr(f"to_json(named_struct({fields}))").alias("detail"))
+    as_json, names = rules.bounds_as_json(config, now_ms, log_start_after)
+    bounds = pairs.join(scopes, by).groupBy(by).agg(F.expr(as_json).alias("detail"))
     counted = violations.groupBy(by, "guarantee").agg(F.expr("count(*)").alias("n"))
     rows = counted.selectExpr(by, "guarantee", "n", "CAST(NULL AS STRING) AS detail").unionByName(
         bounds.selectExpr(by, f"'{rules.BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS n", "detail")).collect()
@@ -175,8 +174,7 @@ def _counts_and_bounds(violations, pairs, config, now_ms: int, scopes, by: str, 
     for row in rows:
         counts, numbers = found.setdefault(row[by], ({}, {}))
         if row["guarantee"] == rules.BOUNDS_ROW:
-            detail = json.loads(row["detail"])  # (to_json leaves out the NULLs)
-            numbers.update(rules.finished_bounds({name: detail.get(name) for name, _ in aggregates}))
+            numbers.update(rules.bounds_from_json(row["detail"], names))
         else:
             counts[row["guarantee"]] = row["n"]
     return {key: (counts, numbers) for key, (counts, numbers) in found.items() if numbers}

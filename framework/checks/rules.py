@@ -28,6 +28,7 @@ written once judges a literal or a column alike.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Sequence
@@ -37,7 +38,7 @@ from framework.cleaner.rules import delete_horizon_ms, uncleanable_after_ms
 from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
-__all__ = ["BOUNDS_ROW", "SAMPLE_ROWS", "Rule", "bounds", "bounds_aggregates", "finished_bounds", "pairing",
+__all__ = ["BOUNDS_ROW", "SAMPLE_ROWS", "Rule", "bounds", "bounds_as_json", "bounds_from_json", "pairing",
            "scoped_bounds", "summary", "summary_and_bounds", "violations"]
 
 #: How many offending rows each failed guarantee shows.
@@ -71,12 +72,10 @@ _PAIRED = {  # column -> side; each becomes <column>_b and/or <column>_a
 
 def pairing(before, after, config: TopicConfig, one_task: bool = False):
     """Before and after, side by side per offset: a full outer join that counts duplicate
-    offsets instead of multiplying them.
-
-    ``one_task`` (a small partition's versions): the records go through one Spark
-    partition, so the grouping here and the windows of :func:`violations` and
-    :func:`summary` need no shuffle: each of the check's two jobs is one stage.
-    """
+    offsets instead of multiplying them. ``one_task`` (a small partition's versions): the
+    records go through one Spark partition, so the grouping here and the windows of
+    :func:`violations` and :func:`summary` need no shuffle: each of the check's two jobs is
+    one stage."""
     return paired(narrow(before, "b", config).unionByName(narrow(after, "a", config)), one_task)
 
 
@@ -142,10 +141,8 @@ def bounds_aggregates(config: TopicConfig, now_ms: int, log_start_after: int | s
 
 def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dict:
     """The few numbers the rules need, in one aggregate over the pairing of whole versions."""
-    from pyspark.sql import functions as F
-
-    aggregates = bounds_aggregates(config, now_ms, log_start_after)
-    return finished_bounds(pairs.agg(*[F.expr(f"{sql} AS {name}") for name, sql in aggregates]).collect()[0].asDict())
+    as_json, names = bounds_as_json(config, now_ms, log_start_after)
+    return bounds_from_json(pairs.selectExpr(f"{as_json} AS numbers").collect()[0]["numbers"], names)
 
 
 #: The guarantee column of the row that carries the bounds in :func:`summary_and_bounds`
@@ -153,19 +150,27 @@ def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dic
 BOUNDS_ROW = "bounds"
 
 
-def summary_and_bounds(violations, pairs, config: TopicConfig, now_ms: int,
-                       log_start_after: int) -> tuple[dict[str, int], dict[str, list], dict]:
-    """:func:`summary` of ``violations`` and :func:`bounds` of ``pairs`` in one Spark job:
-    the bounds ride along as one more row of the violations, their numbers as JSON."""
-    aggregates = bounds_aggregates(config, now_ms, log_start_after)
-    fields = ", ".join(f"'{name}', {sql}" for name, sql in aggregates)
-    row = pairs.selectExpr(
-        f"'{BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS `offset`", "CAST(NULL AS STRING) AS key",
-        f"to_json(named_struct({fields})) AS detail")
+def summary_and_bounds(violations, pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> tuple:
+    """:func:`summary` of ``violations`` and :func:`bounds` of ``pairs`` in one Spark job: the
+    bounds ride along as one more row of the violations (:func:`bounds_as_json`)."""
+    as_json, names = bounds_as_json(config, now_ms, log_start_after)
+    row = pairs.selectExpr(f"'{BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS `offset`",
+                           "CAST(NULL AS STRING) AS key", f"{as_json} AS detail")
     counts, samples = summary(violations.unionByName(row))
     del counts[BOUNDS_ROW]
-    numbers = json.loads(samples.pop(BOUNDS_ROW)[0]["detail"])  # (to_json leaves out the NULLs)
-    return counts, samples, finished_bounds({name: numbers.get(name) for name, _ in aggregates})
+    return counts, samples, bounds_from_json(samples.pop(BOUNDS_ROW)[0]["detail"], names)
+
+
+def bounds_as_json(config: TopicConfig, now_ms: int, log_start_after: int | str) -> tuple[str, list[str]]:
+    """The bounds as one aggregate, a JSON object (to ride along as a row of another), and their names."""
+    aggregates = bounds_aggregates(config, now_ms, log_start_after)
+    return ("to_json(named_struct(" + ", ".join(f"'{name}', {sql}" for name, sql in aggregates) + "))",
+            [name for name, _ in aggregates])
+
+
+def bounds_from_json(detail: str, names: list[str]) -> dict:
+    numbers = json.loads(detail)  # (to_json leaves out the NULLs)
+    return finished_bounds({name: numbers.get(name) for name in names})
 
 
 def _first_offset_from(frame, ms: int):
@@ -394,17 +399,12 @@ def violations(pairs, scope: Scope, config: TopicConfig, key_type: str, checked:
     if key_rules:
         frames.append(_violations_of(scoped(_key_rows(pairs, by)).selectExpr("*", *columns), key_rules, "key",
                                      key_type, by))
-    result = frames[0]
-    for frame in frames[1:]:
-        result = result.unionByName(frame)
-    return result
+    return functools.reduce(lambda one, other: one.unionByName(other), frames)
 
 
 def summary(violations, limit: int = SAMPLE_ROWS) -> tuple[dict[str, int], dict[str, list]]:
-    """Per guarantee: how many violations, and up to ``limit`` of them, lowest offsets first.
-
-    One pass over the (small) violations frame; it is also the pass that fills its cache.
-    """
+    """Per guarantee: how many violations, and up to ``limit`` of them, lowest offsets first,
+    in one pass over the (small) violations frame (the pass that also fills its cache)."""
     rows = (
         violations.selectExpr(
             "*", "count(*) OVER (PARTITION BY guarantee) AS _count",
