@@ -1252,7 +1252,7 @@ def bench_commands(results: dict, partitions: int, now: int) -> dict:
     in a new process (a JVM start, a session, the JIT cold): produce 5,000 JSON lines, the
     first maintain (every stage checked, the history recorded; the default one cleaner
     thread, then a twin topic with ``--cleaner-threads 2``), then an idle maintain, whose
-    time is mostly the start."""
+    time is mostly the start; then ``status`` and ``validate`` of the second topic."""
     ok = True
     with tempfile.TemporaryDirectory(prefix="topiclake-commands-") as scratch:
         topics = {1: "wide-cli", 2: "wide-cli-threads"}
@@ -1266,6 +1266,9 @@ def bench_commands(results: dict, partitions: int, now: int) -> dict:
                 ok &= _command(results, f"topiclake maintain, {run}, {partitions} partitions{suffix}", scratch,
                                ("maintain", "--topic", topic, "--now", str(now), "--no-report",
                                 "--cleaner-threads", str(threads)))
+        for verb in ("status", "validate"):
+            ok &= _command(results, f"topiclake {verb}, {partitions} partitions", scratch,
+                           (verb, "--topic", topics[2], "--now", str(now)))
     return {"commands_succeeded": ok}
 
 

@@ -927,6 +927,27 @@ def test_validate_catches_a_record_left_past_max_lag(spark, orders):
     assert any(line.startswith("  offset 6, key 'a': timestamp 9500 is older") for line in outcome.details)
 
 
+def test_validate_many_finds_what_each_validate_finds_and_judges_once_a_topic(spark, base, orders, monkeypatch):
+    from framework.log.topic import Topic
+
+    warehouse, log = orders
+    raw_delete(log, "offset = 6")
+    # every topic has one partition here: orders-0 twice stands for a topic of two
+    logs = [Topic(spark, warehouse, spec).partition(0) for spec in base.specs] + [log]
+    guarantees = Guarantees(spark, warehouse)
+    alone = [guarantees.validate(each, NOW, None, None) for each in logs]
+    judged, real_run = [], type(guarantees.project).run
+    monkeypatch.setattr(type(guarantees.project), "run",
+                        lambda self, **given: judged.append(given["suite_name"]) or real_run(self, **given))
+    together = guarantees.validate_many(logs, NOW)
+    assert together == alone
+    assert [failed_codes(outcome) for outcome in together] == [
+        {"G1"} if each.name == log.name else set() for each in logs]
+    # one guarantees validation a topic (a spec's own expectations run per partition, as before)
+    assert sorted(name for name in judged if name.endswith(".guarantees")) == sorted(
+        f"topiclake.{spec.topic}.guarantees" for spec in base.specs)
+
+
 def test_a_failing_spec_expectation_fails_validation(spark, base, orders):
     warehouse, log = orders
     _produce(spark, warehouse, base.spec("orders"), [("e", "x", 9700)], NOW)  # a legal append, a bad value

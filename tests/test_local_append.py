@@ -72,6 +72,24 @@ def test_a_local_append_commits_what_a_dataframe_write_commits(spark, tmp_path):
     assert detail["numFiles"] == 2
 
 
+def test_local_appends_side_by_side_are_blind_appends_that_all_land(spark, tmp_path):
+    """Runs of different topics append to one history at once: Delta's conflict check lets
+    blind appends through, each at a version of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = str(tmp_path / "t")
+    _table(spark, path)
+
+    def appends(writer: int) -> list[int]:
+        session = spark.newSession()
+        return [appended_locally(session, path, [(f"w{writer}", n, n, 0.0, True, [])], SCHEMA) for n in range(3)]
+
+    with ThreadPoolExecutor(4) as pool:
+        versions = [v for landed in pool.map(appends, range(4)) for v in landed]
+    assert sorted(versions) == list(range(1, 13)), versions
+    assert len(_spark_rows(spark, path)) == 12
+
+
 @pytest.mark.parametrize("case", ["another column", "a column's type", "partitioned", "deletion vectors",
                                   "not local"])
 def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, case):

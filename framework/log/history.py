@@ -278,18 +278,24 @@ class MaintenanceHistory:
 
     def last_run(self, topic: str, partition: int):
         """The latest committed stage row of a partition's maintenance, or None."""
+        return self.last_runs(topic, partition).get(partition)
+
+    def last_runs(self, topic: str, partition: int | None = None) -> dict:
+        """Partition -> the latest committed stage row of its maintenance, for every partition
+        of ``topic`` (or only ``partition``) in one query: ``status`` and ``validate`` ask it
+        of every partition, and a query each took 0.32 s (a new process, 100 partitions)."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         if not self.exists():
-            return None
-        rows = (
-            self.read()
-            .where((F.col("topic") == topic) & (F.col("partition") == partition) & F.col("committed"))
-            .orderBy(F.col("run_started_ms").desc(), F.col("version_after").desc())
-            .limit(1)
-            .collect()
-        )
-        return rows[0] if rows else None
+            return {}
+        wanted = (F.col("topic") == topic) & F.col("committed")
+        if partition is not None:
+            wanted &= F.col("partition") == partition
+        newest = Window.partitionBy("partition").orderBy(F.col("run_started_ms").desc(), F.col("version_after").desc())
+        rows = (self.read().where(wanted).withColumn("_newest", F.row_number().over(newest))
+                .where("_newest = 1").drop("_newest").collect())
+        return {row["partition"]: row for row in rows}
 
 
 def prune_due(first_version: int, last_version: int, every: int) -> bool:

@@ -10,9 +10,9 @@ transaction API commits that file as a blind append (``WRITE``, mode Append), as
 DataFrame write commits its files.
 
 This applies when the table is on the local file system, the session has a JVM, the
-version's checksum lists plain files (:func:`framework.log.version_checksum.plain_files`)
-with no feature a rewrite may not meet (``REWRITE_BLOCKING_FEATURES``), and the table's
-columns are the rows' (names, types and nullability; no partition columns). Otherwise
+table has no feature a rewrite may not meet (``version_checksum.REWRITE_BLOCKING_FEATURES``)
+and no column mapping, and its columns are the rows' (names, types and nullability; no
+partition columns), all read from the transaction's snapshot. Otherwise
 nothing is written and the caller makes its DataFrame write. The file carries Delta's
 ``numRecords`` statistic but no value bounds, so no read skips it; these are small tables.
 A crash between the file and the commit leaves a file that no version lists, which VACUUM
@@ -58,9 +58,12 @@ def _append_in(delta: DeltaJvm, path: str, folder: str, table, struct) -> int | 
 
     txn = delta.delta_log(path).startTransaction()
     operation = delta.write_operation("Append")  # before the file: its shape may differ
-    files = version_checksum.plain_files(path, int(txn.snapshot().version()))
-    if (not version_checksum.rewritable(files) or not txn.metadata().partitionColumns().isEmpty()
-            or _columns(json.loads(files.schema_json)) != _columns(struct.jsonValue())):
+    # the transaction's own snapshot, not a checksum: a concurrent writer's may not be written yet
+    metadata = txn.metadata()
+    features = set(str(txn.protocol().readerAndWriterFeatureNames().mkString("\n")).split("\n"))
+    if (features & version_checksum.REWRITE_BLOCKING_FEATURES or not metadata.partitionColumns().isEmpty()
+            or str(metadata.columnMappingMode().name()) != "none"
+            or _columns(json.loads(metadata.schemaString())) != _columns(struct.jsonValue())):
         return None
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     written = os.path.join(folder, name)

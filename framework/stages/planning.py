@@ -102,13 +102,13 @@ def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPl
     return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
 
 
-def partition_status(log: PartitionLog, now_ms: int, history) -> dict[str, Any]:
+def partition_status(log: PartitionLog, now_ms: int, last) -> dict[str, Any]:
     """Where ``log`` (which must exist) stands: offsets, size, dirtiness, files and its last
-    run (``history``: a ``MaintenanceHistory``), as ``status --json`` prints it."""
+    run (``last``: its row of ``MaintenanceHistory.last_runs``, or None), as ``status --json``
+    prints it."""
     planned = compaction.plan(log, now_ms)
     m, d, state = planned.measure, planned.decision, planned.snapshot.state
     packing = optimize.plan(log, planned.snapshot)
-    last = history.last_run(log.spec.topic, log.partition)
     return {
         "partition": log.name, "exists": True, "version": planned.snapshot.version,
         "log_start_offset": state.log_start_offset, "log_end_offset": state.log_end_offset,
