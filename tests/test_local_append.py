@@ -128,3 +128,23 @@ def test_an_idle_maintain_with_history_runs_no_spark_job(spark, warehouse):
     assert len(rows) == 9 and not any(row["committed"] or row["due"] for row in rows), rows  # 3 stages a partition
     assert len(read_commits(spark, history.path)) == appends + 1, "the idle run's rows: one append"
     assert jobs == 0, f"an idle maintain of 3 partitions ran {jobs} Spark jobs"
+
+
+def test_a_history_an_older_topiclake_wrote_gains_the_new_columns_then_appends_locally(spark, warehouse, monkeypatch):
+    """An older history lacks a column: its first append is the DataFrame write that adds the
+    column (mergeSchema), and the appends after it are local again."""
+    from framework.log import history as history_module
+
+    history = MaintenanceHistory(spark, warehouse)
+    older = history_module.HISTORY_SCHEMA.replace(", `attempts` INT", "")
+    assert older != history_module.HISTORY_SCHEMA
+    create_table(spark, history.path, local_frame(spark, [], older).schema, {})
+    local = []
+    real = history_module.appended_locally
+    monkeypatch.setattr(history_module, "appended_locally", lambda *args: local.append(real(*args)) or local[-1])
+    for run in ("r1", "r2"):
+        history.append([history_module.HistoryRow(run_id=run, run_started_ms=1, now_ms=1, topic="t", partition=0,
+                                                  stage="compact", attempts=2)])
+    assert local[0] is None and local[1] is not None, local
+    rows = sorted((r["run_id"], r["attempts"]) for r in history.read().collect())
+    assert rows == [("r1", 2), ("r2", 2)]
