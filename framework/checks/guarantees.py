@@ -117,9 +117,9 @@ class Guarantees:
 
     def measure_many(self, checks: Sequence[StageCheck]) -> list[MeasuredCheck]:
         """:meth:`measure` of each of ``checks``: the small compactions and retentions among
-        them counted in one Spark job a topic and stage (``framework.checks.batched``), the rest, and any the batch
-        did not find clean (or all, if the batch could not run), one by one; raises the
-        first error of those."""
+        them counted in one Spark job a topic and stage (``framework.checks.batched``), the
+        rest, and any the batch did not find clean (or all, if the batch could not run), one
+        by one; raises the first error of those."""
         # in this session (the caller's thread), not the cleaner thread's that committed the stage
         checks = [replace(check, log=PartitionLog(self.spark, check.log.warehouse, check.log.spec, check.log.partition))
                   for check in checks]
