@@ -578,7 +578,10 @@ def _created_by_builder():
     """Create tables as topiclake did before: Delta's ``DeltaTable.createIfNotExists``."""
     from framework.log import delta_create
 
-    with mock.patch.object(delta_create, "_create_through_the_jvm", delta_create._create_by_builder):
+    def by_builder(delta, path, schema, properties, partition_columns=(), description=None):
+        return delta_create._create_by_builder(delta.spark, path, schema, properties, partition_columns, description)
+
+    with mock.patch.object(delta_create, "_create_in", by_builder):
         yield
 
 

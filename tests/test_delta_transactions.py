@@ -165,6 +165,53 @@ def test_a_delta_whose_jvm_api_has_another_shape_gets_a_dataframe_write(spark, t
     assert _version(spark, path) == 1
 
 
+def test_through_the_jvm_falls_back_on_a_missing_method_and_raises_what_java_raised(spark):
+    """The one way back of every transaction-API commit: a class or method py4j cannot
+    find means another Delta (the caller's fallback runs), an exception Java threw is
+    Delta's answer (raised, no fallback), and either way the JVM's active session is
+    restored."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    from framework.log.delta_transactions import through_the_jvm
+
+    sessions = spark._jvm.org.apache.spark.sql.SparkSession
+    active_before = sessions.getActiveSession()
+    fell_back = []
+
+    def otherwise():
+        fell_back.append(True)
+        return "fallback"
+
+    assert through_the_jvm(spark, lambda delta: delta.spark is spark and "work", otherwise) == "work"
+    assert not fell_back
+
+    def missing_class(delta):
+        return delta.cls("org.apache.spark.sql.delta.NoSuchClassHere")()
+
+    def missing_method(delta):
+        return delta.cls("java.lang.Integer").noSuchMethodHere("1")
+
+    assert through_the_jvm(spark, missing_class, otherwise) == "fallback"
+    assert through_the_jvm(spark, missing_method, otherwise) == "fallback"
+    assert fell_back == [True, True]
+    with pytest.raises(TypeError, match="unsupported operand"):  # a Python mistake is not a missing method
+        through_the_jvm(spark, lambda delta: 1 + "1", otherwise)
+
+    def java_throws(delta):  # an exception pyspark leaves as py4j's
+        return delta.cls("java.util.ArrayList")().get(5)
+
+    def java_throws_converted(delta):  # one pyspark converts (as it converts Delta's conflicts)
+        return delta.cls("java.lang.Integer").parseInt("not a number")
+
+    with pytest.raises(Py4JJavaError, match="IndexOutOfBoundsException"):
+        through_the_jvm(spark, java_throws, otherwise)
+    with pytest.raises(Exception, match="not a number"):
+        through_the_jvm(spark, java_throws_converted, otherwise)
+    assert fell_back == [True, True]
+    assert issubclass(Py4JJavaError, Py4JError)  # why the order of the two handlers matters
+    assert sessions.getActiveSession().isDefined() == active_before.isDefined()
+
+
 def test_a_scala_seq_is_read_without_a_java_exception(spark, monkeypatch):
     """Iterating a Java list through py4j ends in a Java NoSuchElementException, which
     pyspark converts through a dozen class lookups (about 50 ms on a busy JVM, and every

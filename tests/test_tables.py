@@ -169,6 +169,7 @@ def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commit
     same metadata, protocol and operation, and neither commits over a table that is there."""
     from framework.log import delta_create
     from framework.log.delta_commits import commit_metadata
+    from framework.log.delta_transactions import through_the_jvm
     from framework.log.warehouse import OWN_TABLE_PROPERTIES
 
     if table == "partition table":
@@ -181,12 +182,13 @@ def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commit
         shape = dict(schema=spark.createDataFrame([], HISTORY_SCHEMA).schema, properties=OWN_TABLE_PROPERTIES)
     paths = {way: str(tmp_path / way) for way in ("transaction", "builder")}
     with commit_metadata(spark, '{"topiclake":{"operation":"create"}}'):
-        assert delta_create._create_through_the_jvm(spark, paths["transaction"], **shape)
+        assert through_the_jvm(spark, lambda delta: delta_create._create_in(delta, paths["transaction"], **shape),
+                               lambda: pytest.fail("Delta's transaction API is not there"))
         assert delta_create._create_by_builder(spark, paths["builder"], **shape)
         assert not delta_create.create_table(spark, paths["transaction"], **shape)  # there: nothing committed
     assert not (Path(paths["transaction"]) / "_delta_log" / "00000000000000000001.json").exists()
-    through_the_jvm, by_builder = _first_commit(paths["transaction"]), _first_commit(paths["builder"])
-    assert through_the_jvm == by_builder
+    by_transaction, by_builder = _first_commit(paths["transaction"]), _first_commit(paths["builder"])
+    assert by_transaction == by_builder
     assert by_builder["commitInfo"]["operation"] == "CREATE TABLE"
     assert by_builder["commitInfo"]["userMetadata"] == '{"topiclake":{"operation":"create"}}'
     assert by_builder["metaData"]["configuration"] == shape["properties"]

@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 MAX_COMMIT_ATTEMPTS = 20
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -88,3 +90,14 @@ def backoff(attempt: int) -> None:
     """Jittered exponential backoff between commit attempts."""
     time.sleep(min(2.0, 0.05 * (2**attempt)) * (0.5 + random.random()))
 
+
+def unless_conflicted(work: Callable[[], T]) -> T | None:
+    """``work()``, or None when its commit met a concurrent one (:func:`is_retryable_conflict`):
+    for optional upkeep (bin-packing or pruning a small table) that the next run does
+    anyway, where a retry would only race the same writers again."""
+    try:
+        return work()
+    except Exception as error:  # noqa: BLE001 - only a conflict is expected; anything else is raised
+        if is_retryable_conflict(error):
+            return None
+        raise

@@ -34,7 +34,7 @@ import time
 import uuid
 
 from framework.log.commit_log import DELTA_LOG, local_folder
-from framework.log.delta_transactions import DeltaJvm, jvm_of
+from framework.log.delta_transactions import DeltaJvm, jvm_of, through_the_jvm
 
 STAGED_COMMITS = "_staged_commits"
 
@@ -81,25 +81,13 @@ def create_table(spark, path: str, schema, properties: dict[str, str], partition
     """Create the Delta table at ``path`` unless one is there (``CREATE TABLE IF NOT
     EXISTS``), clearing a killed create's folder first; True when this call committed it.
     The commit's user metadata is the session's, as for any Delta write."""
-    from py4j.protocol import Py4JError, Py4JJavaError
-
     clear_uncommitted_log(spark, path)
-    if jvm_of(spark) is not None:
-        try:
-            return _create_through_the_jvm(spark, path, schema, properties, partition_columns, description)
-        except Py4JError as error:
-            if isinstance(error, Py4JJavaError):  # Delta's own answer (a concurrent create, ...)
-                raise
-    return _create_by_builder(spark, path, schema, properties, partition_columns, description)
+    return through_the_jvm(
+        spark, lambda delta: _create_in(delta, path, schema, properties, partition_columns, description),
+        lambda: _create_by_builder(spark, path, schema, properties, partition_columns, description))
 
 
-def _create_through_the_jvm(spark, path, schema, properties, partition_columns=(), description=None) -> bool:
-    delta = DeltaJvm(spark)
-    with delta.active():
-        return _create_in(delta, path, schema, properties, partition_columns, description)
-
-
-def _create_in(delta: DeltaJvm, path, schema, properties, partition_columns, description) -> bool:
+def _create_in(delta: DeltaJvm, path, schema, properties, partition_columns=(), description=None) -> bool:
     txn = delta.delta_log(path).startTransaction()
     if int(txn.readVersion()) >= 0:
         return False

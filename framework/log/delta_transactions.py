@@ -27,8 +27,11 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from typing import Callable, TypeVar
 
 from framework.local_rows import local_frame
+
+T = TypeVar("T")
 
 
 def jvm_of(spark):
@@ -135,6 +138,30 @@ class DeltaJvm:
             save_mode, none, none, metadata if metadata is not None else none, none, none, none, none, none)
 
 
+def through_the_jvm(spark, work: Callable[[DeltaJvm], T], otherwise: Callable[[], T]) -> T:
+    """``work(delta)`` with this session active in the JVM (:meth:`DeltaJvm.active`), or
+    ``otherwise()`` when that way is not there: the session has no JVM (Spark Connect), or
+    this Delta's JVM API has another shape (another version or platform: py4j finds no
+    such class or method). Delta's own answers (``Py4JJavaError``: a conflict, a concurrent
+    create) are raised, as a DataFrame write raises them. Every commit topiclake makes
+    through the transaction API goes through here, so each has the same way back."""
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    if jvm_of(spark) is not None:
+        try:
+            delta = DeltaJvm(spark)
+            with delta.active():
+                return work(delta)
+        except Py4JJavaError:
+            raise
+        except Py4JError:  # a missing method or constructor: this Delta is shaped otherwise
+            pass
+        except TypeError as error:  # py4j's stand-in for a class that is not there is not callable
+            if "JavaPackage" not in str(error):
+                raise
+    return otherwise()
+
+
 def forget_table(spark, path: str) -> None:
     """Drop Delta's cached log of the table at ``path``, with the snapshot it holds.
 
@@ -171,24 +198,17 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
     another shape (another version or platform), the commit is a DataFrame write, and the
     answer :data:`WRITTEN_OR_SKIPPED`.
     """
-    from py4j.protocol import Py4JError, Py4JJavaError
 
-    if jvm_of(spark) is not None:
-        try:
-            return _commit_through_the_jvm(spark, path, schema, app_id, txn_version, metadata, frame)
-        except Py4JError as error:
-            if isinstance(error, Py4JJavaError):  # Delta's own answer (a conflict, ...), not a missing method
-                raise
-    rows = frame if frame is not None else local_frame(spark, [], schema)
-    (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", int(txn_version))
-     .option("userMetadata", metadata).save(path))
-    return WRITTEN_OR_SKIPPED
+    def by_dataframe():
+        rows = frame if frame is not None else local_frame(spark, [], schema)
+        (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", int(txn_version))
+         .option("userMetadata", metadata).save(path))
+        return WRITTEN_OR_SKIPPED
 
-
-def _commit_through_the_jvm(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame):
-    delta = DeltaJvm(spark)
-    with delta.active():
+    def by_transaction(delta: DeltaJvm):
         return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame)
+
+    return through_the_jvm(spark, by_transaction, by_dataframe)
 
 
 def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_version: int, metadata: str, frame):
@@ -215,18 +235,7 @@ def replaced_commit(spark, path: str, replace) -> bool:
     (:func:`framework.log.version_checksum.rewritable`) or there is no JVM to reach: the
     caller then writes its own way. A MERGE of one row into the consumer offsets table took
     2.4 to 3.0 s, this 0.6 to 0.8 s (docs/performance-log.md)."""
-    from py4j.protocol import Py4JError, Py4JJavaError
-
-    if jvm_of(spark) is None:
-        return False
-    delta = DeltaJvm(spark)
-    try:
-        with delta.active():
-            return _replaced_in(delta, path, replace)
-    except Py4JError as error:
-        if isinstance(error, Py4JJavaError):  # Delta's own answer (a conflict, ...), not a missing method
-            raise
-        return False
+    return through_the_jvm(spark, lambda delta: _replaced_in(delta, path, replace), lambda: False)
 
 
 def _replaced_in(delta: DeltaJvm, path: str, replace) -> bool:

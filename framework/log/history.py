@@ -23,6 +23,7 @@ from typing import Callable
 from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import read_commits
+from framework.log.delta_commits import unless_conflicted
 from framework.log.delta_create import is_delta_table
 from framework.log.local_append import appended_locally, pack_small_files
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
@@ -164,21 +165,13 @@ class MaintenanceHistory:
         """Bin-pack the history's files once ``PACK_AT`` are live (an append without a Spark
         job does not run Delta's auto compaction). A pack that loses a race to a prune is
         left to the next append."""
-        from framework.log.delta_commits import is_retryable_conflict
-
-        try:
-            pack_small_files(self.spark, self.path, version, PACK_AT)
-        except Exception as error:  # noqa: BLE001 - only a conflict is expected; anything else is raised
-            if not is_retryable_conflict(error):
-                raise
+        unless_conflicted(lambda: pack_small_files(self.spark, self.path, version, PACK_AT))
 
     def prune_if_due(self, runs_kept: int = RUNS_KEPT, every: int | None = None) -> int | None:
         """Prune when this object's appends reached a history version that is a multiple of
         ``every``, then vacuum topiclake's own tables; the rows deleted, or None when not due.
         A prune that loses a commit race to an append is simply not done: the next multiple
         will come."""
-        from framework.log.delta_commits import is_retryable_conflict
-
         appends, self._appends = self._appends, 0
         if not appends:
             return None
@@ -187,12 +180,9 @@ class MaintenanceHistory:
         latest = read_commits(self.spark, self.path, 1)[0].version
         if not prune_due(latest - appends + 1, latest, every or PRUNE_EVERY):
             return None
-        try:
-            pruned = self.prune(runs_kept)
-        except Exception as error:  # noqa: BLE001 - only a conflict is expected; anything else is raised
-            if is_retryable_conflict(error):
-                return None
-            raise
+        pruned = unless_conflicted(lambda: self.prune(runs_kept))
+        if pruned is None:
+            return None
         vacuum_own_tables(self.spark, self.warehouse)
         return pruned
 

@@ -30,7 +30,7 @@ from typing import Iterable
 from framework.local_rows import arrow_rows, struct_of
 from framework.log import version_checksum
 from framework.log.commit_log import local_folder
-from framework.log.delta_transactions import DeltaJvm, jvm_of
+from framework.log.delta_transactions import DeltaJvm, through_the_jvm
 from framework.log.warehouse import delta_table_sql
 
 
@@ -38,19 +38,11 @@ def appended_locally(spark, path: str, rows: Iterable[tuple], schema) -> int | N
     """Append ``rows`` (tuples in ``schema``'s column order) to the local Delta table at
     ``path`` as one Parquet file and one commit; the version committed, or None when this
     way does not apply (nothing is written). Raises Delta's errors as a write does."""
-    from py4j.protocol import Py4JError, Py4JJavaError
-
     folder = local_folder(path)
-    if folder is None or jvm_of(spark) is None:
+    if folder is None:
         return None
-    delta = DeltaJvm(spark)
-    try:
-        with delta.active():
-            return _append_in(delta, path, folder, arrow_rows(rows, schema), struct_of(schema))
-    except Py4JError as error:
-        if isinstance(error, Py4JJavaError):  # Delta's own answer (a conflict, ...), not a missing method
-            raise
-        return None
+    table, struct = arrow_rows(rows, schema), struct_of(schema)
+    return through_the_jvm(spark, lambda delta: _append_in(delta, path, folder, table, struct), lambda: None)
 
 
 def _append_in(delta: DeltaJvm, path: str, folder: str, table, struct) -> int | None:
