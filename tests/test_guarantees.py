@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from framework.checks.catalogue import GUARANTEES, STAGE_GUARANTEES
 from framework.checks.guarantees import Guarantees
@@ -946,6 +947,97 @@ def test_validate_many_finds_what_each_validate_finds_and_judges_once_a_topic(sp
     # one guarantees validation a topic (a spec's own expectations run per partition, as before)
     assert sorted(name for name in judged if name.endswith(".guarantees")) == sorted(
         f"topiclake.{spec.topic}.guarantees" for spec in base.specs)
+
+
+@pytest.fixture(scope="module")
+def wide(spark, tmp_path_factory):
+    """A compacted topic of three small partitions, orders' records in each, maintained once
+    at NOW (history on): what ``validate`` counts in a batch."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.spec import parse_spec
+    from framework.stages.maintenance import Maintenance
+
+    root = tmp_path_factory.mktemp("wide")
+    spec = parse_spec(yaml.safe_load(ORDERS_SPEC.split("expectations:")[0].replace("orders", "wide").replace(
+        "partitions: 1", "partitions: 3")), source="wide")
+    warehouse = Warehouse.resolve(str(root / "maintained"))
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    raw = [{"partition": p, "key": k, "value": v, "timestamp": t} for p in range(3) for k, v, t in ORDERS]
+    produce(topic, parse_records(list(enumerate(raw, start=1)), spec, "test"), NOW)
+    run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse)).run(NOW)
+    assert all(row.validation == "passed" for part in run.partitions for row in part.rows if row.committed)
+    return spec, root / "maintained"
+
+
+#: Corruptions between maintenance runs, as ``validate`` meets them (each partition of
+#: ``wide``: offsets 2, 4 (c's tombstone), 5, 6, 7, 8 left, the checkpoint at 6).
+VALIDATE_CORRUPTIONS = {
+    "record removed": (lambda log: raw_delete(log, "offset = 6"), {"G1"}),
+    "record changed": (lambda log: raw_update(log, "offset = 7", {"value": "'9'"}), {"G1"}),
+    "record made older than max lag": (
+        lambda log: raw_update(log, "offset = 6", {"timestamp": "timestamp_millis(100)"}), {"G1", "G6"}),
+    "tombstone lost its delete horizon": (
+        lambda log: raw_update(log, "offset = 4", {"_delete_horizon": "NULL"}), {"G1", "G7"}),
+    "key again below the checkpoint": (lambda log: _append_original(log, 0), {"G1", "G3", "G4"}),
+}
+
+
+@pytest.mark.parametrize("corruption", sorted(VALIDATE_CORRUPTIONS))
+def test_a_batch_of_validations_finds_what_each_validate_alone_finds(spark, wide, tmp_path, corruption, monkeypatch):
+    """``validate`` counts a topic's small partitions together (batched.count_validations):
+    with one partition of three corrupted, that one is measured again on its own, and every
+    partition's measure (counts, samples, the numbers its metrics row carries) and verdict
+    are the ones it gets alone."""
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+
+    spec, maintained = wide
+    shutil.copytree(maintained, tmp_path / "warehouse")
+    warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
+    logs = Topic(spark, warehouse, spec).partitions()
+    corrupt, expected = VALIDATE_CORRUPTIONS[corruption]
+    corrupt(logs[1])
+    guarantees = Guarantees(spark, warehouse)
+    judged, real_judge = [], Guarantees.judge
+    monkeypatch.setattr(Guarantees, "judge", lambda self, measured: (judged.append(list(measured)),
+                                                                   real_judge(self, measured))[1])
+    alone = [guarantees.validate(log, NOW) for log in logs]
+    measured_alone, real_measure = [], Guarantees._measured_validation
+    monkeypatch.setattr(Guarantees, "_measured_validation", lambda self, check: (
+        measured_alone.append(check.log.partition), real_measure(self, check))[1])
+    together = guarantees.validate_many(logs, NOW)
+    assert measured_alone == [1]
+    assert together == alone
+    assert judged[-1] == [measured for one in judged[:-1] for measured in one]
+    assert [outcome.passed for outcome in together] == [True, False, True]
+    assert failed_codes(together[1]) == expected, together[1].details
+
+
+def test_a_batch_of_validations_judges_max_lag_below_each_partitions_own_u(spark, wide, monkeypatch):
+    """Ten seconds on, with no maintenance run, each partition's records 6 and 7 are older
+    than max lag and lie below U, which validate reads from the data: the batch finds no
+    partition clean (the G6 it counts is the one each partition alone fails on)."""
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+
+    spec, maintained = wide
+    logs = Topic(spark, Warehouse.resolve(str(maintained)), spec).partitions()
+    guarantees = Guarantees(spark, logs[0].warehouse)
+    alone = [guarantees.validate(log, 20_000) for log in logs]
+    measured_alone, real_measure = [], Guarantees._measured_validation
+    monkeypatch.setattr(Guarantees, "_measured_validation", lambda self, check: (
+        measured_alone.append(check.log.partition), real_measure(self, check))[1])
+    assert guarantees.validate_many(logs, 20_000) == alone
+    assert measured_alone == [0, 1, 2]
+    assert [failed_codes(outcome) for outcome in alone] == [{"G6"}] * 3
+    # and at NOW the batch finds all three clean
+    measured_alone.clear()
+    assert [outcome.passed for outcome in guarantees.validate_many(logs, NOW)] == [True] * 3
+    assert measured_alone == []
 
 
 def test_a_failing_spec_expectation_fails_validation(spark, base, orders):

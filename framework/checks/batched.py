@@ -16,6 +16,11 @@ same scope. Any other check is measured again on its own (``Guarantees.measure``
 gives its samples, its details and its verdict exactly as before; so the batch can only
 save work, never change a verdict (``tests/test_guarantees.py`` pins the two together on
 every corruption the suite makes).
+
+``topiclake validate`` batches the same way (:func:`count_validations`): each partition's
+current version against the one its last maintenance run left. Its scope takes U from the
+after version's data (G6 judges the records below it), so a batch runs two jobs: the
+bounds of every partition, then the violations under the scopes they give.
 """
 
 from __future__ import annotations
@@ -27,14 +32,14 @@ from typing import Callable, Sequence
 
 from framework.checks import rules
 from framework.checks.catalogue import STAGE_GUARANTEES
-from framework.checks.scope import Scope, expected_bounds, stage_scope
+from framework.checks.scope import Scope, expected_bounds, stage_scope, validate_scope
 from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.log_state import LogState
 from framework.log.small_partitions import is_small
-from framework.stages.stage_check import StageCheck
+from framework.stages.stage_check import StageCheck, ValidateCheck
 
-__all__ = ["CHECK", "MIN_BATCH", "BatchedCheck", "batchable", "count"]
+__all__ = ["CHECK", "MIN_BATCH", "BatchedCheck", "batchable", "count", "count_validations"]
 
 #: The fewest checks worth a batch: one costs about 0.55 s against 0.3 s alone, two about
 #: what they cost alone, four about 0.55 x (2026-11-30, docs/performance-log.md).
@@ -51,6 +56,8 @@ _SCOPE_FIELDS = {
                 "checkpoint_after", "head_start", "max_lag_end"),
     "retain": ("version_before", "version_after", "log_end_before", "log_end_after", "log_start_after",
                "checkpoint_after"),
+    "validate": ("version_before", "version_after", "log_end_before", "log_end_after", "log_start_after",
+                 "checkpoint_after", "max_lag_end"),
 }
 
 
@@ -127,19 +134,28 @@ def count(spark, checks: Sequence[StageCheck],
 def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], scopes: Sequence[Scope], stage: str,
                  now_ms: int, schema_json: str) -> dict:
     """:func:`_counts_and_bounds` of one group, by each check's place in it."""
+    log = checks[0].log
+    pairs = _paired(spark, files, log.spec.config, schema_json)
+    if pairs is None:
+        return {}
+    return _counted(spark, pairs, list(enumerate(scopes)), stage, now_ms, log.spec.config, log.spec.key_type)
+
+
+def _paired(spark, files: Sequence[tuple], config, schema_json: str):
+    """Every member's before and after versions read in one scan and paired per member
+    (:data:`CHECK`: its place in the group); None when no version holds a file."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    config = checks[0].log.spec.config
-    # which check and side each file's rows belong to (a file both versions list: both); by
+    # which member and side each file's rows belong to (a file both versions list: both); by
     # file name, which Delta makes unique (a UUID in each data file's name)
     placed = [(os.path.basename(path), position, side)
               for position, (before, after) in enumerate(files)
               for side, listed in (("b", before), ("a", after)) for path in listed.paths]
     paths = sorted({path for before, after in files for listed in (before, after) for path in listed.paths})
-    schema = StructType.fromJson(json.loads(schema_json))
     if not paths:
-        return {}
+        return None
+    schema = StructType.fromJson(json.loads(schema_json))
     # driver-side rows through Arrow (no Python worker to start: framework/local_rows.py)
     sides = local_frame(spark, placed, f"_file STRING, {CHECK} INT, _side STRING")
     records = (spark.read.schema(schema).parquet(*paths).selectExpr("*", "_metadata.file_name AS _file")
@@ -147,26 +163,111 @@ def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], sc
     by = (CHECK,)
     both = rules.narrow(records.where("_side = 'b'"), "b", config, by).unionByName(
         rules.narrow(records.where("_side = 'a'"), "a", config, by))
-    pairs = rules.paired(both, one_task=True, by=by)
-    fields = _SCOPE_FIELDS[stage]
-    numbers = local_frame(
-        spark, [(position, *(int(getattr(scope, field)) for field in fields)) for position, scope in enumerate(scopes)],
-        ", ".join([f"{CHECK} INT", *(f"{_column(field)} BIGINT" for field in fields)]))
-    by_row = Scope(mode=stage, now_ms=now_ms, **{field: _column(field) for field in fields})
-    found = rules.violations(pairs, by_row, config, checks[0].log.spec.key_type, STAGE_GUARANTEES[stage],
-                             by=by, scopes=F.broadcast(numbers))
-    return _counts_and_bounds(found, pairs, config, now_ms, F.broadcast(numbers), CHECK, _column("log_start_after"))
+    return rules.paired(both, one_task=True, by=by)
+
+
+def _numbers(spark, scopes: Sequence[tuple[int, Scope]], fields: Sequence[str]):
+    """Each member's scope (by its place in the group) as one row of columns (:func:`_column`)."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(local_frame(
+        spark, [(place, *(int(getattr(scope, field)) for field in fields)) for place, scope in scopes],
+        ", ".join([f"{CHECK} INT", *(f"{_column(field)} BIGINT" for field in fields)])))
+
+
+def _counted(spark, pairs, scopes: Sequence[tuple[int, Scope]], mode: str, now_ms: int, config,
+             key_type: str) -> dict:
+    """The violations of each member under its own scope (by its place), and its bounds, in
+    one Spark job; a member with no scope here is left out."""
+    fields = _SCOPE_FIELDS[mode]
+    numbers = _numbers(spark, scopes, fields)
+    by_row = Scope(mode=mode, now_ms=now_ms, appends_only=scopes[0][1].appends_only,
+                   **{field: _column(field) for field in fields})
+    found = rules.violations(pairs, by_row, config, key_type, STAGE_GUARANTEES[mode], by=(CHECK,), scopes=numbers)
+    return _counts_and_bounds(found, pairs, config, now_ms, numbers, CHECK, _column("log_start_after"))
+
+
+def count_validations(spark, validations: Sequence[ValidateCheck]) -> list[BatchedCheck | None]:
+    """For each of ``validations``, a :class:`BatchedCheck` when a batch found it clean, else
+    None (measure it on its own): as :func:`count`, for ``topiclake validate``. Its
+    scope's U comes from the data, so each group is two Spark jobs: the bounds, then the
+    violations under the scopes they give."""
+    found: list[BatchedCheck | None] = [None] * len(validations)
+    if len(validations) < MIN_BATCH:
+        return found
+    groups: dict[tuple, list[int]] = {}
+    files = {}
+    for index, validation in enumerate(validations):
+        listed = _validated_files(validation)
+        if listed is not None:
+            files[index] = listed
+            groups.setdefault((validation.log.spec.topic, validation.now_ms, validation.appends_only,
+                               listed[1].schema_json), []).append(index)
+    for (_, now_ms, _, schema_json), indexes in groups.items():
+        if len(indexes) < MIN_BATCH:
+            continue
+        members = [validations[i] for i in indexes]
+        log = members[0].log
+        pairs = _paired(spark, [files[i] for i in indexes], log.spec.config, schema_json)
+        if pairs is None:
+            continue
+        fields = _SCOPE_FIELDS["validate"][:-1]  # all but U's, which the bounds give
+        unbounded = [(place, _validate_scope(member, {"u_after": None})) for place, member in enumerate(members)]
+        bounds = _bounds(pairs, log.spec.config, now_ms, _numbers(spark, unbounded, fields), CHECK,
+                         _column("log_start_after"))
+        scopes = [(place, _validate_scope(members[place], numbers)) for place, numbers in sorted(bounds.items())]
+        if len(scopes) < MIN_BATCH:
+            continue
+        counted = _counted(spark, pairs, scopes, "validate", now_ms, log.spec.config, log.spec.key_type)
+        for place, scope in scopes:
+            counts, numbers = counted.get(place, (None, None))
+            if counts == {} and numbers == bounds[place]:
+                found[indexes[place]] = BatchedCheck(scope, numbers)
+    return found
+
+
+def _validate_scope(validation: ValidateCheck, bounds: dict) -> Scope:
+    return validate_scope(validation.now_ms, validation.version_before, validation.version_after,
+                          validation.state_before, validation.state_after, bounds, validation.appends_only)
+
+
+def _validated_files(validation: ValidateCheck) -> tuple | None:
+    """The two versions' files, when a batch can read them: a small partition with no spec
+    expectations of its own, both versions plain files of one schema, every file there."""
+    if validation.log.spec.expectations or not is_small(
+            max(validation.state_before.offset_span, validation.state_after.offset_span)):
+        return None
+    before = version_checksum.plain_files(validation.log.path, validation.version_before)
+    after = version_checksum.plain_files(validation.log.path, validation.version_after)
+    if before is None or after is None or before.schema_json != after.schema_json:
+        return None
+    if not all(os.path.isfile(path) for listed in (before, after) for path in listed.paths):
+        return None  # (a vacuum took a file the older version lists: Delta's read says so, alone)
+    return before, after
+
+
+def _bounds(pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> dict:
+    """The bounds of each value of ``by``, in one Spark job."""
+    frame, names = _bounds_frame(pairs, config, now_ms, scopes, by, log_start_after)
+    return {row[by]: rules.bounds_from_json(row["detail"], names) for row in frame.collect()}
+
+
+def _bounds_frame(pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> tuple:
+    """The bounds of each value of ``by`` as a JSON ``detail`` (``log_start_after``: the
+    column of ``scopes`` that holds each one's own), and their names."""
+    from pyspark.sql import functions as F
+
+    as_json, names = rules.bounds_as_json(config, now_ms, log_start_after)
+    return pairs.join(scopes, by).groupBy(by).agg(F.expr(as_json).alias("detail")), names
 
 
 def _counts_and_bounds(violations, pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> dict:
     """:func:`rules.summary_and_bounds` of a batch of partitions, in one Spark job: for each
-    value of ``by``, the violations counted per guarantee and the bounds (``log_start_after``:
-    the column of ``scopes`` that holds each one's own). No samples: a partition with a
-    violation is measured again on its own, for them."""
+    value of ``by``, the violations counted per guarantee and the bounds. No samples: a
+    partition with a violation is measured again on its own, for them."""
     from pyspark.sql import functions as F
 
-    as_json, names = rules.bounds_as_json(config, now_ms, log_start_after)
-    bounds = pairs.join(scopes, by).groupBy(by).agg(F.expr(as_json).alias("detail"))
+    bounds, names = _bounds_frame(pairs, config, now_ms, scopes, by, log_start_after)
     counted = violations.groupBy(by, "guarantee").agg(F.expr("count(*)").alias("n"))
     rows = counted.selectExpr(by, "guarantee", "n", "CAST(NULL AS STRING) AS detail").unionByName(
         bounds.selectExpr(by, f"'{rules.BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS n", "detail")).collect()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from framework.log.log_state import LogState, Snapshot
     from framework.log.partition_log import PartitionLog
 
-__all__ = ["MeasuredCheck", "StageCheck", "ValidationOutcome", "Validator", "pinned_before"]
+__all__ = ["MeasuredCheck", "StageCheck", "ValidateCheck", "ValidationOutcome", "Validator", "pinned_before"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,23 @@ class StageCheck:
     oldest_window_version: int | None = None
     #: vacuum: the window it kept (the spec's, or an explicitly forced shorter one)
     window_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ValidateCheck:
+    """What ``topiclake validate`` compares in one partition: the version the last
+    maintenance run left (or the one asked for) and the current one, with their states."""
+
+    log: PartitionLog
+    now_ms: int
+    version_before: int
+    version_after: int
+    state_before: LogState
+    state_after: LogState
+    #: since the last maintenance run, where only appends are legal (no ``--from-version``)
+    appends_only: bool
+    #: what the verdict says beside the guarantees (why nothing was compared, ...)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
