@@ -106,6 +106,33 @@ def test_the_highest_recorded_versions_read_by_arrow_are_sparks(spark, warehouse
     assert history.recorded_versions() == by_arrow
 
 
+def test_the_last_runs_read_by_arrow_are_sparks(spark, warehouse):
+    """status and validate read each partition's last committed run by Arrow: row for row,
+    every column, what the Spark query answers, over uncommitted rows, other topics, runs
+    started at the same moment, NULL versions and list columns."""
+    history = MaintenanceHistory(spark, warehouse)
+    history.append(_history_rows([("a1", 0, 1, True), ("a2", 0, 2, False), ("b1", 1, 5, True), ("b2", 1, 4, True)]))
+    history.append([
+        HistoryRow(run_id="c1", run_started_ms=9, now_ms=9, topic="t", partition=2, stage="compact", committed=True,
+                   version_before=3, version_after=4, reasons=["dirty_ratio", "max_lag"], validation="failed",
+                   failed_guarantees=["G3 unique keys below the checkpoint"], dirty_ratio=0.25, attempts=2),
+        HistoryRow(run_id="c1", run_started_ms=9, now_ms=9, topic="t", partition=2, stage="retain", committed=True,
+                   version_before=4, version_after=5, max_lag_caused=False),
+        HistoryRow(run_id="c2", run_started_ms=9, now_ms=9, topic="t", partition=2, stage="vacuum", committed=True,
+                   version_before=5, version_after=None),
+        HistoryRow(run_id="d1", run_started_ms=20, now_ms=20, topic="u", partition=0, stage="compact", committed=True,
+                   version_before=1, version_after=2),
+    ])
+    by_arrow = history.last_runs_by_arrow("t")
+    assert by_arrow == history.last_runs_by_spark("t")
+    assert {p: (row["run_id"], row["stage"]) for p, row in by_arrow.items()} == {
+        0: ("a1", "compact"), 1: ("b1", "compact"), 2: ("c1", "retain")}, by_arrow
+    assert by_arrow[2]["max_lag_caused"] is False and by_arrow[2]["reasons"] == []
+    assert history.last_runs_by_arrow("t", 1) == history.last_runs_by_spark("t", 1) == {1: by_arrow[1]}
+    assert history.last_runs_by_arrow("v") == history.last_runs_by_spark("v") == {}
+    assert history.last_runs("t") == by_arrow
+
+
 def _history_rows(runs: list[tuple[str, int, int, bool]]) -> list[HistoryRow]:
     """(run id, partition, started ms, committed) -> one compact row each."""
     return [HistoryRow(run_id=run_id, run_started_ms=started, now_ms=started, topic="t", partition=partition,
