@@ -951,7 +951,7 @@ def test_validate_many_finds_what_each_validate_finds_and_judges_once_a_topic(sp
 
 @pytest.fixture(scope="module")
 def wide(spark, tmp_path_factory):
-    """A compacted topic of three small partitions, orders' records in each, maintained once
+    """A compacted topic of seven small partitions, orders' records in each, maintained once
     at NOW (history on): what ``validate`` counts in a batch."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
@@ -962,14 +962,14 @@ def wide(spark, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("wide")
     spec = parse_spec(yaml.safe_load(ORDERS_SPEC.split("expectations:")[0].replace("orders", "wide").replace(
-        "partitions: 1", "partitions: 3")), source="wide")
+        "partitions: 1", "partitions: 7")), source="wide")
     warehouse = Warehouse.resolve(str(root / "maintained"))
     topic = Topic(spark, warehouse, spec)
     topic.create()
-    raw = [{"partition": p, "key": k, "value": v, "timestamp": t} for p in range(3) for k, v, t in ORDERS]
+    raw = [{"partition": p, "key": k, "value": v, "timestamp": t} for p in range(7) for k, v, t in ORDERS]
     produce(topic, parse_records(list(enumerate(raw, start=1)), spec, "test"), NOW)
-    run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse)).run(NOW)
-    assert all(row.validation == "passed" for part in run.partitions for row in part.rows if row.committed)
+    run = Maintenance(spark, warehouse, [spec]).run(NOW)  # (the tests validate it)
+    assert not run.failed
     return spec, root / "maintained"
 
 
@@ -986,12 +986,12 @@ VALIDATE_CORRUPTIONS = {
 }
 
 
-@pytest.mark.parametrize("corruption", sorted(VALIDATE_CORRUPTIONS))
-def test_a_batch_of_validations_finds_what_each_validate_alone_finds(spark, wide, tmp_path, corruption, monkeypatch):
+def test_a_batch_of_validations_finds_what_each_validate_alone_finds(spark, wide, tmp_path, monkeypatch):
     """``validate`` counts a topic's small partitions together (batched.count_validations):
-    with one partition of three corrupted, that one is measured again on its own, and every
-    partition's measure (counts, samples, the numbers its metrics row carries) and verdict
-    are the ones it gets alone."""
+    with each corruption on a partition of its own (1 to 5) beside two healthy ones (0 and
+    6), the corrupted ones are measured again on their own (each names what it broke), and
+    the healthy ones' measures (counts, the numbers their metrics rows carry) and verdicts
+    are the ones they get alone."""
     from framework.log.topic import Topic
     from framework.log.warehouse import Warehouse
 
@@ -999,22 +999,26 @@ def test_a_batch_of_validations_finds_what_each_validate_alone_finds(spark, wide
     shutil.copytree(maintained, tmp_path / "warehouse")
     warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
     logs = Topic(spark, warehouse, spec).partitions()
-    corrupt, expected = VALIDATE_CORRUPTIONS[corruption]
-    corrupt(logs[1])
+    corruptions = sorted(VALIDATE_CORRUPTIONS)
+    for partition, corruption in enumerate(corruptions, start=1):
+        VALIDATE_CORRUPTIONS[corruption][0](logs[partition])
     guarantees = Guarantees(spark, warehouse)
     judged, real_judge = [], Guarantees.judge
     monkeypatch.setattr(Guarantees, "judge", lambda self, measured: (judged.append(list(measured)),
                                                                    real_judge(self, measured))[1])
-    alone = [guarantees.validate(log, NOW) for log in logs]
+    # the healthy ones alone (a corrupted one is measured alone in the batch's run too)
+    alone = {partition: guarantees.validate(logs[partition], NOW) for partition in (0, 6)}
     measured_alone, real_measure = [], Guarantees._measured_validation
     monkeypatch.setattr(Guarantees, "_measured_validation", lambda self, check: (
         measured_alone.append(check.log.partition), real_measure(self, check))[1])
     together = guarantees.validate_many(logs, NOW)
-    assert measured_alone == [1]
-    assert together == alone
-    assert judged[-1] == [measured for one in judged[:-1] for measured in one]
-    assert [outcome.passed for outcome in together] == [True, False, True]
-    assert failed_codes(together[1]) == expected, together[1].details
+    assert measured_alone == [1, 2, 3, 4, 5]
+    assert {partition: together[partition] for partition in alone} == alone
+    assert [judged[-1][partition] for partition in alone] == [measured for one in judged[:-1] for measured in one]
+    assert [outcome.passed for outcome in together] == [True, False, False, False, False, False, True]
+    assert {corruption: failed_codes(together[partition])
+            for partition, corruption in enumerate(corruptions, start=1)} == {
+        corruption: codes for corruption, (_, codes) in VALIDATE_CORRUPTIONS.items()}
 
 
 def test_a_batch_of_validations_judges_max_lag_below_each_partitions_own_u(spark, wide, monkeypatch):
@@ -1025,15 +1029,14 @@ def test_a_batch_of_validations_judges_max_lag_below_each_partitions_own_u(spark
     from framework.log.warehouse import Warehouse
 
     spec, maintained = wide
-    logs = Topic(spark, Warehouse.resolve(str(maintained)), spec).partitions()
+    logs = Topic(spark, Warehouse.resolve(str(maintained)), spec).partitions()[:3]  # a batch's fewest
     guarantees = Guarantees(spark, logs[0].warehouse)
-    alone = [guarantees.validate(log, 20_000) for log in logs]
     measured_alone, real_measure = [], Guarantees._measured_validation
     monkeypatch.setattr(Guarantees, "_measured_validation", lambda self, check: (
         measured_alone.append(check.log.partition), real_measure(self, check))[1])
-    assert guarantees.validate_many(logs, 20_000) == alone
+    outcomes = guarantees.validate_many(logs, 20_000)
     assert measured_alone == [0, 1, 2]
-    assert [failed_codes(outcome) for outcome in alone] == [{"G6"}] * 3
+    assert [failed_codes(outcome) for outcome in outcomes] == [{"G6"}] * 3
     # and at NOW the batch finds all three clean
     measured_alone.clear()
     assert [outcome.passed for outcome in guarantees.validate_many(logs, NOW)] == [True] * 3
