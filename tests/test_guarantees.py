@@ -951,8 +951,9 @@ def test_validate_many_finds_what_each_validate_finds_and_judges_once_a_topic(sp
 
 @pytest.fixture(scope="module")
 def wide(spark, tmp_path_factory):
-    """A compacted topic of seven small partitions, orders' records in each, maintained once
-    at NOW (history on): what ``validate`` counts in a batch."""
+    """A compacted topic of seven small partitions, orders' records and expectation (values
+    are decimal) in each, maintained once at NOW (history on): what ``validate`` counts in
+    a batch."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
@@ -961,8 +962,8 @@ def wide(spark, tmp_path_factory):
     from framework.stages.maintenance import Maintenance
 
     root = tmp_path_factory.mktemp("wide")
-    spec = parse_spec(yaml.safe_load(ORDERS_SPEC.split("expectations:")[0].replace("orders", "wide").replace(
-        "partitions: 1", "partitions: 7")), source="wide")
+    spec = parse_spec(yaml.safe_load(ORDERS_SPEC.replace("orders", "wide").replace("partitions: 1", "partitions: 7")),
+                      source="wide")
     warehouse = Warehouse.resolve(str(root / "maintained"))
     topic = Topic(spark, warehouse, spec)
     topic.create()
@@ -971,6 +972,16 @@ def wide(spark, tmp_path_factory):
     run = Maintenance(spark, warehouse, [spec]).run(NOW)  # (the tests validate it)
     assert not run.failed
     return spec, root / "maintained"
+
+
+def _produce_into(spark, log, rows) -> None:
+    """Produce ``rows`` (key, value, timestamp) into ``log``'s own partition."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+
+    raw = [{"partition": log.partition, "key": k, "value": v, "timestamp": t} for k, v, t in rows]
+    produce(Topic(spark, log.warehouse, log.spec), parse_records(list(enumerate(raw, start=1)), log.spec, "test"), NOW)
 
 
 #: Corruptions between maintenance runs, as ``validate`` meets them (each partition of
@@ -988,10 +999,11 @@ VALIDATE_CORRUPTIONS = {
 
 def test_a_batch_of_validations_finds_what_each_validate_alone_finds(spark, wide, tmp_path, monkeypatch):
     """``validate`` counts a topic's small partitions together (batched.count_validations):
-    with each corruption on a partition of its own (1 to 5) beside two healthy ones (0 and
-    6), the corrupted ones are measured again on their own (each names what it broke), and
-    the healthy ones' measures (counts, the numbers their metrics rows carry) and verdicts
-    are the ones they get alone."""
+    with each corruption on a partition of its own (1 to 5) beside two whose guarantees
+    hold (0, and 6 with an append the spec's own expectation refuses), the corrupted ones
+    are measured again on their own (each names what it broke), and the others' measures
+    (counts, the numbers their metrics rows carry, the spec expectation's verdict) and
+    verdicts are the ones they get alone."""
     from framework.log.topic import Topic
     from framework.log.warehouse import Warehouse
 
@@ -1002,6 +1014,8 @@ def test_a_batch_of_validations_finds_what_each_validate_alone_finds(spark, wide
     corruptions = sorted(VALIDATE_CORRUPTIONS)
     for partition, corruption in enumerate(corruptions, start=1):
         VALIDATE_CORRUPTIONS[corruption][0](logs[partition])
+    # a legal append of a value the spec's own expectation refuses: no guarantee is broken
+    _produce_into(spark, logs[6], [("e", "x", 9700)])
     guarantees = Guarantees(spark, warehouse)
     judged, real_judge = [], Guarantees.judge
     monkeypatch.setattr(Guarantees, "judge", lambda self, measured: (judged.append(list(measured)),
@@ -1015,7 +1029,8 @@ def test_a_batch_of_validations_finds_what_each_validate_alone_finds(spark, wide
     assert measured_alone == [1, 2, 3, 4, 5]
     assert {partition: together[partition] for partition in alone} == alone
     assert [judged[-1][partition] for partition in alone] == [measured for one in judged[:-1] for measured in one]
-    assert [outcome.passed for outcome in together] == [True, False, False, False, False, False, True]
+    assert [outcome.passed for outcome in together] == [True, False, False, False, False, False, False]
+    assert together[6].failed_guarantees == ("spec expectation expect_column_values_to_match_regex",)
     assert {corruption: failed_codes(together[partition])
             for partition, corruption in enumerate(corruptions, start=1)} == {
         corruption: codes for corruption, (_, codes) in VALIDATE_CORRUPTIONS.items()}
@@ -1029,6 +1044,7 @@ def test_a_batch_of_validations_judges_max_lag_below_each_partitions_own_u(spark
     from framework.log.warehouse import Warehouse
 
     spec, maintained = wide
+    spec = spec.model_copy(update={"expectations": ()})  # the guarantees only, here
     logs = Topic(spark, Warehouse.resolve(str(maintained)), spec).partitions()[:3]  # a batch's fewest
     guarantees = Guarantees(spark, logs[0].warehouse)
     measured_alone, real_measure = [], Guarantees._measured_validation

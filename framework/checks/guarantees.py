@@ -178,16 +178,22 @@ class Guarantees:
             found = [None] * len(planned)
         measured = []
         for check, clean in zip(planned, found):
-            if clean is not None:
-                measured.append(replace(_measured(check.log, "validate", clean.scope, {}, {},
-                                                  _context("validate", clean.scope, clean.bounds, now_ms)),
-                                        notes=check.notes))
-                continue
             try:
-                measured.append(self._measured_validation(check))
+                measured.append(self._measured_validation(check) if clean is None
+                                else self._batched_validation(check, clean))
             finally:
                 forget_table(self.spark, check.log.path)
         return self.judge(measured)
+
+    def _batched_validation(self, check: ValidateCheck, clean: batched.BatchedCheck) -> MeasuredCheck:
+        """A partition the batch found clean: its guarantees were counted there; the spec's
+        own expectations, which judge its records, run over them here, as alone."""
+        log = check.log
+        measured = replace(_measured(log, "validate", clean.scope, {}, {},
+                                     _context("validate", clean.scope, clean.bounds, check.now_ms)), notes=check.notes)
+        if not log.spec.expectations:
+            return measured
+        return replace(measured, spec_outcome=self._spec_suite(log, "validate", log.read(check.version_after)))
 
     def _planned_validation(self, log: PartitionLog, now_ms: int, from_version: int | None, to_version: int | None,
                             last_run_version: int | None) -> ValidateCheck:
