@@ -50,7 +50,7 @@ CHECK = "_check"
 #: retention's scope has no head and no max-lag end; whether its removals at or above the
 #: smallest committed offset are explained is not a column: the batch judges them
 #: explained, as a correct stage leaves them, and a check whose data say otherwise is
-#: measured alone).
+#: measured alone; validate's max-lag end is last, the one its data's bounds give).
 _SCOPE_FIELDS = {
     "compact": ("version_before", "version_after", "log_end_before", "log_end_after", "log_start_after",
                 "checkpoint_after", "head_start", "max_lag_end"),
@@ -104,14 +104,9 @@ def count(spark, checks: Sequence[StageCheck],
     found: list[BatchedCheck | None] = [None] * len(checks)
     if len(checks) < MIN_BATCH:
         return found
-    groups: dict[tuple, list[int]] = {}
-    files = {}
-    for index, check in enumerate(checks):
-        listed = _files(check) if _eligible(check) else None
-        if listed is not None:
-            files[index] = listed
-            groups.setdefault((check.log.spec.topic, check.stage, check.now_ms, listed[1].schema_json),
-                              []).append(index)
+    files, groups = _grouped(checks, lambda check: _files(check) if _eligible(check) else None,
+                             lambda check, listed: (check.log.spec.topic, check.stage, check.now_ms,
+                                                    listed[1].schema_json))
     for (_, stage, now_ms, schema_json), indexes in groups.items():
         if len(indexes) < MIN_BATCH:
             continue  # measured alone
@@ -129,6 +124,19 @@ def count(spark, checks: Sequence[StageCheck],
             if not counts and scope == guessed[index]:
                 found[index] = BatchedCheck(scope, bounds)
     return found
+
+
+def _grouped(items: Sequence, files_of: Callable, key_of: Callable) -> tuple[dict[int, tuple], dict[tuple, list[int]]]:
+    """Each item's two versions' files where a batch can read them (``files_of``), by place,
+    and those items grouped by ``key_of(item, files)``: a group's items share a job."""
+    files: dict[int, tuple] = {}
+    groups: dict[tuple, list[int]] = {}
+    for index, item in enumerate(items):
+        listed = files_of(item)
+        if listed is not None:
+            files[index] = listed
+            groups.setdefault(key_of(item, listed), []).append(index)
+    return files, groups
 
 
 def _count_group(spark, checks: Sequence[StageCheck], files: Sequence[tuple], scopes: Sequence[Scope], stage: str,
@@ -195,14 +203,9 @@ def count_validations(spark, validations: Sequence[ValidateCheck]) -> list[Batch
     found: list[BatchedCheck | None] = [None] * len(validations)
     if len(validations) < MIN_BATCH:
         return found
-    groups: dict[tuple, list[int]] = {}
-    files = {}
-    for index, validation in enumerate(validations):
-        listed = _validated_files(validation)
-        if listed is not None:
-            files[index] = listed
-            groups.setdefault((validation.log.spec.topic, validation.now_ms, validation.appends_only,
-                               listed[1].schema_json), []).append(index)
+    files, groups = _grouped(validations, _validated_files,
+                             lambda validation, listed: (validation.log.spec.topic, validation.now_ms,
+                                                         validation.appends_only, listed[1].schema_json))
     for (_, now_ms, _, schema_json), indexes in groups.items():
         if len(indexes) < MIN_BATCH:
             continue
