@@ -1059,6 +1059,35 @@ def test_a_batch_of_validations_judges_max_lag_below_each_partitions_own_u(spark
     assert measured_alone == []
 
 
+def test_validate_compares_with_nothing_once_the_last_runs_version_left_the_time_travel_window(
+        spark, wide, tmp_path, monkeypatch):
+    """A partition whose last run's version Delta no longer reads (its window shrank to
+    nothing, and an append came after the run) is judged on the current version's
+    invariants alone, with a note saying so, in a batch with others; asked for that
+    version by name, validate refuses it as bad input."""
+    from framework.errors import TimeTravelError
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+
+    spec, maintained = wide
+    shutil.copytree(maintained, tmp_path / "warehouse")
+    logs = Topic(spark, Warehouse.resolve(str(tmp_path / "warehouse")), spec).partitions()[:3]
+    _produce_into(spark, logs[1], [("e", "1", 9700)])
+    spark.sql(f"ALTER TABLE {delta_table_sql(logs[1].path)} "
+              "SET TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 0 hours')")
+    guarantees = Guarantees(spark, logs[0].warehouse)
+    measured_alone, real_measure = [], Guarantees._measured_validation
+    monkeypatch.setattr(Guarantees, "_measured_validation", lambda self, check: (
+        measured_alone.append(check.log.partition), real_measure(self, check))[1])
+    outcomes = guarantees.validate_many(logs, NOW)
+    assert measured_alone == []
+    assert [outcome.passed for outcome in outcomes] == [True] * 3, outcomes
+    assert [any(line.startswith("note: compared with nothing: ") for line in outcome.details)
+            for outcome in outcomes] == [False, True, False]
+    with pytest.raises(TimeTravelError):
+        guarantees.validate(logs[1], NOW, from_version=2)
+
+
 def test_a_failing_spec_expectation_fails_validation(spark, base, orders):
     warehouse, log = orders
     _produce(spark, warehouse, base.spec("orders"), [("e", "x", 9700)], NOW)  # a legal append, a bad value
