@@ -78,7 +78,7 @@ def _eligible(check: StageCheck) -> bool:
             and is_small(max(check.state_before.offset_span, check.state_after.offset_span)))
 
 
-def _files(check: StageCheck) -> tuple | None:
+def _files(check: StageCheck | ValidateCheck) -> tuple | None:
     """The before and after versions' files, when both are plain files of one schema."""
     before = version_checksum.plain_files(check.log.path, check.version_before)
     after = version_checksum.plain_files(check.log.path, check.version_after)
@@ -240,13 +240,10 @@ def _validated_files(validation: ValidateCheck) -> tuple | None:
     its records afterwards, partition by partition: ``Guarantees.validate_many``.)"""
     if not is_small(max(validation.state_before.offset_span, validation.state_after.offset_span)):
         return None
-    before = version_checksum.plain_files(validation.log.path, validation.version_before)
-    after = version_checksum.plain_files(validation.log.path, validation.version_after)
-    if before is None or after is None or before.schema_json != after.schema_json:
-        return None
-    if not all(os.path.isfile(path) for listed in (before, after) for path in listed.paths):
+    listed = _files(validation)
+    if listed is None or not all(os.path.isfile(path) for files in listed for path in files.paths):
         return None  # (a vacuum took a file the older version lists: Delta's read says so, alone)
-    return before, after
+    return listed
 
 
 def _bounds(pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> dict:
