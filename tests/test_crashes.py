@@ -42,20 +42,22 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = 10_000_000
-#: The whole matrix (22 named points, one of them again with two cleaner threads, and two
-#: random moments, the second with two cleaner threads; each a real process killed:
-#: about 9 minutes on 2 cores) runs with TOPICLAKE_CRASH_MATRIX=all (``make test-crashes``).
+#: The whole matrix (22 named points, one of them again with two cleaner threads and one
+#: again into a new table, and two random moments, the second with two cleaner threads;
+#: each a real process killed: about 9 minutes on 2 cores) runs with
+#: TOPICLAKE_CRASH_MATRIX=all (``make test-crashes``).
 #: ``make test`` runs these ten steps of it, within the suite's 20-minute budget: a kill after
-#: the commit of every kind of commit but the purge (a table's creation, an append, a
-#: committed offset, ``delete-records``, a compaction between its commit and its history
-#: row, retention, vacuum's sweep, the report's write), bin-packing before its commit, and a
-#: whole maintain run (every stage, deletion vectors' purge included) killed at a random
-#: moment. Seven steps took 212 s for the file alone, its session cold, while ``cdc`` had
-#: deletion vectors; these ten took the same once only ``dv`` had them (2026-11-29).
+#: the commit of every kind of commit but the purge and an empty table's create (a producer's
+#: first append, which creates its table in the same commit; an append into a table that
+#: exists; a committed offset, ``delete-records``, a compaction between its commit and its
+#: history row, retention, vacuum's sweep, the report's write), bin-packing before its
+#: commit, and a whole maintain run (every stage, deletion vectors' purge included) killed at
+#: a random moment. Seven steps took 212 s for the file alone, its session cold, while
+#: ``cdc`` had deletion vectors; these ten took the same once only ``dv`` had them (2026-11-29).
 FULL_MATRIX = os.environ.get("TOPICLAKE_CRASH_MATRIX") == "all"
-SUITE_STEPS = {"create.after_commit", "produce.after_commit", "commit_offset.after_commit", "compact.after_commit",
-               "retain.after_commit", "optimize.before_commit", "vacuum.after_sweep", "delete_records.after_commit",
-               "report.after_write", "random moment 1"}
+SUITE_STEPS = {"produce.after_commit, into a new table", "produce.after_commit", "commit_offset.after_commit",
+               "compact.after_commit", "retain.after_commit", "optimize.before_commit", "vacuum.after_sweep",
+               "delete_records.after_commit", "report.after_write", "random moment 1"}
 SPECS = {
     # plain tables: compaction's own rewrite through Delta's transaction API, as topiclake ships
     "cdc.yaml": "topic: cdc\npartitions: 2\nconfig:\n  cleanup.policy: compact\n  min.cleanable.dirty.ratio: 0.0\n",
@@ -67,6 +69,7 @@ SPECS = {
                 "  time.travel.retention.ms: 0\n",
     "fresh.yaml": "topic: fresh\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
     "fresh2.yaml": "topic: fresh2\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
+    "fresh3.yaml": "topic: fresh3\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
 }
 
 
@@ -249,8 +252,11 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
     moments = random.Random(20261124)
     # (name, the command (built when the step runs, after its own new records), fault point, options)
     steps = [
-        ("create.before_commit", fresh("fresh"), {"resend_if_not_landed": ("fresh", 0)}),
-        ("create.after_commit", fresh("fresh2"), {"resend_if_not_landed": ("fresh2", 0)}),
+        # a producer's first append creates its table in its own commit (produce's points);
+        # a create commits an empty table: `topiclake create`, then a produce into it
+        ("create.before_commit", lambda: ["create", "--topic", "fresh"], {}),
+        ("create.after_commit", lambda: ["create", "--topic", "fresh2"], {}),
+        ("produce.after_commit, into a new table", fresh("fresh3"), {"resend_if_not_landed": ("fresh3", 0)}),
         ("produce.before_commit", produce_into(0), {"resend_if_not_landed": ("cdc", 0)}),
         ("produce.after_commit", produce_into(1), {"resend_if_not_landed": ("cdc", 1)}),
         ("commit_offset.before_commit", lambda: ["commit-offset", "--group", "g", "--topic", "log", "--partition",

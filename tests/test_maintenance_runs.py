@@ -515,27 +515,27 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
         {"key": "k2", "value": "vé", "timestamp": 1000, "headers": {"h": "x"}},
         {"key": "k1", "value": "v2", "timestamp": 2000},
         {"key": "k3", "value": None, "timestamp": 2000},
-    ], now=3000)                                                  # table version 1 (0 is the CREATE)
+    ], now=3000)                                                  # table version 0 (the append creates it)
 
     # Run 1, now = 5000: C = 0, U = 4 (no min lag: the log end). Dirty = 4+7+4+2 = 17 bytes,
     # clean = 0: ratio 17/17 = 1.0 > 0.5 -> dirty_ratio. Oldest dirty t = 1000, not below
     # 5000 - 10000 -> not max lag; delay = max(0, 5000 - 1000 - 10000) = 0. Removes offset 0
     # (k1's older record, 4 bytes); keeps and stamps the k3 tombstone: horizon 5000 + 100000.
-    maintain(5000)                                                # MERGE: version 2
+    maintain(5000)                                                # MERGE: version 1
 
-    produce("2.jsonl", [{"key": "k2", "value": "v3", "timestamp": 6000}], now=7000)   # version 3
+    produce("2.jsonl", [{"key": "k2", "value": "v3", "timestamp": 6000}], now=7000)   # version 2
 
     # Run 2, now = 20000: C = 4, U = 5. Clean = 7+4+2 = 13, dirty = 4: ratio 4/17 < 0.5.
     # Oldest dirty t = 6000 < 20000 - 10000 -> max_lag, alone; delay = 20000 - 6000 - 10000
     # = 4000. The tombstone's horizon (105000) is not reached. Removes offset 1 (k2's older
     # record, 7 bytes).
-    maintain(20000)                                               # version 4
-    # ... and bin-packing: the MERGE's file and the produce's are two small files: OPTIMIZE, version 5
+    maintain(20000)                                               # version 3
+    # ... and bin-packing: the MERGE's file and the produce's are two small files: OPTIMIZE, version 4
 
     # Run 3, now = 105000 = the horizon: nothing dirty (C = U = 5): ratio 0 / 10 = 0.0 and
     # no max lag; the tombstone at offset 3 has reached its horizon -> tombstone_horizon.
     # Removes it (2 bytes); delay 0 (no dirty record).
-    maintain(105000)                                              # version 6
+    maintain(105000)                                              # version 5
 
     rows = [r.asDict() for r in spark.read.format("delta").load(
         str(warehouse / "_topiclake" / "maintenance_history")).collect()]
@@ -550,18 +550,18 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
     expected = {
         5000: dict(trigger="dirty_ratio", reasons=["dirty_ratio"], max_lag_caused=False,
                    dirty_ratio=17 / 17, oldest_dirty_age_ms=5000 - 1000, max_compaction_delay_ms=0,
-                   version_before=1, version_after=2, records_before=4, records_after=3,
+                   version_before=0, version_after=1, records_before=4, records_after=3,
                    bytes_before=17, bytes_after=17 - 4, removed_records=1, removed_bytes=4, stamped_tombstones=1,
                    checkpoint_before=0, checkpoint_after=4, first_uncleanable_offset=4, log_end_offset=4),
         20000: dict(trigger="max_lag", reasons=["max_lag"], max_lag_caused=True,
                     dirty_ratio=4 / (13 + 4), oldest_dirty_age_ms=20000 - 6000,
                     max_compaction_delay_ms=20000 - 6000 - 10000,
-                    version_before=3, version_after=4, records_before=3 + 1, records_after=3,
+                    version_before=2, version_after=3, records_before=3 + 1, records_after=3,
                     bytes_before=13 + 4, bytes_after=17 - 7, removed_records=1, removed_bytes=7, stamped_tombstones=0,
                     checkpoint_before=4, checkpoint_after=5, first_uncleanable_offset=5, log_end_offset=5),
         105000: dict(trigger="tombstone_horizon", reasons=["tombstone_horizon"], max_lag_caused=False,
                      dirty_ratio=0.0, oldest_dirty_age_ms=None, max_compaction_delay_ms=0,
-                     version_before=5, version_after=6, records_before=3, records_after=2,
+                     version_before=4, version_after=5, records_before=3, records_after=2,
                      bytes_before=10, bytes_after=10 - 2, removed_records=1, removed_bytes=2, stamped_tombstones=0,
                      checkpoint_before=5, checkpoint_after=5, first_uncleanable_offset=5, log_end_offset=5),
     }
@@ -573,11 +573,11 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
     # and what survives is k1 = "v2" (offset 2) and k2 = "v3" (offset 4).
     operations = {r["version"]: r["operation"] for r in
                   spark.sql(f"DESCRIBE HISTORY {delta_table_sql(table)}").select("version", "operation").collect()}
-    assert operations == {0: "CREATE TABLE", 1: "WRITE", 2: "MERGE", 3: "WRITE", 4: "MERGE", 5: "OPTIMIZE", 6: "MERGE"}
+    assert operations == {0: "WRITE", 1: "MERGE", 2: "WRITE", 3: "MERGE", 4: "OPTIMIZE", 5: "MERGE"}
     packing = {r["now_ms"]: r for r in rows if r["stage"] == "optimize"}
     assert [(now, r["committed"], r["files_before"], r["files_after"]) for now, r in sorted(packing.items())] == [
         (5000, False, 1, 1), (20000, True, 2, 1), (105000, False, 1, 1)]
-    assert packing[20000]["version_before"] == 4 and packing[20000]["version_after"] == 5
+    assert packing[20000]["version_before"] == 3 and packing[20000]["version_after"] == 4
     assert delta_offsets(spark, table) == [2, 4]
 
 
@@ -664,7 +664,7 @@ def test_the_history_says_a_killed_run_did_not_finish(spark, tmp_path, capsys):
     rows = spark.read.format("delta").load(f"{warehouse}/_topiclake/maintenance_history").collect()
     [interrupted] = [r for r in rows if r["stage"] == "interrupted"]
     assert interrupted["run_id"] != this_run and interrupted["committed"]
-    assert interrupted["version_after"] == 2  # create 0, append 1, the killed run's compaction 2
+    assert interrupted["version_after"] == 1  # the append that created the table 0, the killed run's compaction 1
     assert f"run {interrupted['run_id']} did not finish: it committed compact at version 2" in interrupted["message"]
     # the killed run's id is the one its commit carries, and it is said once: a third run adds nothing
     assert cli(capsys, "--warehouse", warehouse, "--specs", str(specs), "maintain", "--now", "3000")[0] == 0

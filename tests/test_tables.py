@@ -397,14 +397,21 @@ def test_produce_frame_keeps_the_frames_order_in_every_partition(spark, warehous
         assert [r["value"] for r in got] == values, partition
 
 
-def test_concurrent_producers_never_share_an_offset(spark, warehouse):
+@pytest.mark.parametrize("table", ["created first", "created by the first append"])
+def test_concurrent_producers_never_share_an_offset(spark, warehouse, table):
+    """Three producers append into one partition at once. When its table is not there yet,
+    each first append's commit would create it: one wins version 0, the others conflict
+    and append after it."""
     topic = Topic(spark, warehouse, spec(1))
-    topic.create()
+    if table == "created first":
+        topic.create()
     errors = []
+    start = threading.Barrier(3)
 
     def producer(name):
         session = spark.newSession()  # the engine sets session confs: one session per thread
         mine = Topic(session, warehouse, topic.spec)
+        start.wait()
         try:
             for batch in range(3):
                 items = [{"key": f"{name}-{batch}-{i}", "value": name, "timestamp": 0, "partition": 0} for i in range(2)]
@@ -422,6 +429,67 @@ def test_concurrent_producers_never_share_an_offset(spark, warehouse):
     assert sorted(r["offset"] for r in rows) == list(range(18))
     assert len({r["key"] for r in rows}) == 18
     assert topic.partition(0).snapshot().state.log_end_offset == 18
+    declared = [v for v, actions in _commits(topic.partition(0).path).items() if "metaData" in actions]
+    assert declared == [0]
+
+
+def _commits(path: str) -> dict[int, dict]:
+    """Each commit file of the table at ``path``: its version, and its actions by kind (the
+    last of a kind; a commit's ``add`` actions are counted in ``adds``)."""
+    import json
+
+    found = {}
+    for commit in sorted((Path(path) / "_delta_log").glob("*.json")):
+        actions = {}
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            kind = next(iter(action))
+            actions[kind] = action[kind]
+            actions["adds"] = actions.get("adds", 0) + (kind == "add")
+        found[int(commit.name.split(".")[0])] = actions
+    return found
+
+
+def test_a_first_append_creates_its_table_in_its_own_commit_as_a_create_then_the_append_would(
+        spark, warehouse, tmp_path):
+    """A producer's first append into a partition declares its table in the append's commit,
+    version 0 (``PartitionLog._claimed_append``), where a create makes version 0 and the
+    append version 1: the same schema, partitioning, properties, protocol and description,
+    the same records, every column, and the same bookkeeping. The topic's partition that
+    gets no record is created, as Kafka creates every partition of a topic."""
+    from framework.log.warehouse import Warehouse
+
+    topic_spec = spec(2, **{"min.compaction.lag.ms": 3_600_000, "delete.retention.ms": 1000})
+    items = [{"key": f"k{i % 3}", "value": None if i == 4 else f"v{i}", "timestamp": 1000 + i, "partition": 0,
+              "headers": {"h": str(i)}} for i in range(7)]
+    fused = Topic(spark, warehouse, topic_spec)
+    apart = Topic(spark, Warehouse.resolve(str(tmp_path / "apart")), topic_spec)
+    assert apart.create() == {0: "created", 1: "created"}
+    versions = {name: [r.version for r in produce(topic, records(topic, items), 5000)]
+                for name, topic in (("fused", fused), ("apart", apart))}
+    assert versions == {"fused": [0], "apart": [1]}
+
+    by_append, by_create = _commits(fused.partition(0).path), _commits(apart.partition(0).path)
+    assert list(by_append) == [0] and list(by_create) == [0, 1]
+    assert by_append[0]["commitInfo"]["operation"] == "WRITE" and by_append[0]["adds"] == 1
+    assert by_create[0]["commitInfo"]["operation"] == "CREATE TABLE" and by_create[0]["adds"] == 0
+
+    def declared(metadata):
+        return {k: v for k, v in metadata.items() if k not in ("id", "createdTime")}
+
+    assert declared(by_append[0]["metaData"]) == declared(by_create[0]["metaData"])
+    assert by_append[0]["protocol"] == by_create[0]["protocol"]
+    assert {k: v for k, v in by_append[0].items() if k not in ("commitInfo", "metaData", "protocol", "add", "adds")} \
+        == {k: v for k, v in by_create[1].items() if k not in ("commitInfo", "add", "adds")}  # the offset claim
+
+    def rows(topic):
+        return [tuple(r) for r in topic.partition(0).read().orderBy("offset").collect()]
+
+    assert rows(fused) == rows(apart) and len(rows(fused)) == 7
+    assert fused.partition(0).snapshot().state == apart.partition(0).snapshot().state
+    # the partition that got no record: an empty table, created as a create makes it
+    assert _commits(fused.partition(1).path)[0]["commitInfo"]["operation"] == "CREATE TABLE"
+    assert fused.partition(1).snapshot().state == apart.partition(1).snapshot().state
 
 
 def test_tables_created_side_by_side_keep_the_defaults_the_caller_set_at_run_time(spark, warehouse):

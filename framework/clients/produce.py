@@ -57,7 +57,6 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
         return []
     with small_partition_settings(topic.spark, len(records)):
         batches = _batches(topic, records, now_ms, source)
-        topic.ensure()
         return _append_all(topic, batches)
 
 
@@ -94,11 +93,17 @@ APPEND_THREADS = 4
 
 def _append_all(topic: Topic, batches: dict[int, tuple]) -> list[AppendResult]:
     """Append each partition's batch (frame, what it appends, newest timestamp), one atomic commit per
-    partition, in partition order of the results. Appends only set writer options, never
-    session confs, so they can share the session."""
-    return each(topic.spark, sorted(batches.items()),
-                lambda _session, batch: topic.partition(batch[0]).append(*batch[1]),
-                APPEND_THREADS, name="append", own_sessions=False)
+    partition, in partition order of the results. A partition with no table yet gets it from
+    its append's commit; the topic's other missing partitions are created first, as Kafka
+    creates every partition of a topic. Appends only set writer options, never session
+    confs, so they can share the session."""
+    appending_to = frozenset(batches)
+    topic.ensure(appending_to)
+    results = each(topic.spark, sorted(batches.items()),
+                   lambda _session, batch: topic.partition(batch[0]).append(*batch[1]),
+                   APPEND_THREADS, name="append", own_sessions=False)
+    topic.register()
+    return results
 
 
 #: Spark's columnar cache compresses what it holds. A produced frame is held only from its
@@ -265,7 +270,6 @@ def produce_frame(topic: Topic, frame, now_ms: int, source: str = "DataFrame") -
                 "key", "value", "`timestamp`", "headers", f"CAST({base} + _index AS BIGINT) AS _seq")
             appended = AppendedRecords(before, sum(g["bytes"] for g in mine), min(g["oldest"] for g in mine))
             batches[partition] = (records, appended, max(g["newest"] for g in mine))
-        topic.ensure()
         return _append_all(topic, batches)
     finally:
         partitioned.unpersist()

@@ -188,36 +188,44 @@ def forget_table(spark, path: str) -> None:
 WRITTEN_OR_SKIPPED = "written or skipped"
 
 
-def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame=None):
+def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame=None,
+                   new_table=None):
     """Append ``frame``'s rows (None: no rows) and SetTransaction(``app_id``, ``txn_version``)
     as one Delta commit carrying ``metadata``; its version, or None when the table already
-    holds ``app_id`` at ``txn_version`` or later (nothing is written).
+    holds ``app_id`` at ``txn_version`` or later (nothing is written). With ``new_table``
+    (a ``delta_create.NewTable``) and no table at ``path`` yet, the commit creates it too,
+    as version 0; a concurrent creator makes it conflict, as any concurrent write does.
 
     ``schema`` is the table's; ``frame`` has its columns. Raises Delta's conflicts as a
     DataFrame write does. Without a JVM (Spark Connect), or when this Delta's JVM API has
-    another shape (another version or platform), the commit is a DataFrame write, and the
-    answer :data:`WRITTEN_OR_SKIPPED`.
+    another shape (another version or platform), the commit is a DataFrame write (after a
+    create of ``new_table``), and the answer :data:`WRITTEN_OR_SKIPPED`.
     """
 
     def by_dataframe():
+        if new_table is not None:
+            new_table.create(spark, path)
         rows = frame if frame is not None else local_frame(spark, [], schema)
         (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", int(txn_version))
          .option("userMetadata", metadata).save(path))
         return WRITTEN_OR_SKIPPED
 
     def by_transaction(delta: DeltaJvm):
-        return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame)
+        return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame, new_table)
 
     return through_the_jvm(spark, by_transaction, by_dataframe)
 
 
-def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_version: int, metadata: str, frame):
+def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_version: int, metadata: str, frame,
+                       new_table=None):
     txn = delta.delta_log(path).startTransaction()
     # every JVM call whose shape may differ comes before the write
     operation = delta.append_operation(metadata)
     claim = delta.cls("org.apache.spark.sql.delta.actions.SetTransaction")(
         app_id, int(txn_version), delta.some(int(time.time() * 1000)))
-    if delta.claimed_version(txn, app_id) >= txn_version:
+    if new_table is not None and int(txn.readVersion()) < 0:
+        new_table.declare(delta, txn)  # before the write: its files follow the new table's partitioning
+    elif delta.claimed_version(txn, app_id) >= txn_version:
         return None
     actions = []
     if frame is not None:

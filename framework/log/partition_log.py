@@ -45,7 +45,7 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
     session_confs,
 )
-from framework.log.delta_create import create_table, is_delta_table
+from framework.log.delta_create import NewTable, clear_uncommitted_log, is_delta_table
 from framework.log.delta_transactions import WRITTEN_OR_SKIPPED, claimed_commit
 from framework.log.log_state import (
     NO_RECORD_YET,
@@ -73,6 +73,9 @@ SEGMENT_ROLL_APP_ID = "topiclake.segment-roll"
 #: every append (produce, ingest) claims base offset + 1 of this one
 APPEND_APP_ID = "topiclake.append"
 
+
+#: A new partition's bookkeeping: no record yet.
+NEW_LOG = LogState(max_timestamp_ms=NO_TIMESTAMP, min_timestamp_ms=NO_RECORD_YET)
 
 #: How many commits each read of the history takes, newest first, until the bookkeeping is settled.
 HISTORY_PAGES = (16, 256, None)
@@ -119,13 +122,15 @@ class PartitionLog:
         if self.exists():
             return False
         faults.reached("create.before_commit", log=self)
-        empty = LogState(max_timestamp_ms=NO_TIMESTAMP, min_timestamp_ms=NO_RECORD_YET)
-        with commit_metadata(self.spark, to_metadata(empty, "create", None)):
-            created = create_table(self.spark, self.path, table_schema(self.spec),
-                                   desired_properties(self.spec, self.partition), partition_columns=("_segment",),
-                                   description=f"topiclake: topic {self.spec.topic}, partition {self.partition}")
+        with commit_metadata(self.spark, to_metadata(NEW_LOG, "create", None)):
+            created = self.definition().create(self.spark, self.path)
         faults.reached("create.after_commit", log=self)
         return created
+
+    def definition(self) -> NewTable:
+        """The table as its creation declares it (a create, or a first append)."""
+        return NewTable(table_schema(self.spec), desired_properties(self.spec, self.partition), ("_segment",),
+                        f"topiclake: topic {self.spec.topic}, partition {self.partition}")
 
     def properties(self) -> dict[str, str]:
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(self.path)}").collect()
@@ -256,13 +261,13 @@ class PartitionLog:
         if count == 0:
             return AppendResult(self.partition, self.snapshot().state.log_end_offset, 0, None)
 
-        def plan(snap: Snapshot):
-            base = snap.state.log_end_offset
+        def plan(state: LogState):
+            base = state.log_end_offset
             frame = records.selectExpr(f"CAST({int(base)} + _seq AS BIGINT) AS `offset`", "`timestamp`", "key", "value",
                                        "headers")
             fields = {"base_offset": base, "count": count, "bytes": appended.bytes,
                       "batch_min_timestamp_ms": appended.min_timestamp_ms}
-            after = snap.state.with_appended(count, max_timestamp_ms, appended.min_timestamp_ms)
+            after = state.with_appended(count, max_timestamp_ms, appended.min_timestamp_ms)
             return base, frame, after, fields
 
         return self._claimed_append("produce", plan, count)
@@ -280,8 +285,7 @@ class PartitionLog:
         """
         count = appended.records
 
-        def plan(snap: Snapshot):
-            state = snap.state
+        def plan(state: LogState):
             if state.log_end_offset > start:
                 return None  # another ingest appended these offsets first
             log_start = start if state.log_end_offset == state.log_start_offset else state.log_start_offset
@@ -295,41 +299,47 @@ class PartitionLog:
 
         return self._claimed_append("ingest", plan, count)
 
-    def _claimed_append(self, operation: str, plan: Callable[[Snapshot], tuple | None], count: int) -> AppendResult:
+    def _claimed_append(self, operation: str, plan: Callable[[LogState], tuple | None], count: int) -> AppendResult:
         """One atomic append whose offsets start at a base that only one writer may claim.
 
-        ``plan(snapshot)`` gives (base offset, frame with offsets, state after, metadata
-        fields), or None when the snapshot shows the append is no longer wanted. The base is
+        ``plan(state)`` gives (base offset, frame with offsets, state after, metadata
+        fields), or None when the state shows the append is no longer wanted. The base is
         claimed with a Delta SetTransaction (:data:`APPEND_APP_ID`, version base + 1), so two
         writers can never both write from the same base: the later one either conflicts (and
         plans again from the new snapshot) or finds the claim taken and writes nothing.
+        With no table yet, the append's commit creates it (version 0, :meth:`definition`);
+        a writer that creates it first makes this one conflict and plan again.
         """
         producer_id = uuid.uuid4().hex
         for attempt in range(MAX_COMMIT_ATTEMPTS):
-            snap = self.snapshot()
-            planned = plan(snap)
+            new_table = None if self.exists() else self.definition()
+            if new_table is not None:
+                clear_uncommitted_log(self.spark, self.path)  # what a killed create left, as create does
+            snap = None if new_table is not None else self.snapshot()
+            state, read_version = (NEW_LOG, None) if snap is None else (snap.state, snap.version)
+            planned = plan(state)
             if planned is None:
-                return AppendResult(self.partition, snap.state.log_end_offset, 0, None)
+                return AppendResult(self.partition, state.log_end_offset, 0, None)
             base, frame, after, fields = planned
             frame = frame.selectExpr("*", f"{RECORD_SIZE_SQL} AS _size", "CAST(NULL AS TIMESTAMP) AS _delete_horizon",
-                                     f"CAST({int(snap.state.active_segment)} AS BIGINT) AS _segment")
+                                     f"CAST({int(state.active_segment)} AS BIGINT) AS _segment")
             # One file per batch of up to RECORDS_PER_APPEND_FILE: Spark would otherwise write a
             # file per input partition, however few records each holds.
             frame = frame.coalesce(max(1, -(-count // RECORDS_PER_APPEND_FILE)))
-            metadata = to_metadata(after, operation, snap.version, producer_id=producer_id, **fields)
+            metadata = to_metadata(after, operation, read_version, producer_id=producer_id, **fields)
             faults.reached(f"{operation}.before_commit", log=self, base_offset=base, count=count)
             try:
                 # The claim's version is base + 1: bases only grow, so one app id serves every
                 # append and the version checksum's list of them stays short.
                 landed = claimed_commit(self.spark, self.path, table_schema(self.spec), APPEND_APP_ID, base + 1,
-                                        metadata, frame)
+                                        metadata, frame, new_table)
             except Exception as error:  # noqa: BLE001
                 if not is_retryable_conflict(error):
                     raise
                 backoff(attempt)
                 continue
             if landed == WRITTEN_OR_SKIPPED:
-                landed = self._landed(producer_id, snap.version)
+                landed = self._landed(producer_id, -1 if read_version is None else read_version)
             if landed is not None:
                 faults.reached(f"{operation}.after_commit", log=self, base_offset=base, count=count, version=landed)
                 return AppendResult(self.partition, base, count, landed)

@@ -87,11 +87,15 @@ class Topic:
         self.register()
         return outcome
 
-    def ensure(self) -> None:
-        """Make sure every partition table exists (produce creates a topic on first use)."""
+    def ensure(self, appending_to: frozenset[int] = frozenset()) -> None:
+        """Make sure every partition table exists (produce creates a topic on first use). A
+        partition in ``appending_to`` is left to its caller's append, whose commit creates
+        the table (``PartitionLog._claimed_append``); such a caller registers the tables
+        (:meth:`register`) once it has appended."""
         existing = {log.partition for log in self.check_fits()}
-        self._create_all([log for log in self.partitions() if log.partition not in existing])
-        self.register()
+        self._create_all([log for log in self.partitions() if log.partition not in existing | appending_to])
+        if not appending_to:
+            self.register()
 
     def ensure_partitions(self) -> list[PartitionLog]:
         """Check the spec against every readable table and create the missing ones, leaving
