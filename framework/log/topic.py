@@ -115,9 +115,9 @@ class Topic:
         return register(self.spark, self.warehouse, self.spec)
 
     def _create_all(self, missing: list[PartitionLog]) -> None:
-        """Create tables side by side (a first produce into 100 partitions makes 100 tables),
-        each thread through its own child session: a create carries its commit metadata in
-        a session conf."""
+        """Create tables side by side (``topiclake create`` or a first maintain of a
+        100-partition topic makes 100 tables), each thread through its own child session: a
+        create carries its commit metadata in a session conf."""
         each(self.spark, missing,
              lambda session, log: PartitionLog(session, self.warehouse, self.spec, log.partition).create(),
              CREATE_THREADS, name="create")
