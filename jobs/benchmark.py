@@ -108,6 +108,10 @@
 14. ``collector_commands``: the commands' produce, first maintain (two cleaner threads) and
    idle maintain, new processes, A B B A, the same two collectors; every side's tables must
    hold the same records.
+15. ``new_tables``: a first produce of 5,000 lines into new topics of ``--partitions``
+   partitions, in this process, after a warm-up: twins A B B A, A with each table created
+   by its first append's commit (as shipped), B with every table created before the
+   appends (as before stop 68); each pair must hold the same offsets.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -136,8 +140,8 @@ from framework.cli.main import guarded  # noqa: E402
 from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
-SECTIONS = ("compaction", "partitions", "commands", "produce", "files", "metadata", "checks", "heap", "lint",
-            "start", "file_system", "yarn_defaults", "collector", "collector_commands")
+SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
+            "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands")
 
 
 def _timed(label, results, action):
@@ -416,6 +420,9 @@ PRODUCE_TWINS = (
     TwinKind("lists", ("Java lists read by index", "Java lists iterated"), "Java lists read by index / iterated",
              lambda: _java_lists_iterated()),
 )
+#: The ways a first produce makes its new partitions' tables (the ``new_tables`` section).
+NEW_TABLE_TWINS = TwinKind("new_tables", ("tables created by the first appends", "tables created before the appends"),
+                           "tables created by the first appends / before them", lambda: _created_before_the_appends())
 #: The way ``_produce_twins`` creates the tables of new twin topics.
 CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's table builder"),
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
@@ -583,6 +590,39 @@ def _created_by_builder():
 
     with mock.patch.object(delta_create, "_create_in", by_builder):
         yield
+
+
+@contextlib.contextmanager
+def _created_before_the_appends():
+    """Create every table of a new topic before a produce appends, as topiclake did before
+    stop 68 (a create commit, then the append's)."""
+    from framework.log.topic import Topic
+
+    ensure = Topic.ensure
+    with mock.patch.object(Topic, "ensure", lambda self, appending_to=frozenset(): ensure(self)):
+        yield
+
+
+def bench_new_tables(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
+    """A first produce of 5,000 lines into new topics of ``partitions`` partitions, in this
+    process: a warm-up, then twins A B B A, A with each table created by its first append's
+    commit (as shipped), B with the tables created first (as before). Each pair of twins
+    must hold the same offsets."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+
+    lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(5000)]
+    label, kind = f"first produce of 5000 lines into {partitions} new partitions", NEW_TABLE_TWINS
+    twins = {}
+    for name in ("warm-up", "a1", "b1", "b2", "a2"):
+        twin = twins[name] = Topic(spark, warehouse, _spec(f"new-tables-{name}", partitions))
+        records = parse_records(lines, twin.spec, "benchmark")
+        as_before = name.startswith("b")
+        with kind.way(as_before):
+            _timed(f"{label}, {kind.sides[as_before]} ({name})", results, lambda: produce(twin, records, now))
+    _mean_of_twins(results, label, kind.sides)
+    return {"same_offsets": _same_offsets(twins, partitions)}
 
 
 @contextlib.contextmanager
@@ -1455,6 +1495,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                 ratio = kind.ratio_of(label, results)
                 if ratio is not None:
                     ratios[f"{prefix}, {kind.ratio}"] = ratio
+    new_tables = NEW_TABLE_TWINS.ratio_of(f"first produce of 5000 lines into {partitions} new partitions", results)
+    if new_tables is not None:
+        ratios[f"first produce, {NEW_TABLE_TWINS.ratio}"] = new_tables
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
@@ -1544,6 +1587,8 @@ def run(argv) -> int:
             others["collector_commands"] = bench_collector_commands(spark, results, args.partitions, now)
         if "produce" in sections:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
+        if "new_tables" in sections:
+            others["new_tables"] = bench_new_tables(spark, warehouse, args.partitions, now, results)
         if "files" in sections:
             others["files"] = bench_files(spark, warehouse, args.calls, now, results)
         if "metadata" in sections:
@@ -1580,6 +1625,7 @@ def run(argv) -> int:
     failed = failed or not others.get("checks", {}).get("checks_passed", True)
     failed = failed or not others.get("start", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
+    failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
     return 0 if exact and not failed else 1
 
