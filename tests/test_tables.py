@@ -1,5 +1,6 @@
 """Partition tables: layout, idempotent creation, specs that no longer fit, and appends."""
 
+import json
 import threading
 from pathlib import Path
 
@@ -145,14 +146,20 @@ def test_a_create_killed_before_its_first_commit_is_cleared_and_made_again(spark
     assert DeltaTable.isDeltaTable(spark, warehouse.consumer_offsets_path)
 
 
-def _first_commit(path: str) -> dict:
-    """Commit 0's actions by name, less what differs between any two creates."""
-    import json
-
-    actions = {}
-    for line in (Path(path) / "_delta_log" / "00000000000000000000.json").read_text().splitlines():
+def _actions(commit: Path) -> dict:
+    """A commit file's actions by name (the last of a name), and ``adds``: how many ``add``
+    actions it holds."""
+    actions = {"adds": 0}
+    for line in commit.read_text().splitlines():
         (name, action), = json.loads(line).items()
         actions[name] = action
+        actions["adds"] += name == "add"
+    return actions
+
+
+def _first_commit(path: str) -> dict:
+    """Commit 0's actions by name, less what differs between any two creates."""
+    actions = _actions(Path(path) / "_delta_log" / "00000000000000000000.json")
     for varying in ("id", "createdTime"):
         actions["metaData"].pop(varying)
     for varying in ("timestamp", "txnId", "engineInfo"):
@@ -434,20 +441,9 @@ def test_concurrent_producers_never_share_an_offset(spark, warehouse, table):
 
 
 def _commits(path: str) -> dict[int, dict]:
-    """Each commit file of the table at ``path``: its version, and its actions by kind (the
-    last of a kind; a commit's ``add`` actions are counted in ``adds``)."""
-    import json
-
-    found = {}
-    for commit in sorted((Path(path) / "_delta_log").glob("*.json")):
-        actions = {}
-        for line in commit.read_text().splitlines():
-            action = json.loads(line)
-            kind = next(iter(action))
-            actions[kind] = action[kind]
-            actions["adds"] = actions.get("adds", 0) + (kind == "add")
-        found[int(commit.name.split(".")[0])] = actions
-    return found
+    """Each commit file of the table at ``path`` by version: its :func:`_actions`."""
+    return {int(commit.name.split(".")[0]): _actions(commit)
+            for commit in sorted((Path(path) / "_delta_log").glob("*.json"))}
 
 
 def test_a_first_append_creates_its_table_in_its_own_commit_as_a_create_then_the_append_would(
