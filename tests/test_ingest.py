@@ -6,6 +6,7 @@ with Spark's real Kafka source; records are produced with Kafka's own client.
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
 import signal
@@ -95,6 +96,8 @@ def test_ingest_keeps_kafka_records_and_is_idempotent(spark, kafka_broker, kafka
         assert [r["offset"] for r in got] == list(range(6))
         assert any(r["value"] is None for r in got) and any(r["headers"] for r in got) or p == 0
     after_first = versions(spark, warehouse, spec)
+    # each partition's table was created by its first append, in the same commit
+    assert after_first == [0, 0]
 
     capsys.readouterr()
     assert cli(warehouse, specs, "ingest") == 0  # nothing new: no commit anywhere
@@ -131,6 +134,26 @@ def test_produce_is_refused_on_a_kafka_fed_topic(spark, kafka_broker, kafka_topi
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "produce is refused" in err[0] and "fed.yaml" in err[0]
     assert not (tmp_path / "w" / "fed-0").exists()
+
+
+def test_a_first_ingest_creates_each_fed_table_with_its_records_and_the_others_empty(spark, kafka_broker,
+                                                                                      kafka_topic, tmp_path):
+    """As a producer's first append: a Kafka partition with records gets its table in the commit
+    that appends them (version 0); one with none is created empty, as Kafka creates every
+    partition of a topic."""
+    kafka_broker.create_topic(kafka_topic, 2, KEEP)
+    kafka_broker.produce(kafka_topic, [{"key": f"k{i}", "value": f"v{i}", "partition": 0,
+                                        "timestamp_ms": 1_700_000_000_000 + i} for i in range(5)])
+    specs = tmp_path / "specs"
+    spec = write_spec(specs, "orders", 2, {"cleanup.policy": "compact"},
+                      {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic": kafka_topic})
+    warehouse = tmp_path / "warehouse"
+    assert cli(warehouse, specs, "ingest") == 0
+    assert versions(spark, warehouse, spec) == [0, 0]
+    assert table_records(spark, warehouse, spec, 0) == kafka_records(kafka_broker, kafka_topic, 0)
+    assert table_records(spark, warehouse, spec, 1) == []
+    first = [json.loads(line) for line in (warehouse / "orders-0" / "_delta_log" / f"{0:020d}.json").open()]
+    assert any("metaData" in action for action in first) and any("add" in action for action in first)
 
 
 @pytest.mark.parametrize("case", ["missing topic", "partition count", "unset variable", "unreachable", "no source"])
@@ -180,9 +203,13 @@ def test_ingest_killed_then_rerun_is_exact(spark, kafka_broker, kafka_topic, tmp
     done = subprocess.run([sys.executable, "-m", "framework.cli", "--warehouse", str(warehouse), "--specs",
                            str(specs), "ingest"], env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]  # it died at the point
-    before = [table_records(spark, warehouse, spec, p) for p in range(2)]
+    # a table comes with its first append's commit, so a partition not appended to has none
+    before = [table_records(spark, warehouse, spec, p) if (warehouse / f"orders-{p}").exists() else []
+              for p in range(2)]
     if point == "ingest.after_commit":
         assert any(before), "the killed run committed one partition before dying"
+    else:
+        assert not any(before), "a run killed before its first commit appended records"
     assert cli(warehouse, specs, "ingest") == 0
     for p in range(2):
         assert table_records(spark, warehouse, spec, p) == kafka_records(kafka_broker, kafka_topic, p)

@@ -25,6 +25,7 @@ from framework.clients.kafka_reader import (
 )
 from framework.errors import ArgumentError, Problem, RecordError
 from framework.log.log_state import AppendedRecords
+from framework.log.partition_log import NEW_LOG
 from framework.log.table_layout import record_size_column
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
@@ -85,9 +86,15 @@ def ingest(spark, warehouse: Warehouse, specs: Sequence[TopicSpec],
         planned.append((topic, options, offsets))
     results: list[IngestResult] = []
     for topic, options, offsets in planned:
-        topic.ensure()
+        # A partition Kafka holds records for gets its table from its first append's commit
+        # (as produce's do); the others are created first, and those whose range held only
+        # gaps or transaction markers after the appends.
+        fed = frozenset(kafka.partition for kafka in offsets if kafka.latest > kafka.earliest)
+        topic.ensure(fed)
         jobs = [(topic, options, kafka) for kafka in offsets]
         results.extend(_run_all(jobs, progress))
+        if fed:
+            topic.create_missing()
     return results
 
 
@@ -120,7 +127,7 @@ def _ingest_partition(topic: Topic, options: Mapping[str, str], kafka: Partition
 
     spec = topic.spec
     log = topic.partition(kafka.partition)
-    state = log.snapshot().state
+    state = log.snapshot().state if log.exists() else NEW_LOG
     start = next_offset(state.log_start_offset, state.log_end_offset, kafka, log.name)
 
     def result(records=0, first=None, last=None, version=None) -> IngestResult:

@@ -97,6 +97,12 @@ class Topic:
         if not appending_to:
             self.register()
 
+    def create_missing(self) -> None:
+        """Create the partition tables no append created (after :meth:`ensure` with
+        ``appending_to``: a partition that got no record), then register the tables."""
+        self._create_all([log for log in self.partitions() if not log.exists()])
+        self.register()
+
     def ensure_partitions(self) -> list[PartitionLog]:
         """Check the spec against every readable table and create the missing ones, leaving
         any table that cannot be read for its own partition's run to fail on."""
