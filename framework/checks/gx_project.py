@@ -18,6 +18,7 @@ import re
 import shutil
 import threading
 
+from framework.checks import gx_import
 from framework.log.warehouse import Warehouse
 
 #: Validation results a topic's guarantees suite keeps: one result judges every check a
@@ -56,6 +57,7 @@ def project_root(warehouse: Warehouse) -> str:
 
 def context(warehouse: Warehouse):
     """The warehouse's file-backed GE context (one per process and project)."""
+    gx_import.imported()
     import great_expectations as gx
 
     root = project_root(warehouse)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from framework.checks import gx_project
+from framework.checks import gx_import, gx_project
 from framework.checks.catalogue import GUARANTEES
 from framework.checks.rules import SAMPLE_ROWS
 from framework.log.warehouse import Warehouse
@@ -28,6 +28,7 @@ BATCH_DEFINITION = "whole frame"
 
 
 def guarantee_expectations():
+    gx_import.imported()
     import great_expectations.expectations as gxe
 
     # A map expectation skips NULLs: a guarantee the stage does not check shows as
@@ -40,6 +41,7 @@ def guarantee_expectations():
 
 
 def spec_expectations(spec: TopicSpec):
+    gx_import.imported()
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
     return [

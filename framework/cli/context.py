@@ -14,6 +14,8 @@ from framework.errors import ArgumentError, TopiclakeError
 __all__ = ["DEFAULT_SPECS", "Context", "parse_now"]
 
 DEFAULT_SPECS = "table_specs"
+#: The verbs that judge checks or write the report with Great Expectations.
+GX_VERBS = frozenset({"maintain", "compact", "retain", "optimize", "vacuum", "validate", "report", "simulate"})
 
 
 class Context:
@@ -33,6 +35,10 @@ class Context:
         if self._spark is None:
             from framework.session import get_session
 
+            if self.args.verb in GX_VERBS:
+                from framework.checks import gx_import
+
+                gx_import.import_in_background()  # while the session starts (see gx_import)
             self._spark = get_session(kafka=self.args.verb == "ingest", metastore=self.metastore())
         return self._spark
 
