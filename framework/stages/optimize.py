@@ -40,6 +40,7 @@ from framework.log.delta_commits import commit_metadata
 from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog, Snapshot
+from framework.stages.file_rewrite import ONE_TASK_BYTES
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: s
     txn = delta.delta_log(log.path).startTransaction()
     table = txn.snapshot()
     wanted = {f.path for g in packing.groups for f in g}
-    adds = {a.path(): a for a in java_list_items(table.allFiles().filter(_path_in(spark, wanted)).collectAsList())}
+    adds = _live_adds(delta, log, table, wanted)
     if set(adds) != wanted:  # a file is gone since the plan: another maintenance run got there first
         return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
     action = delta.cls("org.apache.spark.sql.delta.actions.Action")
@@ -228,8 +229,10 @@ def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: s
         bin_files = delta.seq(adds[f.path] for f in group)
         frame = DataFrame(table.deltaLog().createDataFrame(table, bin_files, False,
                                                           delta.cls("scala.Option").apply("Optimize")), spark)
-        # one file per group, in offset order, so file statistics keep skipping by offset
-        ordered = frame.repartition(1).sortWithinPartitions("offset")
+        # one file per group, in offset order, so file statistics keep skipping by offset; a
+        # small group coalesced, not shuffled (a small table's bin-packing 0.14 against 0.18 s)
+        one = frame.coalesce(1) if sum(f.size_bytes for f in group) <= ONE_TASK_BYTES else frame.repartition(1)
+        ordered = one.sortWithinPartitions("offset")
         written = delta.items(txn.writeFiles(ordered._jdf, delta.none(), True, delta.seq([])))
         records = 0
         for add in written:
@@ -258,6 +261,18 @@ def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: s
         version = int(txn.commit(delta.seq(actions), operation))
     faults.reached("optimize.after_commit", log=log, version=version)
     return PackResult(packing, snap.version, version, files_after, kept_bytes + added_bytes)
+
+
+def _live_adds(delta: DeltaJvm, log: PartitionLog, table, wanted: set[str]) -> dict:
+    """The AddFile actions of the files ``wanted`` that are live in the transaction's snapshot
+    ``table``, by path: from its version checksum when that lists the files (a small local
+    table), else from Delta's ``allFiles``, a Spark job over the table's state (0.4 s of a
+    small table's 0.8 s bin-packing, 2 cores)."""
+    listed = version_checksum.live_adds(log.path, int(table.version()))
+    if listed is not None:
+        action = delta.cls("org.apache.spark.sql.delta.actions.Action")
+        return {add["path"]: action.fromJson(json.dumps({"add": add})) for add in listed if add["path"] in wanted}
+    return {a.path(): a for a in java_list_items(table.allFiles().filter(_path_in(log.spark, wanted)).collectAsList())}
 
 
 def _path_in(spark, paths: set[str]):
