@@ -112,6 +112,11 @@
    partitions, in this process, after a warm-up: twins A B B A, A with each table created
    by its first append's commit (as shipped), B with every table created before the
    appends (as before stop 68); each pair must hold the same offsets.
+16. ``packing``: bin-packing of ``--partitions`` small partitions of six files each (six
+   produce calls), in this process, after a warm-up: twins A B B A, A as shipped (a group's
+   live files from the version checksum, a small group coalesced into its one file), B as
+   before stop 69 (from Delta's ``allFiles``, a Spark job over the table's state, and
+   shuffled); each partition must go from six files to one, and each pair hold the same records.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -141,7 +146,7 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
-            "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands")
+            "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing")
 
 
 def _timed(label, results, action):
@@ -423,6 +428,10 @@ PRODUCE_TWINS = (
 #: The ways a first produce makes its new partitions' tables (the ``new_tables`` section).
 NEW_TABLE_TWINS = TwinKind("new_tables", ("tables created by the first appends", "tables created before the appends"),
                            "tables created by the first appends / before them", lambda: _created_before_the_appends())
+#: The ways bin-packing finds and writes a group's files (the ``packing`` section).
+PACKING_TWINS = TwinKind("packing", ("files from the version checksum, coalesced", "files by allFiles, shuffled"),
+                         "files from the version checksum, coalesced / by allFiles, shuffled",
+                         lambda: _packed_as_before())
 #: The way ``_produce_twins`` creates the tables of new twin topics.
 CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's table builder"),
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
@@ -623,6 +632,54 @@ def bench_new_tables(spark, warehouse, partitions: int, now: int, results: dict)
             _timed(f"{label}, {kind.sides[as_before]} ({name})", results, lambda: produce(twin, records, now))
     _mean_of_twins(results, label, kind.sides)
     return {"same_offsets": _same_offsets(twins, partitions)}
+
+
+@contextlib.contextmanager
+def _packed_as_before():
+    """Bin-pack as topiclake did before stop 69: a group's live files from Delta's
+    ``allFiles`` (a Spark job over the table's state), each group shuffled into one partition."""
+    from framework.log.delta_transactions import java_list_items
+    from framework.stages import optimize
+
+    def from_delta(delta, log, table, wanted):
+        found = table.allFiles().filter(optimize._path_in(log.spark, wanted)).collectAsList()
+        return {a.path(): a for a in java_list_items(found)}
+
+    with mock.patch.object(optimize, "_live_adds", from_delta), mock.patch.object(optimize, "ONE_TASK_BYTES", -1):
+        yield
+
+
+def bench_packing(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
+    """Bin-packing of ``partitions`` small partitions of six files each, in this process: a
+    warm-up, then twins A B B A (``PACKING_TWINS``), one thread. Every partition must go from
+    six files to one, and each pair of twins hold the same records."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log import version_checksum
+    from framework.log.topic import Topic
+    from framework.stages import optimize
+
+    label, kind = f"bin-packing of {partitions} partitions of six files", PACKING_TWINS
+    twins, packed = {}, True
+    for name in ("warm-up", "a1", "b1", "b2", "a2"):
+        twin = twins[name] = Topic(spark, warehouse, _spec(f"packing-{name}", partitions, policy="delete",
+                                                           retention_ms=-1))
+        for call in range(6):  # a file per call in each partition
+            lines = [(i, {"key": f"k{i}", "value": f"v{call}.{i}", "timestamp": now - DAY_MS + i})
+                     for i in range(50 * partitions)]
+            produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
+        logs = twin.partitions()
+        plans = [optimize.plan(log) for log in logs]
+        packed &= all(plan.due and plan.files_before == 6 for plan in plans)
+        as_before = name.startswith("b")
+        with kind.way(as_before):
+            _timed(f"{label}, {kind.sides[as_before]} ({name})", results,
+                   lambda: [optimize.execute(log, plan) for log, plan in zip(logs, plans)])
+        packed &= all(version_checksum.file_count(log.path, log.snapshot().version) == 1 for log in logs)
+    _mean_of_twins(results, label, kind.sides)
+    return {"six_files_packed_into_one": packed, "same_records": all(
+        sorted(twins[a].partition(p).read().collect()) == sorted(twins[b].partition(p).read().collect())
+        for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(partitions))}
 
 
 @contextlib.contextmanager
@@ -1498,6 +1555,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     new_tables = NEW_TABLE_TWINS.ratio_of(f"first produce of 5000 lines into {partitions} new partitions", results)
     if new_tables is not None:
         ratios[f"first produce, {NEW_TABLE_TWINS.ratio}"] = new_tables
+    packing = PACKING_TWINS.ratio_of(f"bin-packing of {partitions} partitions of six files", results)
+    if packing is not None:
+        ratios[f"bin-packing, {PACKING_TWINS.ratio}"] = packing
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
@@ -1589,6 +1649,8 @@ def run(argv) -> int:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "new_tables" in sections:
             others["new_tables"] = bench_new_tables(spark, warehouse, args.partitions, now, results)
+        if "packing" in sections:
+            others["packing"] = bench_packing(spark, warehouse, args.partitions, now, results)
         if "files" in sections:
             others["files"] = bench_files(spark, warehouse, args.calls, now, results)
         if "metadata" in sections:
