@@ -230,7 +230,7 @@ def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: s
         frame = DataFrame(table.deltaLog().createDataFrame(table, bin_files, False,
                                                           delta.cls("scala.Option").apply("Optimize")), spark)
         # one file per group, in offset order, so file statistics keep skipping by offset; a
-        # small group coalesced, not shuffled (a small table's bin-packing 0.14 against 0.18 s)
+        # small group coalesced, not shuffled (a small group's write 0.14 against 0.18 s)
         one = frame.coalesce(1) if sum(f.size_bytes for f in group) <= ONE_TASK_BYTES else frame.repartition(1)
         ordered = one.sortWithinPartitions("offset")
         written = delta.items(txn.writeFiles(ordered._jdf, delta.none(), True, delta.seq([])))
