@@ -638,14 +638,10 @@ def bench_new_tables(spark, warehouse, partitions: int, now: int, results: dict)
 def _packed_as_before():
     """Bin-pack as topiclake did before stop 69: a group's live files from Delta's
     ``allFiles`` (a Spark job over the table's state), each group shuffled into one partition."""
-    from framework.log.delta_transactions import java_list_items
     from framework.stages import optimize
 
-    def from_delta(delta, log, table, wanted):
-        found = table.allFiles().filter(optimize._path_in(log.spark, wanted)).collectAsList()
-        return {a.path(): a for a in java_list_items(found)}
-
-    with mock.patch.object(optimize, "_live_adds", from_delta), mock.patch.object(optimize, "ONE_TASK_BYTES", -1):
+    # no checksum listing: the fallback to allFiles (the plans are made outside this block)
+    with _files_listed_by_delta(), mock.patch.object(optimize, "ONE_TASK_BYTES", -1):
         yield
 
 
