@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import jsonschema
@@ -25,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCHEMA_LINE = "# yaml-language-server: $schema=../framework/spec/topic-spec.schema.json"
 
 
+@cache  # checking the schema against its meta-schema is most of a generated example's cost
 def _validator() -> jsonschema.Draft202012Validator:
     schema = json.loads(SCHEMA_FILE.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
