@@ -22,7 +22,7 @@ from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
-from tests.support.delta_readers import duckdb_connection
+from tests.support.delta_readers import delta_rs_query, duckdb_connection
 
 pytestmark = pytest.mark.slow
 
@@ -38,13 +38,8 @@ def delta_rs_rows(path, version=None):
 
 
 def delta_rs_query_rows(path):
-    """The table through delta-rs's own query engine (``QueryBuilder``, DataFusion), which
-    applies deletion vectors where ``to_pyarrow_table`` refuses them."""
-    import pyarrow as pa
-
-    result = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(path)).execute(
-        'SELECT "offset", key, value FROM t').read_all()
-    return sorted((r["offset"], r["key"], r["value"]) for r in pa.table(result).to_pylist())
+    """The table through delta-rs's own query engine, which applies deletion vectors."""
+    return sorted((r["offset"], r["key"], r["value"]) for r in delta_rs_query(path, '"offset", key, value'))
 
 
 def polars_rows(path, version=None):
