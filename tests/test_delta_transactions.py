@@ -230,35 +230,48 @@ def test_a_scala_seq_is_read_without_a_java_exception(spark, monkeypatch):
 def test_committed_offsets_are_upserted_by_one_overwrite_as_a_merge_upserts_them(spark, warehouse, tmp_path,
                                                                                    monkeypatch):
     """The consumer offsets table (a row per group and partition) is rewritten whole in one
-    overwrite commit: the same rows, commit after commit, as Delta's MERGE of each row
-    leaves in a twin table, in fewer Spark jobs; a commit to the table since the
-    transaction read it makes the overwrite conflict."""
+    overwrite commit: on the local file system by Arrow, with no Spark job, else with the
+    new rows written by Spark. Both leave the same rows, commit after commit, as Delta's
+    MERGE of each row leaves in a twin table, and read back the same by Arrow and by Spark;
+    a commit to the table since the transaction read it makes the overwrite conflict."""
     from framework.log import delta_transactions
     from framework.log.consumer_offsets import ConsumerOffsets
     from framework.log.warehouse import Warehouse
 
-    rewritten = ConsumerOffsets(spark, warehouse)
-    merged = ConsumerOffsets(spark, Warehouse.resolve(str(tmp_path / "merged")))
+    ways = {"local": ConsumerOffsets(spark, warehouse),
+            "rewritten": ConsumerOffsets(spark, Warehouse.resolve(str(tmp_path / "rewritten"))),
+            "merged": ConsumerOffsets(spark, Warehouse.resolve(str(tmp_path / "merged")))}
     commits = [("billing", "orders", 0, 5), ("billing", "orders", 1, 2), ("audit", "orders", 0, 9),
                ("billing", "orders", 0, 3)]  # the latest commit wins, even a lower one
-    jobs = {"rewritten": 0, "merged": 0}
+    jobs = dict.fromkeys(ways, 0)
     for group, topic, partition, offset in commits:
-        jobs["rewritten"] += spark_jobs(spark, lambda: rewritten.commit(group, topic, partition, offset))[1]
-        with monkeypatch.context() as patch:
-            patch.setattr("framework.log.consumer_offsets.replaced_commit", lambda *args: False)
-            jobs["merged"] += spark_jobs(spark, lambda: merged.commit(group, topic, partition, offset))[1]
+        for way, offsets in ways.items():
+            with monkeypatch.context() as patch:
+                if way != "local":
+                    patch.setattr("framework.log.consumer_offsets.replaced_locally", lambda *args: None)
+                if way == "merged":
+                    patch.setattr("framework.log.consumer_offsets.replaced_commit", lambda *args: False)
+                jobs[way] += spark_jobs(spark, lambda: offsets.commit(group, topic, partition, offset))[1]
 
     def rows(offsets):
         return sorted((r["group"], r["topic"], r["partition"], r["offset"]) for r in offsets.all().collect())
 
-    assert rows(rewritten) == rows(merged) == [("audit", "orders", 0, 9), ("billing", "orders", 0, 3),
-                                               ("billing", "orders", 1, 2)]
-    assert rewritten.committed("orders", 0) == {"billing": 3, "audit": 9}
-    newest = _last_commit(rewritten.path)
-    info = next(a["commitInfo"] for a in newest if "commitInfo" in a)
-    assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Overwrite"
-    assert [a for a in newest if "add" in a] and len(glob.glob(os.path.join(rewritten.path, "*.parquet"))) >= 2
-    assert _rows(spark, merged.path) and jobs["rewritten"] < jobs["merged"], jobs
+    expected = [("audit", "orders", 0, 9), ("billing", "orders", 0, 3), ("billing", "orders", 1, 2)]
+    assert [rows(offsets) for offsets in ways.values()] == [expected] * 3
+    for way, offsets in ways.items():
+        newest = _last_commit(offsets.path)
+        info = next(a["commitInfo"] for a in newest if "commitInfo" in a)
+        assert info["operation"] == ("MERGE" if way == "merged" else "WRITE"), (way, info)
+        if way != "merged":
+            assert info["operationParameters"]["mode"] == "Overwrite" and len([a for a in newest if "add" in a]) == 1
+        assert offsets.committed("orders", 0) == {"billing": 3, "audit": 9}  # by Arrow
+        with monkeypatch.context() as patch:
+            patch.setattr("framework.log.consumer_offsets.read_locally", lambda *args: None)
+            assert offsets.committed("orders", 0) == {"billing": 3, "audit": 9}  # by Spark
+            assert offsets.committed("orders", 1, ("billing", "nobody")) == {"billing": 2}
+        assert offsets.committed("orders", 1, ("billing", "nobody")) == {"billing": 2}
+    assert jobs["local"] == 1 and 1 < jobs["rewritten"] < jobs["merged"], jobs  # 1: the table's create
+    rewritten = ways["rewritten"]
 
     # a commit to the table between the transaction's read and its commit: a conflict
     real = delta_transactions._replaced_in
@@ -267,8 +280,7 @@ def test_committed_offsets_are_upserted_by_one_overwrite_as_a_merge_upserts_them
         def replace_after_another_commit(rows):
             with monkeypatch.context() as patch:
                 patch.setattr(delta_transactions, "_replaced_in", real)
-                rewritten_again = ConsumerOffsets(spark, warehouse)
-                rewritten_again.commit("other", "orders", 0, 1)
+                ConsumerOffsets(spark, Warehouse.resolve(str(tmp_path / "rewritten"))).commit("other", "orders", 0, 1)
             return replace(rows)
         return real(delta, path, replace_after_another_commit)
 

@@ -1,6 +1,8 @@
 """An append of driver-side rows without a Spark job (framework/log/local_append.py) commits
 what a DataFrame write commits: the same rows for Spark, delta-rs and DuckDB, as a blind
-append; and where it does not apply it writes nothing, so the caller's write is the only one."""
+append; a replace of a table's rows commits them in one overwrite, and conflicts with a
+commit since it read them; where either does not apply it writes nothing, so the caller's
+write is the only one."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import pytest
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
 from framework.local_rows import local_frame
+from framework.log import local_append
 from framework.log.commit_log import read_commits
+from framework.log.delta_commits import is_retryable_conflict
 from framework.log.delta_create import create_table
 from framework.log.history import MaintenanceHistory
-from framework.log.local_append import appended_locally
+from framework.log.local_append import appended_locally, read_locally, replaced_locally
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
@@ -107,6 +111,7 @@ def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, 
     before = (read_commits(spark, path, 1)[0].version, _data_files(path))
     target = "s3a://bucket/t" if case == "not local" else path
     assert appended_locally(spark, target, ROWS, SCHEMA) is None
+    assert replaced_locally(spark, target, lambda rows: rows, SCHEMA) is None
     assert (read_commits(spark, path, 1)[0].version, _data_files(path)) == before
 
 
@@ -148,3 +153,59 @@ def test_a_history_an_older_topiclake_wrote_gains_the_new_columns_then_appends_l
     assert local[0] is None and local[1] is not None, local
     rows = sorted((r["run_id"], r["attempts"]) for r in history.read().collect())
     assert rows == [("r1", 2), ("r2", 2)]
+
+
+def test_a_local_replace_commits_the_new_rows_in_one_overwrite_without_a_spark_job(spark, tmp_path):
+    """Each replace reads the rows by Arrow and leaves exactly the rows it returned, one file,
+    for Spark and delta-rs; ``read_locally`` reads what Spark reads, filtered."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    path = str(tmp_path / "t")
+    _table(spark, path)
+    appended_locally(spark, path, ROWS, SCHEMA)
+    seen = []
+
+    def without_r1(rows):
+        seen.append(sorted(rows.column("partition").to_pylist()))
+        return rows.filter(pc.field("run_id") != "r1")
+
+    def plus_one(rows):
+        extra = pa.table({"run_id": ["r3"], "partition": [4], "version": [None], "ratio": [2.5], "due": [False],
+                          "reasons": [["forced"]]})
+        return pa.concat_tables([rows, extra.cast(rows.schema)])
+
+    for replace in (without_r1, plus_one):
+        assert spark_jobs(spark, lambda: replaced_locally(spark, path, replace, SCHEMA)) == (True, 0)
+    assert seen == [[0, 1, 2, 3]]
+    expected = sorted([r for r in ROWS if r[0] != "r1"] + [("r3", 4, None, 2.5, False, ["forced"])], key=repr)
+    assert _spark_rows(spark, path) == expected
+    assert sorted((tuple(r.values()) for r in DeltaTable(path).to_pyarrow_table().to_pylist()), key=repr) == expected
+    newest = read_commits(spark, path, 1)[0]
+    commit = [json.loads(line) for line in open(os.path.join(path, "_delta_log", f"{newest.version:020d}.json"))]
+    info = next(action["commitInfo"] for action in commit if "commitInfo" in action)
+    assert info["operationParameters"]["mode"] == "Overwrite" and len([a for a in commit if "add" in a]) == 1
+    assert len([a for a in commit if "remove" in a]) == 1  # the file the first replace wrote
+    read = read_locally(path, newest.version, SCHEMA, ["run_id", "partition"], pc.field("partition") >= 3)
+    assert sorted(read.to_pylist(), key=repr) == [{"run_id": "r3", "partition": 4},
+                                                  {"run_id": "r\u00e9", "partition": 3}]
+
+
+def test_a_local_replace_overtaken_by_another_commit_conflicts_and_writes_nothing(spark, tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    _table(spark, path)
+    appended_locally(spark, path, ROWS[:1], SCHEMA)
+    real = local_append._replaced_in
+
+    def overtaken(delta, path, folder, replace, struct):
+        def replace_after_another_commit(rows):
+            assert appended_locally(spark, path, ROWS[1:2], SCHEMA) is not None  # lands between read and commit
+            return replace(rows)
+        return real(delta, path, folder, replace_after_another_commit, struct)
+
+    monkeypatch.setattr(local_append, "_replaced_in", overtaken)
+    with pytest.raises(Exception) as raised:
+        replaced_locally(spark, path, lambda rows: rows.slice(0, 0), SCHEMA)
+    assert is_retryable_conflict(raised.value)
+    assert len(_spark_rows(spark, path)) == 2  # the append landed; the replace did not

@@ -209,6 +209,30 @@ def test_a_file_outside_its_partition_folder_or_a_glob_in_the_path_is_not_read_p
     assert version_checksum.plain_files(str(globbed), version) is None
 
 
+def test_a_checksum_is_read_only_while_its_commit_names_the_same_transaction(lived, tmp_path):
+    """A commit rewritten or broken behind Delta's back (Delta would refuse to read it) is
+    never read around through the version's checksum, which still lists the old files."""
+    log = lived.partition(0)
+    version = log.snapshot().version
+    commit_name = f"{version:020d}.json"
+    for case in ("broken", "another transaction's"):
+        copy = tmp_path / case
+        shutil.copytree(log.path, copy)
+        assert version_checksum.plain_files(str(copy), version) is not None
+        commit = copy / "_delta_log" / commit_name
+        if case == "broken":
+            commit.write_text("not json\n")
+        else:
+            lines = commit.read_text().splitlines()
+            info = next(i for i, line in enumerate(lines) if line.startswith('{"commitInfo"'))
+            action = json.loads(lines[info])
+            action["commitInfo"]["txnId"] = "another"
+            lines[info] = json.dumps(action)
+            commit.write_text("\n".join(lines) + "\n")
+        assert version_checksum.plain_files(str(copy), version) is None, case
+        assert version_checksum.live_adds(str(copy), version) is None, case
+
+
 @pytest.mark.parametrize("route", ["measured at once", "measured in a batch"])
 def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spark, warehouse, monkeypatch, route):
     """The compaction and its check read the versions they need from their files, and the

@@ -80,6 +80,17 @@ def _commit_info(file_name: str) -> tuple[dict, int] | None:
     return {}, mtime_ms
 
 
+def commit_txn_id(log_folder: str, version: int) -> str | None:
+    """The ``txnId`` a commit's commitInfo carries (Delta 4 writes the same id into the
+    version's checksum), or None when the commit file is gone, unreadable or has none."""
+    try:
+        found = _commit_info(os.path.join(log_folder, f"{version:020d}.json"))
+    except (OSError, ValueError):  # unreadable, or its commitInfo line is not JSON
+        return None
+    txn_id = None if found is None else found[0].get("txnId")
+    return txn_id if isinstance(txn_id, str) else None
+
+
 def _from_files(log_folder: str, limit: int | None) -> list[Commit]:
     versions = _commit_versions(log_folder)
     if limit is not None:

@@ -2,10 +2,13 @@
 
 One row per (group, topic, partition), upserted: the latest commit wins, as in Kafka,
 where a group may also move its offset backwards. Consumed retention (KIP-68) reads
-these rows. The table is small (a row per group and partition), and an upsert rewrites
-it as one overwrite commit through Delta's transaction API
-(:func:`framework.log.delta_transactions.replaced_commit`), or MERGEs the row where that
-does not apply (no version checksum listing its files, a Spark Connect session).
+these rows. The table is small (a row per group and partition), so an upsert rewrites it
+as one overwrite commit through Delta's transaction API. On the local file system the rows
+are read and written by Arrow, without a Spark job
+(:func:`framework.log.local_append.replaced_locally`), and read back by Arrow too; elsewhere
+the new rows are written by Spark (:func:`framework.log.delta_transactions.replaced_commit`),
+and where neither applies (no version checksum listing the files, a Spark Connect session)
+the row is MERGEd.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from dataclasses import dataclass
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError
 from framework.local_rows import local_frame
+from framework.log.commit_log import read_commits
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
 from framework.log.delta_create import is_delta_table
 from framework.log.delta_transactions import replaced_commit
+from framework.log.local_append import read_locally, replaced_locally
 from framework.log.warehouse import Warehouse, create_own_table
 from framework.spec import TopicSpec
 
-SCHEMA = "group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, commit_timestamp TIMESTAMP NOT NULL"
+SCHEMA = ("group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, "
+          "commit_timestamp TIMESTAMP NOT NULL")
 
 
 @dataclass(frozen=True)
@@ -54,17 +60,36 @@ class ConsumerOffsets:
         if offset < 0:
             raise ArgumentError(f"--offset: a committed offset must be >= 0, got {offset}")
         self._ensure()
-        row = local_frame(self.spark, [(group, topic, partition, offset, int(time.time() * 1000))],
-                          "group string, topic string, partition int, offset long, ms long")
-        row = row.withColumn("commit_timestamp", F.timestamp_millis("ms")).drop("ms")
+        committed_ms = int(time.time() * 1000)
         faults.reached("commit_offset.before_commit", group=group, topic=topic, partition=partition)
-        same = (F.col("group") == group) & (F.col("topic") == topic) & (F.col("partition") == partition)
+
+        def row():
+            new = local_frame(self.spark, [(group, topic, partition, offset, committed_ms)],
+                              "group string, topic string, partition int, offset long, ms long")
+            return new.withColumn("commit_timestamp", F.timestamp_millis("ms")).drop("ms")
+
+        def upserted_by_spark(rows):  # a DataFrame in and out
+            same = (F.col("group") == group) & (F.col("topic") == topic) & (F.col("partition") == partition)
+            return rows.where(~same).unionByName(row())
+
+        def upserted(rows):  # an Arrow table in and out
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            others = rows.filter(~((pc.field("group") == group) & (pc.field("topic") == topic)
+                                   & (pc.field("partition") == partition)))
+            new = pa.table({"group": [group], "topic": [topic], "partition": [partition], "offset": [offset],
+                            "commit_timestamp": pa.array([committed_ms], pa.timestamp("ms", tz="UTC"))})
+            return pa.concat_tables([others, new.cast(rows.schema)])
+
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             try:
-                if not replaced_commit(self.spark, self.path, lambda rows: rows.where(~same).unionByName(row)):
+                if (not replaced_locally(self.spark, self.path, upserted, SCHEMA)
+                        and not replaced_commit(self.spark, self.path, upserted_by_spark)):
                     (
                         DeltaTable.forPath(self.spark, self.path).alias("t")
-                        .merge(row.alias("s"), "t.group = s.group AND t.topic = s.topic AND t.partition = s.partition")
+                        .merge(row().alias("s"),
+                               "t.group = s.group AND t.topic = s.topic AND t.partition = s.partition")
                         .whenMatchedUpdateAll()
                         .whenNotMatchedInsertAll()
                         .execute()
@@ -78,21 +103,26 @@ class ConsumerOffsets:
         raise ConcurrentWriteError(f"committing {group}'s offset lost {MAX_COMMIT_ATTEMPTS} commit races")
 
     def committed(self, topic: str, partition: int, groups: tuple[str, ...] | None = None) -> dict[str, int]:
-        """The committed offsets of ``groups`` (all groups when None) for a topic partition."""
+        """The committed offsets of ``groups`` (all groups when None) for a topic partition:
+        read by Arrow from the files the newest version's checksum lists, else by Spark."""
+        import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
         if not is_delta_table(self.spark, self.path):
             return {}
-        rows = (
-            self.spark.read.format("delta").load(self.path)
-            .where((F.col("topic") == topic) & (F.col("partition") == partition))
-            .select("group", "offset")
-            .collect()
-        )
-        found = {r["group"]: r["offset"] for r in rows}
-        if groups is None:
-            return found
-        return {g: found[g] for g in groups if g in found}
+        commits = read_commits(self.spark, self.path, 1)
+        local = read_locally(self.path, commits[0].version, SCHEMA, ["group", "offset"],
+                             (pc.field("topic") == topic) & (pc.field("partition") == partition)) if commits else None
+        if local is not None:
+            found = dict(zip(local["group"].to_pylist(), local["offset"].to_pylist()))
+        else:
+            found = {r["group"]: r["offset"] for r in (
+                self.spark.read.format("delta").load(self.path)
+                .where((F.col("topic") == topic) & (F.col("partition") == partition))
+                .select("group", "offset")
+                .collect()
+            )}
+        return found if groups is None else {g: found[g] for g in groups if g in found}
 
     def for_retention(self, spec: TopicSpec, partition: int) -> tuple[dict[str, int] | None, str | None]:
         """What KIP-68's consumed retention may go by: the groups' committed offsets ({} when it

@@ -20,12 +20,12 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Callable
 
-from framework.local_rows import local_frame, struct_of
+from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import unless_conflicted
 from framework.log.delta_create import is_delta_table
-from framework.log.local_append import appended_locally, pack_small_files
+from framework.log.local_append import appended_locally, pack_small_files, read_locally
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
 #: The newest runs of each partition the history keeps (the report reads as many).
@@ -265,16 +265,9 @@ class MaintenanceHistory:
         expression), read by Arrow from the files its checksum lists; None when it is not
         such files. The history is small and pruned (a few MB at most), and a Spark query
         of it in a new process costs seconds, cold."""
-        import pyarrow.dataset as ds
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         commits = read_commits(self.spark, self.path, 1)
-        files = version_checksum.plain_files(self.path, commits[0].version) if commits else None
-        if files is None:
-            return None
         # an older topiclake's files may lack a column: the schema reads it as nulls
-        schema = to_arrow_schema(struct_of(HISTORY_SCHEMA))
-        return ds.dataset(list(files.paths), schema=schema, format="parquet").to_table(columns=columns, filter=where)
+        return read_locally(self.path, commits[0].version, HISTORY_SCHEMA, columns, where) if commits else None
 
     def last_run(self, topic: str, partition: int) -> dict | None:
         """The latest committed stage row of a partition's maintenance, or None."""

@@ -1,4 +1,5 @@
-"""Driver-side rows appended to a local Delta table without a Spark job.
+"""Driver-side rows written to a small local Delta table without a Spark job: appended,
+or replacing the table's rows; and such a table's rows read back by Arrow.
 
 A DataFrame write of a few rows is a Spark job: in a new process its planning, code
 generation and Parquet writer are cold, and the write then runs Delta's auto compaction
@@ -7,7 +8,11 @@ hook, which on topiclake's own tables packed the history's files after nearly ev
 partitions in a new process took 7.8 s of its 15.9 s (2026-11-30, docs/performance-log.md,
 stop 66). Here Arrow writes the rows as one Parquet file in the table's folder, and Delta's
 transaction API commits that file as a blind append (``WRITE``, mode Append), as a
-DataFrame write commits its files.
+DataFrame write commits its files. A replace (:func:`replaced_locally`, the consumer
+offsets' upsert) reads the version's rows by Arrow from the files its checksum lists and
+commits the new rows' file with every old file removed (``WRITE``, mode Overwrite): a
+committed offset took 0.35 s warm with the one Spark job of a ``writeFiles``, and a
+Spark job is seconds in a new process (docs/performance-log.md, stop 72).
 
 This applies when the table is on the local file system, the session has a JVM, the
 table has no feature a rewrite may not meet (``version_checksum.REWRITE_BLOCKING_FEATURES``)
@@ -16,7 +21,7 @@ partition columns), all read from the transaction's snapshot. Otherwise
 nothing is written and the caller makes its DataFrame write. The file carries Delta's
 ``numRecords`` statistic but no value bounds, so no read skips it; these are small tables.
 A crash between the file and the commit leaves a file that no version lists, which VACUUM
-removes, as after a killed Spark write. The commit does not run Delta's auto compaction:
+removes, as after a killed Spark write. An append does not run Delta's auto compaction:
 the caller bins its own small files (:func:`pack_small_files`).
 """
 
@@ -46,25 +51,87 @@ def appended_locally(spark, path: str, rows: Iterable[tuple], schema) -> int | N
 
 
 def _append_in(delta: DeltaJvm, path: str, folder: str, table, struct) -> int | None:
-    import pyarrow.parquet as pq
-
     txn = delta.delta_log(path).startTransaction()
     operation = delta.write_operation("Append")  # before the file: its shape may differ
-    # the transaction's own snapshot, not a checksum: a concurrent writer's may not be written yet
+    if not _takes(txn, struct):
+        return None
+    return int(txn.commit(delta.seq([_written(delta, folder, table)]), operation))
+
+
+def replaced_locally(spark, path: str, replace, schema) -> bool | None:
+    """Replace the rows of the small local Delta table at ``path`` by ``replace(rows)`` (an
+    Arrow table of its rows in ``schema`` in, the new rows out) in one overwrite commit:
+    every live file removed, the new rows written as one file. The transaction reads the
+    whole table, so a commit to it in between makes this one conflict, as a DataFrame
+    overwrite would (the caller retries). True once committed; None when this way does not
+    apply (also: the version's files are not listed by its checksum), with nothing written."""
+    folder = local_folder(path)
+    if folder is None:
+        return None
+    struct = struct_of(schema)
+    return through_the_jvm(spark, lambda delta: _replaced_in(delta, path, folder, replace, struct), lambda: None)
+
+
+def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bool | None:
+    import pyarrow.dataset as ds
+
+    txn = delta.delta_log(path).startTransaction()
+    operation = delta.write_operation("Overwrite")  # before the file: its shape may differ
+    files = version_checksum.plain_files(path, int(txn.snapshot().version()))
+    if not version_checksum.rewritable(files) or not _takes(txn, struct):
+        return None
+    txn.readWholeTable()
+    arrow_schema = _arrow_schema(struct)
+    rows = ds.dataset(list(files.paths), schema=arrow_schema, format="parquet").to_table()
+    add = _written(delta, folder, replace(rows).select(arrow_schema.names).cast(arrow_schema))
+    txn.commit(delta.seq([add, *delta.removes(files.adds)]), operation)
+    return True
+
+
+def read_locally(path: str, version: int, schema, columns: list[str] | None = None, where=None):
+    """The rows of ``version`` of the local Delta table at ``path`` (``columns``; those
+    ``where`` keeps, an Arrow expression), read by Arrow from the files its checksum lists
+    in ``schema`` (a column a file lacks reads as nulls); None when the version is not such
+    files. For topiclake's own small tables, where a Spark query costs seconds in a new
+    process."""
+    import pyarrow.dataset as ds
+
+    files = version_checksum.plain_files(path, version)
+    if files is None:
+        return None
+    arrow_schema = _arrow_schema(struct_of(schema))
+    return ds.dataset(list(files.paths), schema=arrow_schema, format="parquet").to_table(columns=columns, filter=where)
+
+
+def _arrow_schema(struct):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(struct)
+
+
+def _takes(txn, struct) -> bool:
+    """Whether the table of ``txn`` takes Arrow's file of rows in ``struct`` as it is: no
+    feature a rewrite may not meet, no partition columns, no column mapping, the same
+    columns. Read from the transaction's own snapshot, not a checksum: a concurrent
+    writer's may not be written yet."""
     metadata = txn.metadata()
     features = set(str(txn.protocol().readerAndWriterFeatureNames().mkString("\n")).split("\n"))
-    if (features & version_checksum.REWRITE_BLOCKING_FEATURES or not metadata.partitionColumns().isEmpty()
-            or str(metadata.columnMappingMode().name()) != "none"
-            or _columns(json.loads(metadata.schemaString())) != _columns(struct.jsonValue())):
-        return None
+    return not (features & version_checksum.REWRITE_BLOCKING_FEATURES or not metadata.partitionColumns().isEmpty()
+                or str(metadata.columnMappingMode().name()) != "none"
+                or _columns(json.loads(metadata.schemaString())) != _columns(struct.jsonValue()))
+
+
+def _written(delta: DeltaJvm, folder: str, table):
+    """``table`` written as one Parquet file in the table's folder, as an ``add`` action."""
+    import pyarrow.parquet as pq
+
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     written = os.path.join(folder, name)
     pq.write_table(table, written, compression="snappy")
-    add = delta.cls("org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps({"add": {
+    return delta.cls("org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps({"add": {
         "path": name, "partitionValues": {}, "size": os.path.getsize(written),
         "modificationTime": int(os.path.getmtime(written) * 1000), "dataChange": True,
         "stats": json.dumps({"numRecords": table.num_rows})}}))
-    return int(txn.commit(delta.seq([add]), operation))
 
 
 def _columns(schema_json: dict) -> list[tuple]:

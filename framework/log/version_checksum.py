@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
 from framework.log import file_stats
-from framework.log.commit_log import DELTA_LOG, local_folder, read_commits
+from framework.log.commit_log import DELTA_LOG, commit_txn_id, local_folder, read_commits
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.-]+")
 #: characters Spark's file sources read as a glob pattern in a path
@@ -53,6 +53,10 @@ class PlainFiles:
 
 
 def _checksum(path: str, version: int) -> tuple[str, dict] | None:
+    """The table's folder and the checksum of ``version``, when it is the checksum of that
+    version's commit: one that names a transaction (``txnId``) is trusted only while the
+    commit file names the same one, so a commit rewritten or broken behind Delta's back
+    (which Delta itself would refuse to read) is never read around through its checksum."""
     folder = local_folder(path)
     if folder is None:
         return None
@@ -61,7 +65,11 @@ def _checksum(path: str, version: int) -> tuple[str, dict] | None:
             checksum = json.load(handle)
     except (OSError, ValueError):  # not written (yet), or not ours to read
         return None
-    return (folder, checksum) if isinstance(checksum, dict) else None
+    if not isinstance(checksum, dict):
+        return None
+    if "txnId" in checksum and commit_txn_id(os.path.join(folder, DELTA_LOG), version) != checksum["txnId"]:
+        return None
+    return folder, checksum
 
 
 def _adds(checksum: dict) -> list[dict] | None:
