@@ -117,6 +117,11 @@
    live files from the version checksum, a small group coalesced into its one file), B as
    before stop 69 (from Delta's ``allFiles``, a Spark job over the table's state, and
    shuffled); each partition must go from six files to one, and each pair hold the same records.
+17. ``offsets``: ``--runs`` consumer-offset commits (three groups, two partitions), each
+   followed by a read of a partition's committed offsets (as consumed retention reads them),
+   in this process, after a warm-up: twins A B B A, A as shipped (the rows read and written
+   by Arrow, no Spark job), B as before stop 72 (written by Spark's ``writeFiles``, read by
+   a Spark query); each pair must hold the same committed offsets.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -146,7 +151,7 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
-            "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing")
+            "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets")
 
 
 def _timed(label, results, action):
@@ -432,6 +437,10 @@ NEW_TABLE_TWINS = TwinKind("new_tables", ("tables created by the first appends",
 PACKING_TWINS = TwinKind("packing", ("files from the version checksum, coalesced", "files by allFiles, shuffled"),
                          "files from the version checksum, coalesced / by allFiles, shuffled",
                          lambda: _packed_as_before())
+#: The ways committed offsets are written and read (the ``offsets`` section).
+OFFSETS_TWINS = TwinKind("offsets", ("read and written by Arrow", "written and read by Spark"),
+                         "by Arrow / by Spark", lambda: _offsets_by_spark())
+OFFSETS_LABEL = "offset commits and reads"
 #: The way ``_produce_twins`` creates the tables of new twin topics.
 CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's table builder"),
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
@@ -676,6 +685,44 @@ def bench_packing(spark, warehouse, partitions: int, now: int, results: dict) ->
     return {"six_files_packed_into_one": packed, "same_records": all(
         sorted(twins[a].partition(p).read().collect()) == sorted(twins[b].partition(p).read().collect())
         for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(partitions))}
+
+
+def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
+    """``commits`` consumer-offset commits, each followed by a read of a partition's committed
+    offsets, in this process: a warm-up, then twins A B B A (``OFFSETS_TWINS``). Each pair
+    of twins must hold the same committed offsets."""
+    from framework.log.consumer_offsets import ConsumerOffsets
+    from framework.log.warehouse import Warehouse
+
+    label, kind = OFFSETS_LABEL, OFFSETS_TWINS
+    twins = {}
+    for name in ("warm-up", "a1", "b1", "b2", "a2"):
+        folder = os.path.join(warehouse.root, f"offsets-{name}")
+        offsets = twins[name] = ConsumerOffsets(spark, Warehouse.resolve(folder))
+        offsets.commit("g0", "t", 0, 0)  # the table's create, outside the timing
+        as_before = name.startswith("b")
+
+        def commit_and_read():
+            for n in range(commits):
+                offsets.commit(f"g{n % 3}", "t", n % 2, n)
+                offsets.committed("t", n % 2)
+
+        with kind.way(as_before):
+            _timed(f"{label}, {kind.sides[as_before]} ({name})", results, commit_and_read)
+    _mean_of_twins(results, label, kind.sides)
+    return {"commits": commits, "same_offsets": all(twins[a].committed("t", p) == twins[b].committed("t", p)
+                                for a, b in (("a1", "b1"), ("a2", "b2")) for p in (0, 1))}
+
+
+@contextlib.contextmanager
+def _offsets_by_spark():
+    """Committed offsets as topiclake wrote and read them before stop 72: the new rows written
+    by Spark (``writeFiles``), the rows read by a Spark query."""
+    from framework.log import consumer_offsets
+
+    with mock.patch.object(consumer_offsets, "replaced_locally", lambda *args: None), \
+            mock.patch.object(consumer_offsets, "read_locally", lambda *args: None):
+        yield
 
 
 @contextlib.contextmanager
@@ -1554,6 +1601,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     packing = PACKING_TWINS.ratio_of(f"bin-packing of {partitions} partitions of six files", results)
     if packing is not None:
         ratios[f"bin-packing, {PACKING_TWINS.ratio}"] = packing
+    offsets = OFFSETS_TWINS.ratio_of(OFFSETS_LABEL, results)
+    if offsets is not None:
+        ratios[f"offset commits and reads, {OFFSETS_TWINS.ratio}"] = offsets
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
@@ -1647,6 +1697,8 @@ def run(argv) -> int:
             others["new_tables"] = bench_new_tables(spark, warehouse, args.partitions, now, results)
         if "packing" in sections:
             others["packing"] = bench_packing(spark, warehouse, args.partitions, now, results)
+        if "offsets" in sections:
+            others["offsets"] = bench_offsets(spark, warehouse, args.runs, results)
         if "files" in sections:
             others["files"] = bench_files(spark, warehouse, args.calls, now, results)
         if "metadata" in sections:
