@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError
 from framework.local_rows import local_frame
-from framework.log.commit_log import read_commits
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
 from framework.log.delta_create import is_delta_table
 from framework.log.delta_transactions import replaced_commit
@@ -110,9 +109,8 @@ class ConsumerOffsets:
 
         if not is_delta_table(self.spark, self.path):
             return {}
-        commits = read_commits(self.spark, self.path, 1)
-        local = read_locally(self.path, commits[0].version, SCHEMA, ["group", "offset"],
-                             (pc.field("topic") == topic) & (pc.field("partition") == partition)) if commits else None
+        local = read_locally(self.spark, self.path, SCHEMA, ["group", "offset"],
+                             (pc.field("topic") == topic) & (pc.field("partition") == partition))
         if local is not None:
             found = dict(zip(local["group"].to_pylist(), local["offset"].to_pylist()))
         else:

@@ -265,9 +265,8 @@ class MaintenanceHistory:
         expression), read by Arrow from the files its checksum lists; None when it is not
         such files. The history is small and pruned (a few MB at most), and a Spark query
         of it in a new process costs seconds, cold."""
-        commits = read_commits(self.spark, self.path, 1)
         # an older topiclake's files may lack a column: the schema reads it as nulls
-        return read_locally(self.path, commits[0].version, HISTORY_SCHEMA, columns, where) if commits else None
+        return read_locally(self.spark, self.path, HISTORY_SCHEMA, columns, where)
 
     def last_run(self, topic: str, partition: int) -> dict | None:
         """The latest committed stage row of a partition's maintenance, or None."""

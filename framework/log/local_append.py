@@ -34,7 +34,7 @@ from typing import Iterable
 
 from framework.local_rows import arrow_rows, struct_of
 from framework.log import version_checksum
-from framework.log.commit_log import local_folder
+from framework.log.commit_log import local_folder, read_commits
 from framework.log.delta_transactions import DeltaJvm, through_the_jvm
 from framework.log.warehouse import delta_table_sql
 
@@ -73,40 +73,36 @@ def replaced_locally(spark, path: str, replace, schema) -> bool | None:
 
 
 def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bool | None:
-    import pyarrow.dataset as ds
-
     txn = delta.delta_log(path).startTransaction()
     operation = delta.write_operation("Overwrite")  # before the file: its shape may differ
     files = version_checksum.plain_files(path, int(txn.snapshot().version()))
     if not version_checksum.rewritable(files) or not _takes(txn, struct):
         return None
     txn.readWholeTable()
-    arrow_schema = _arrow_schema(struct)
-    rows = ds.dataset(list(files.paths), schema=arrow_schema, format="parquet").to_table()
-    add = _written(delta, folder, replace(rows).select(arrow_schema.names).cast(arrow_schema))
+    rows = _rows_of(files, struct)
+    add = _written(delta, folder, replace(rows).select(rows.schema.names).cast(rows.schema))
     txn.commit(delta.seq([add, *delta.removes(files.adds)]), operation)
     return True
 
 
-def read_locally(path: str, version: int, schema, columns: list[str] | None = None, where=None):
-    """The rows of ``version`` of the local Delta table at ``path`` (``columns``; those
-    ``where`` keeps, an Arrow expression), read by Arrow from the files its checksum lists
-    in ``schema`` (a column a file lacks reads as nulls); None when the version is not such
-    files. For topiclake's own small tables, where a Spark query costs seconds in a new
+def read_locally(spark, path: str, schema, columns: list[str] | None = None, where=None):
+    """The rows of the newest version of the local Delta table at ``path`` (``columns``;
+    those ``where`` keeps, an Arrow expression), read by Arrow from the files its checksum
+    lists in ``schema`` (a column a file lacks reads as nulls); None when the version is not
+    such files. For topiclake's own small tables, where a Spark query costs seconds in a new
     process."""
+    commits = read_commits(spark, path, 1)
+    files = version_checksum.plain_files(path, commits[0].version) if commits else None
+    return None if files is None else _rows_of(files, struct_of(schema), columns, where)
+
+
+def _rows_of(files, struct, columns: list[str] | None = None, where=None):
+    """The rows of ``files`` (``version_checksum.PlainFiles``) as an Arrow table in ``struct``."""
     import pyarrow.dataset as ds
-
-    files = version_checksum.plain_files(path, version)
-    if files is None:
-        return None
-    arrow_schema = _arrow_schema(struct_of(schema))
-    return ds.dataset(list(files.paths), schema=arrow_schema, format="parquet").to_table(columns=columns, filter=where)
-
-
-def _arrow_schema(struct):
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(struct)
+    return ds.dataset(list(files.paths), schema=to_arrow_schema(struct), format="parquet").to_table(
+        columns=columns, filter=where)
 
 
 def _takes(txn, struct) -> bool:
