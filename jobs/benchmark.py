@@ -11,8 +11,8 @@
    and on one without the change data feed; the guarantee checks (Great Expectations) as they run (only the
    change paired, from one read of the after version's files, the touched keys joined by
    their 64-bit hash, U from the pairing where the file statistics allow, planned up
-   front), as they ran until 2026-11-28 (keys joined by the key itself, U read from the
-   before version), with the session's adaptive plan (as until stop 60) and with whole
+   front, the bounds counted with the violations), as they ran until stop 73 (the bounds
+   in a Spark job of their own), with the session's adaptive plan (as until stop 60) and with whole
    versions paired (each twice, A B C D D C B A; the faster kept); the naive rewrite. All
    must keep the same key -> offset set, and every check route must pass with the same
    verdict.
@@ -254,13 +254,19 @@ def _scoped_check_adaptive():
 
 @contextlib.contextmanager
 def _scoped_check_as_before():
-    """The scoped stage check as it was until 2026-11-28 (a78793f): the touched keys joined
-    to every record of the after version by the key itself, not its 64-bit hash, and U
-    always read from the before version's files, never taken from the pairing."""
-    from framework.checks import changes
+    """The scoped stage check as it was until stop 73: the pairing's bounds counted in a
+    Spark job of their own, then the violations (now: one job, the bounds riding along
+    with the violations counted under the stage's own bounds, as whole versions' were)."""
+    from framework.checks import guarantees
 
-    with mock.patch.object(changes, "KEY_HASH_SQL", "key"), \
-            mock.patch.object(changes.ChangeScope, "holds_every_record_newer_than", lambda scope, ms: False):
+    shipped = guarantees.Guarantees._compare
+
+    def compare(self, *args, **kwargs):
+        if kwargs.get("changes") is not None:
+            kwargs["expected"] = None
+        return shipped(self, *args, **kwargs)
+
+    with mock.patch.object(guarantees.Guarantees, "_compare", compare):
         yield
 
 

@@ -390,12 +390,12 @@ def _counted(spark, warehouse, check, monkeypatch):
     """The check's outcome and how many times it counted violations; the outcome must be
     the one the check gives when it counts the data's bounds first, in a job of their own
     (as before stop 62)."""
-    from framework.checks import guarantees, rules
+    from framework.checks import bounds, guarantees, rules
 
     with monkeypatch.context() as patched:
         counts, shipped = [], rules.summary
         patched.setattr(rules, "summary", lambda *args, **kwargs: counts.append(1) or shipped(*args, **kwargs))
-        patched.setattr(rules, "bounds", lambda *args, **kwargs: pytest.fail("the bounds counted on their own"))
+        patched.setattr(bounds, "bounds", lambda *args, **kwargs: pytest.fail("the bounds counted on their own"))
         outcome = Guarantees(spark, warehouse).check_stage(check)
     with monkeypatch.context() as patched:
         patched.setattr(guarantees, "expected_bounds", lambda check: None)
@@ -684,24 +684,40 @@ def test_a_check_of_only_the_change_finds_what_pairing_whole_versions_finds(spar
         assert failed_codes(whole) == {"G7"}, whole.details
 
 
+def test_a_scoped_check_of_a_correct_stage_counts_its_violations_and_bounds_in_one_job(spark, base, tmp_path,
+                                                                                       monkeypatch):
+    """The change-only route too counts the violations under the stage's own bounds with the
+    pairing's bounds riding along: one summary, no job for the bounds alone, and the verdict
+    of counting the bounds first; a corruption the change-only route must find is found so."""
+    warehouse, log, check = _second_round(spark, base, tmp_path)
+    scopes = _scoped_and_recorded(monkeypatch)
+    outcome, counted = _counted(spark, warehouse, check, monkeypatch)
+    assert scopes and scopes[0] is not None, "the check paired only the change"
+    assert outcome.passed and counted == 1, outcome.details
+    version = SECOND_ROUND_CORRUPTIONS["an untouched tombstone removed before its horizon"](log)
+    corrupted = dataclasses.replace(check, version_after=version, state_after=log.states_at([version])[version])
+    outcome, counted = _counted(spark, warehouse, corrupted, monkeypatch)
+    assert failed_codes(outcome) == {"G7"} and counted == 1, outcome.details
+
+
 def test_a_scoped_check_plans_its_queries_up_front_and_gives_the_session_its_settings_back(
         spark, base, tmp_path, monkeypatch):
     """The change and its keys are small beside the table: the scoped check's queries run
     without adaptive execution (which made each shuffle and broadcast a job of its own),
     one shuffle partition per core, and the session's own settings come back after it."""
-    from framework.checks import changes, rules
+    from framework.checks import bounds, changes
     from framework.log.delta_commits import session_confs
 
     warehouse, log, check = _second_round(spark, base, tmp_path)
     monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
     keys = ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
-    seen, shipped = [], rules.scoped_bounds
+    seen, shipped = [], bounds.scoped_numbers
 
-    def scoped_bounds(*args, **kwargs):
+    def scoped_numbers(*args, **kwargs):
         seen.append(tuple(log.spark.conf.get(key) for key in keys))
         return shipped(*args, **kwargs)
 
-    monkeypatch.setattr(rules, "scoped_bounds", scoped_bounds)
+    monkeypatch.setattr(bounds, "scoped_numbers", scoped_numbers)
     adaptive = ("true", "7")
     with session_confs(spark, dict(zip(keys, adaptive))):
         outcome = Guarantees(spark, warehouse).check_stage(check)
@@ -722,15 +738,15 @@ def test_a_change_delta_did_not_record_is_checked_by_pairing_whole_versions(spar
 
 def _spy_on_u_queries(monkeypatch) -> list:
     """The thresholds of the scoped check's reads of the before version for U (and time retention)."""
-    from framework.checks import rules
+    from framework.checks import bounds
 
-    queried, shipped = [], rules._first_offset_from
+    queried, shipped = [], bounds._first_offset_from
 
     def first_offset_from(frame, ms):
         queried.append(ms)
         return shipped(frame, ms)
 
-    monkeypatch.setattr(rules, "_first_offset_from", first_offset_from)
+    monkeypatch.setattr(bounds, "_first_offset_from", first_offset_from)
     return queried
 
 

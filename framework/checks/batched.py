@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from framework.checks import rules
+from framework.checks.bounds import BOUNDS_ROW, bounds_as_json, bounds_from_json
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.scope import Scope, expected_bounds, stage_scope, validate_scope
 from framework.local_rows import local_frame
@@ -249,7 +250,7 @@ def _validated_files(validation: ValidateCheck) -> tuple | None:
 def _bounds(pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> dict:
     """The bounds of each value of ``by``, in one Spark job."""
     frame, names = _bounds_frame(pairs, config, now_ms, scopes, by, log_start_after)
-    return {row[by]: rules.bounds_from_json(row["detail"], names) for row in frame.collect()}
+    return {row[by]: bounds_from_json(row["detail"], names) for row in frame.collect()}
 
 
 def _bounds_frame(pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> tuple:
@@ -257,12 +258,12 @@ def _bounds_frame(pairs, config, now_ms: int, scopes, by: str, log_start_after: 
     column of ``scopes`` that holds each one's own), and their names."""
     from pyspark.sql import functions as F
 
-    as_json, names = rules.bounds_as_json(config, now_ms, log_start_after)
+    as_json, names = bounds_as_json(config, now_ms, log_start_after)
     return pairs.join(scopes, by).groupBy(by).agg(F.expr(as_json).alias("detail")), names
 
 
 def _counts_and_bounds(violations, pairs, config, now_ms: int, scopes, by: str, log_start_after: str) -> dict:
-    """:func:`rules.summary_and_bounds` of a batch of partitions, in one Spark job: for each
+    """:func:`bounds.summary_and_bounds` of a batch of partitions, in one Spark job: for each
     value of ``by``, the violations counted per guarantee and the bounds. No samples: a
     partition with a violation is measured again on its own, for them."""
     from pyspark.sql import functions as F
@@ -270,12 +271,12 @@ def _counts_and_bounds(violations, pairs, config, now_ms: int, scopes, by: str, 
     bounds, names = _bounds_frame(pairs, config, now_ms, scopes, by, log_start_after)
     counted = violations.groupBy(by, "guarantee").agg(F.expr("count(*)").alias("n"))
     rows = counted.selectExpr(by, "guarantee", "n", "CAST(NULL AS STRING) AS detail").unionByName(
-        bounds.selectExpr(by, f"'{rules.BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS n", "detail")).collect()
+        bounds.selectExpr(by, f"'{BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS n", "detail")).collect()
     found: dict = {}
     for row in rows:
         counts, numbers = found.setdefault(row[by], ({}, {}))
-        if row["guarantee"] == rules.BOUNDS_ROW:
-            numbers.update(rules.bounds_from_json(row["detail"], names))
+        if row["guarantee"] == BOUNDS_ROW:
+            numbers.update(bounds_from_json(row["detail"], names))
         else:
             counts[row["guarantee"]] = row["n"]
     return {key: (counts, numbers) for key, (counts, numbers) in found.items() if numbers}

@@ -25,7 +25,7 @@ passed. ``topiclake validate`` still pairs whole versions, for changes made behi
 topiclake's back between runs. The cost is one read of the after version, the change and
 its keys (broadcast, by their 64-bit hash, so the table itself is never shuffled; the
 records in scope are, once, by offset), and the bounds where file statistics point
-(``framework.checks.rules.scoped_bounds``). The first uncleanable offset is a bound the
+(``framework.checks.bounds.scoped_numbers``). The first uncleanable offset is a bound the
 pairing itself gives when the before version's file statistics show that every young
 record lies at or above the clean end, as it does unless the clock went back.
 """

@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Sequence
 
-from framework.checks import batched, gx_project, gx_suites, rules
+from framework.checks import batched, bounds, gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
 from framework.checks.readability import VIOLATIONS_SCHEMA, read_problems
@@ -102,7 +102,8 @@ class Guarantees:
                 if changes is not None:  # else Delta did not record the change: pair whole versions
                     try:
                         return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
-                                             run_spec_expectations=True, changes=changes)
+                                             run_spec_expectations=True, changes=changes,
+                                             expected=expected_bounds(check))
                     finally:
                         changes.release()
         return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
@@ -286,23 +287,29 @@ class Guarantees:
                                  counted=True).persist()
         key_type = log.spec.key_type
         try:
-            guessed = None  # the scope the violations were counted under with the bounds, if they were
-            if changes is None and expected is not None:
-                guessed = scope_of(expected)
-                counts, samples, bounds = rules.summary_and_bounds(
-                    rules.violations(pairs, guessed, config, key_type, checked), pairs, config, now_ms, start)
-            elif changes is None:
-                bounds = rules.bounds(pairs, config, now_ms, start)
+            if changes is None:
+                aggregates, finish = bounds.bounds_aggregates(config, now_ms, start), bounds.finished_bounds
             else:
                 young = uncleanable_after_ms(now_ms, config)
-                bounds = rules.scoped_bounds(pairs, before, after, config, now_ms, start, retention=stage != "compact",
-                                             records=changes.records,
-                                             young_from=changes.dirty_from
-                                             if changes.holds_every_record_newer_than(young) else None)
-            scope = scope_of(bounds)
+                young_from = changes.dirty_from if changes.holds_every_record_newer_than(young) else None
+                outside = bounds.scoped_numbers(before, after, config, now_ms, start, retention=stage != "compact",
+                                               records=changes.records, young_from=young_from)
+                aggregates = bounds.scoped_aggregates(config, now_ms, start, young_from)
+
+                def finish(changed: dict) -> dict:
+                    return bounds.scoped_finished(outside, changed)
+            guessed = None  # the scope the violations were counted under with the bounds, if they were
+            if expected is not None:
+                guessed = scope_of(expected)
+                counts, samples, numbers = bounds.summary_and_bounds(
+                    rules.violations(pairs, guessed, config, key_type, checked), pairs, aggregates)
+            else:
+                numbers = bounds.bounds(pairs, aggregates)
+            data_bounds = finish(numbers)
+            scope = scope_of(data_bounds)
             if scope != guessed:  # not counted yet, or under a scope the data's bounds contradict
                 counts, samples = rules.summary(rules.violations(pairs, scope, config, key_type, checked))
-            measured = _measured(log, stage, scope, counts, samples, _context(stage, scope, bounds, now_ms))
+            measured = _measured(log, stage, scope, counts, samples, _context(stage, scope, data_bounds, now_ms))
         finally:
             pairs.unpersist()
         if run_spec_expectations and log.spec.expectations:

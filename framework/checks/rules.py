@@ -10,13 +10,9 @@ brings no records to the driver:
    multiplying them. The caller persists it; it is the only pass over the records. On a
    large partition the caller hands in only the records the change touches
    (``framework.checks.changes``); the rules are the same.
-2. **Bounds.** One aggregate over the pairing gives the numbers ``framework.checks.scope``
-   turns into a :class:`Scope`: the first uncleanable offset recomputed from the data, the
-   time-retention boundary, the highest removed offset... (``scoped_bounds`` when the
-   pairing holds only the change: what needs every record is read where file statistics
-   point.) When whole versions are paired and the stage says what the bounds should be,
-   the aggregate rides along with the violations (:func:`summary_and_bounds`): one job,
-   not two, unless the data's bounds give another scope.
+2. **Bounds.** The numbers ``framework.checks.scope`` turns into a :class:`Scope`
+   (``framework.checks.bounds``), aggregated over the pairing, riding along with the
+   violations' count when the stage says what they should be.
 3. **Violations.** The per-offset rules in one pass over the pairing, the per-key rules
    (unique keys, winners, final state, tombstones) in one window over the key.
 
@@ -29,17 +25,15 @@ written once judges a literal or a column alike.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from typing import Sequence
 
 from framework.checks.scope import Scope
-from framework.cleaner.rules import delete_horizon_ms, uncleanable_after_ms
-from framework.cleaner.spark_sql import newer_than_sql, sql_string, winner_rank_sql
+from framework.cleaner.rules import delete_horizon_ms
+from framework.cleaner.spark_sql import sql_string, winner_rank_sql
 from framework.spec import TopicConfig
 
-__all__ = ["BOUNDS_ROW", "SAMPLE_ROWS", "Rule", "bounds", "bounds_as_json", "bounds_from_json", "pairing",
-           "scoped_bounds", "summary", "summary_and_bounds", "violations"]
+__all__ = ["SAMPLE_ROWS", "Rule", "narrow", "paired", "pairing", "summary", "violations"]
 
 #: How many offending rows each failed guarantee shows.
 SAMPLE_ROWS = 5
@@ -95,129 +89,6 @@ def paired(both, one_task: bool = False, counted: bool = False, by: Sequence[str
     for column, sides in _PAIRED.items():
         aggregates += [f"max(CASE WHEN side = '{s}' THEN {column} END) AS {column}_{s}" for s in sides]
     return both.groupBy(*by, "offset").agg(*[F.expr(a) for a in aggregates])
-
-
-def _first_young(present: str, ts: str, config: TopicConfig, now_ms: int) -> str:
-    """U recomputed from the data: the smallest offset newer than now - min lag."""
-    return f"min(CASE WHEN {present} AND {ts} > {uncleanable_after_ms(now_ms, config)} THEN `offset` END)"
-
-
-def _time_boundary(present: str, ts: str, config: TopicConfig, now_ms: int) -> str:
-    """Time retention removes every record below the first one young enough to stay."""
-    if config.delete and config.retention_ms >= 0:
-        return f"min(CASE WHEN {present} AND {ts} >= {now_ms - config.retention_ms} THEN `offset` END)"
-    return "CAST(NULL AS BIGINT)"
-
-
-_CHANGE_AGGREGATES = (  # (name, aggregate)
-    ("highest_removed", "max(CASE WHEN nb > 0 AND na = 0 THEN named_struct('offset', `offset`, 'size', size_b) END)"),
-    ("removed", "count(CASE WHEN nb > 0 AND na = 0 THEN 1 END)"),
-    ("added", "count(CASE WHEN na > 0 AND nb = 0 THEN 1 END)"),
-)
-
-
-def finished_bounds(bounds: dict) -> dict:
-    """The bounds as the scope reads them: the highest removed record's offset and size apart."""
-    highest = bounds.pop("highest_removed")
-    bounds["highest_removed"] = None if highest is None else highest["offset"]
-    bounds["highest_removed_size"] = 0 if highest is None else (highest["size"] or 0)
-    return bounds
-
-
-def bounds_aggregates(config: TopicConfig, now_ms: int, log_start_after: int | str) -> list[tuple[str, str]]:
-    """(name, aggregate) of the bounds over the pairing of whole versions (``log_start_after``:
-    a number, or the column that holds each partition's in a batch)."""
-    return [
-        ("u_before", _first_young('nb > 0', 'ts_b', config, now_ms)),
-        ("u_after", _first_young('na > 0', 'ts_a', config, now_ms)),
-        ("time_boundary", _time_boundary('nb > 0', 'ts_b', config, now_ms)),
-        ("kept_bytes",
-         f"coalesce(sum(CASE WHEN nb > 0 AND na > 0 AND `offset` >= {log_start_after} THEN size_b END), 0)"),
-        ("records_before", "count(CASE WHEN nb > 0 THEN 1 END)"),
-        ("records_after", "count(CASE WHEN na > 0 THEN 1 END)"),
-        *_CHANGE_AGGREGATES,
-    ]
-
-
-def bounds(pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> dict:
-    """The few numbers the rules need, in one aggregate over the pairing of whole versions."""
-    as_json, names = bounds_as_json(config, now_ms, log_start_after)
-    return bounds_from_json(pairs.selectExpr(f"{as_json} AS numbers").collect()[0]["numbers"], names)
-
-
-#: The guarantee column of the row that carries the bounds in :func:`summary_and_bounds`
-#: (and in a batch's counts, ``framework.checks.batched``).
-BOUNDS_ROW = "bounds"
-
-
-def summary_and_bounds(violations, pairs, config: TopicConfig, now_ms: int, log_start_after: int) -> tuple:
-    """:func:`summary` of ``violations`` and :func:`bounds` of ``pairs`` in one Spark job: the
-    bounds ride along as one more row of the violations (:func:`bounds_as_json`)."""
-    as_json, names = bounds_as_json(config, now_ms, log_start_after)
-    row = pairs.selectExpr(f"'{BOUNDS_ROW}' AS guarantee", "CAST(NULL AS BIGINT) AS `offset`",
-                           "CAST(NULL AS STRING) AS key", f"{as_json} AS detail")
-    counts, samples = summary(violations.unionByName(row))
-    del counts[BOUNDS_ROW]
-    return counts, samples, bounds_from_json(samples.pop(BOUNDS_ROW)[0]["detail"], names)
-
-
-def bounds_as_json(config: TopicConfig, now_ms: int, log_start_after: int | str) -> tuple[str, list[str]]:
-    """The bounds as one aggregate, a JSON object (to ride along as a row of another), and their names."""
-    aggregates = bounds_aggregates(config, now_ms, log_start_after)
-    return ("to_json(named_struct(" + ", ".join(f"'{name}', {sql}" for name, sql in aggregates) + "))",
-            [name for name, _ in aggregates])
-
-
-def bounds_from_json(detail: str, names: list[str]) -> dict:
-    numbers = json.loads(detail)  # (to_json leaves out the NULLs)
-    return finished_bounds({name: numbers.get(name) for name in names})
-
-
-def _first_offset_from(frame, ms: int):
-    """The smallest offset whose timestamp is newer than ``ms`` (Delta skips older files)."""
-    from pyspark.sql import functions as F
-
-    return frame.where(newer_than_sql(ms)).agg(F.min("offset").alias("u")).collect()[0]["u"]
-
-
-def scoped_bounds(pairs, before, after, config: TopicConfig, now_ms: int, log_start_after: int,
-                  retention: bool, records: tuple[int | None, int | None] = (None, None),
-                  young_from: int | None = None) -> dict:
-    """The numbers a stage check needs when ``pairs`` holds only the change
-    (``framework.checks.changes``). What needs every record is read where file statistics
-    point (Parquet's row groups, or Delta's files when the version is read through Delta):
-    U from the files young enough, or from the pairing itself when ``young_from`` says it
-    holds every before record at or above that offset and none below it is young (Delta's
-    file statistics prove it: ``ChangeScope.holds_every_record_newer_than``); the counts
-    from the statistics themselves (``records``, before and after, when the caller has them
-    from Delta's file statistics); what only retention is judged by (the time boundary, the
-    bytes kept) only for a retention stage. What was removed or added comes from the pairing."""
-    from pyspark.sql import functions as F
-
-    numbers = {
-        "records_before": before.count() if records[0] is None else records[0],
-        "records_after": after.count() if records[1] is None else records[1],
-        "time_boundary": None, "kept_bytes": 0,
-    }
-    u_from_pairs = []
-    if young_from is None:
-        numbers["u_before"] = _first_offset_from(before, uncleanable_after_ms(now_ms, config))
-    else:
-        u_from_pairs.append(f"{_first_young(f'nb > 0 AND `offset` >= {int(young_from)}', 'ts_b', config, now_ms)} "
-                            "AS u_before")
-    changed = pairs.agg(*[F.expr(a) for a in (
-        *(f"{sql} AS {name}" for name, sql in _CHANGE_AGGREGATES), *u_from_pairs,
-        f"coalesce(sum(CASE WHEN nb > 0 AND na = 0 AND `offset` >= {log_start_after} THEN size_b END), 0) "
-        "AS removed_from_start",
-    )]).collect()[0].asDict()
-    removed_from_start = changed.pop("removed_from_start")
-    if retention:
-        if config.delete and config.retention_ms >= 0:
-            # Time retention keeps every record from the first one at most retention.ms old.
-            numbers["time_boundary"] = _first_offset_from(before, now_ms - config.retention_ms - 1)
-        from_start = before.where(F.col("offset") >= log_start_after).agg(F.sum("_size")).collect()[0][0] or 0
-        numbers["kept_bytes"] = from_start - removed_from_start
-    return finished_bounds({**numbers, **changed})
 
 
 @dataclass(frozen=True)
