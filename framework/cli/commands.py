@@ -364,7 +364,8 @@ def report(ctx) -> int:
 def simulate(ctx) -> int:
     from framework.cli.simulate import run_scenarios
 
-    return run_scenarios(ctx.args.scenarios, out=sys.stdout, progress=ctx.progress, as_json=ctx.args.json)
+    return run_scenarios(ctx.args.scenarios, out=sys.stdout, progress=ctx.progress, as_json=ctx.args.json,
+                         session=lambda: ctx.spark)
 
 
 VERBS = {

@@ -330,9 +330,12 @@ def _end_offsets(topic) -> list[int]:
 
 
 def run_scenarios(paths: list[str], out: TextIO, progress: Callable[[str], None] | None = None,
-                  spark=None, validator_factory: Callable | None = None, as_json: bool = False) -> int:
+                  spark=None, validator_factory: Callable | None = None, as_json: bool = False,
+                  session: Callable[[], object] | None = None) -> int:
     """Check every file, then run each; prints PASS/FAIL lines and a count (or, ``as_json``, one
-    JSON object with every result). Exit 1 if any failed."""
+    JSON object with every result). Exit 1 if any failed. The scenarios run in ``spark``,
+    else the session ``session()`` starts once every file is checked (the command line's,
+    which begins importing Great Expectations as it starts), else the active one."""
     scenarios = []
     problems: list[Problem] = []
     for path in paths:
@@ -342,6 +345,8 @@ def run_scenarios(paths: list[str], out: TextIO, progress: Callable[[str], None]
             problems.extend(error.problems)
     if problems:
         raise ScenarioError(problems)
+    if spark is None and session is not None:
+        spark = session()
     if spark is None:
         from framework.session import get_session
 
