@@ -245,3 +245,35 @@ def test_a_maintain_step_that_errors_fails(spark, tmp_path, capsys):
         "0 passed, 1 failed",
     ]
     assert code == 1
+
+
+# ------------------------------------------------------- how expect reads offsets
+def test_expect_reads_a_partitions_offsets_without_a_spark_job_as_delta_reads_them(spark, warehouse):
+    """An ``expect`` step's offsets come from the files the newest version's checksum lists,
+    read by Arrow (no Spark job), and are Delta's own; a table with deletion vectors, whose
+    files are not its records, is read through Delta."""
+    from framework.cli.simulate import _offsets
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+    from framework.log.warehouse import delta_table_sql
+    from framework.spec import parse_spec
+    from framework.stages import compaction
+    from tests.support.spark_jobs import spark_jobs
+
+    spec = parse_spec({"topic": "t", "partitions": 1,
+                       "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0}}, "test")
+    topic = Topic(spark, warehouse, spec)
+    produce(topic, parse_records(
+        [(i, {"partition": 0, "key": k, "value": "v", "timestamp": 0}) for i, k in enumerate("abacab")], spec, "test"), 10)
+    log = topic.partition(0)
+    compaction.execute(log, compaction.plan(log, 1000))
+    through_delta = sorted(r["offset"] for r in log.read().select("offset").collect())
+    assert through_delta == [3, 4, 5]
+    offsets, jobs = spark_jobs(spark, lambda: _offsets(topic, 0))
+    assert (offsets, jobs) == (through_delta, 0)
+    table = delta_table_sql(log.path)
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"DELETE FROM {table} WHERE `offset` = 4")
+    offsets, jobs = spark_jobs(spark, lambda: _offsets(topic, 0))
+    assert offsets == [3, 5] and jobs > 0

@@ -320,7 +320,16 @@ def _where(step: Step) -> str:
 
 
 def _offsets(topic, partition: int) -> list[int]:
+    """The partition's offsets: read by Arrow from the files the newest version's checksum
+    lists when they are its records (a scenario's tables are small, and a Spark query costs
+    two jobs), else through Delta (deletion vectors, no checksum)."""
+    from framework.log.local_append import read_locally
+    from framework.log.table_layout import table_schema
+
     log = topic.partition(partition)
+    local = read_locally(log.spark, log.path, table_schema(log.spec), ["offset"])
+    if local is not None:
+        return sorted(local.column("offset").to_pylist())
     rows = log.read().select("offset").orderBy("offset").collect()
     return [r["offset"] for r in rows]
 
