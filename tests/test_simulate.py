@@ -264,8 +264,8 @@ def test_expect_reads_a_partitions_offsets_without_a_spark_job_as_delta_reads_th
     spec = parse_spec({"topic": "t", "partitions": 1,
                        "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0}}, "test")
     topic = Topic(spark, warehouse, spec)
-    produce(topic, parse_records(
-        [(i, {"partition": 0, "key": k, "value": "v", "timestamp": 0}) for i, k in enumerate("abacab")], spec, "test"), 10)
+    records = [(i, {"partition": 0, "key": k, "value": "v", "timestamp": 0}) for i, k in enumerate("abacab")]
+    produce(topic, parse_records(records, spec, "test"), 10)
     log = topic.partition(0)
     compaction.execute(log, compaction.plan(log, 1000))
     through_delta = sorted(r["offset"] for r in log.read().select("offset").collect())
