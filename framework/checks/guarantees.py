@@ -288,16 +288,13 @@ class Guarantees:
         key_type = log.spec.key_type
         try:
             if changes is None:
-                aggregates, finish = bounds.bounds_aggregates(config, now_ms, start), bounds.finished_bounds
+                aggregates = bounds.bounds_aggregates(config, now_ms, start)
             else:
                 young = uncleanable_after_ms(now_ms, config)
                 young_from = changes.dirty_from if changes.holds_every_record_newer_than(young) else None
                 outside = bounds.scoped_numbers(before, after, config, now_ms, start, retention=stage != "compact",
                                                records=changes.records, young_from=young_from)
                 aggregates = bounds.scoped_aggregates(config, now_ms, start, young_from)
-
-                def finish(changed: dict) -> dict:
-                    return bounds.scoped_finished(outside, changed)
             guessed = None  # the scope the violations were counted under with the bounds, if they were
             if expected is not None:
                 guessed = scope_of(expected)
@@ -305,7 +302,8 @@ class Guarantees:
                     rules.violations(pairs, guessed, config, key_type, checked), pairs, aggregates)
             else:
                 numbers = bounds.bounds(pairs, aggregates)
-            data_bounds = finish(numbers)
+            data_bounds = (bounds.finished_bounds(numbers) if changes is None
+                           else bounds.scoped_finished(outside, numbers))
             scope = scope_of(data_bounds)
             if scope != guessed:  # not counted yet, or under a scope the data's bounds contradict
                 counts, samples = rules.summary(rules.violations(pairs, scope, config, key_type, checked))
