@@ -27,9 +27,9 @@
    shipped), against each measured at once (as before stop 64), A B B A, then one thread; then 5,000
    more lines into the first topic's tables. Twin topics of a quarter of the partitions are
    created, A B B A, through Delta's transaction API (as shipped) and by Delta's table
-   builder (as before); then the same lines, A B B A: the driver's rows through Arrow
-   against a Python list, and Java lists read by index against iterated through py4j (each
-   as shipped against as before). Then four twin topics of a quarter of the partitions,
+   builder (as before); then the same lines, A B B A: the driver's rows written by Arrow
+   against by Spark's ``writeFiles``, and Java lists read by index against iterated through
+   py4j (each as shipped against as before). Then four twin topics of a quarter of the partitions,
    with the same records, get their first maintain in the order A B B A: A measures each
    partition from its commit metadata (the newest timestamp rules out young records, the
    append commits give the records past the checkpoint: as shipped), B scans the records
@@ -122,6 +122,9 @@
    in this process, after a warm-up: twins A B B A, A as shipped (the rows read and written
    by Arrow, no Spark job), B as before stop 72 (written by Spark's ``writeFiles``, read by
    a Spark query); each pair must hold the same committed offsets.
+18. ``produce_commands``: ``topiclake produce`` of 5,000 lines into ``--partitions`` new
+   partitions, each a new process, A B B A: the rows written by Arrow (as shipped) against
+   by Spark's ``writeFiles`` (as before stop 74); every side's tables must hold the same records.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -151,7 +154,8 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
-            "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets")
+            "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
+            "produce_commands")
 
 
 def _timed(label, results, action):
@@ -431,8 +435,8 @@ TWIN_KINDS = (
 
 #: The ways ``_produce_twins`` writes the same lines into existing tables.
 PRODUCE_TWINS = (
-    TwinKind("rows", ("rows through Arrow", "rows as a Python list"), "rows through Arrow / as a Python list",
-             lambda: _rows_as_python_lists()),
+    TwinKind("writer", ("rows written by Arrow", "rows written by Spark"), "rows written by Arrow / by Spark",
+             lambda: _rows_written_by_spark()),
     TwinKind("lists", ("Java lists read by index", "Java lists iterated"), "Java lists read by index / iterated",
              lambda: _java_lists_iterated()),
 )
@@ -573,10 +577,9 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
 
 def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: dict) -> bool:
     """The same lines into twin topics whose tables exist, A B B A, for each pair of ways:
-    the driver's rows through Arrow (a JVM local relation) against the Python list (a
-    Python RDD, as before); Java lists read by index against iterated through py4j (as
-    before: the iterator ends in a Java exception that pyspark converts). The same offsets
-    every way."""
+    the driver's rows written by Arrow against by Spark's ``writeFiles`` (as before stop
+    74); Java lists read by index against iterated through py4j (as before: the iterator
+    ends in a Java exception that pyspark converts). The same offsets every way."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
@@ -752,11 +755,12 @@ def _same_offsets(twins: dict, partitions: int) -> bool:
 
 
 @contextlib.contextmanager
-def _rows_as_python_lists():
-    """Produce as topiclake did before its driver-side rows went through Arrow."""
-    from framework.clients import produce
+def _rows_written_by_spark():
+    """Produce as topiclake did before stop 74: the driver-side rows a DataFrame (an Arrow
+    local relation) that Spark's ``writeFiles`` writes, a Spark job an append."""
+    from framework.log import arrow_files
 
-    with mock.patch.object(produce, "local_frame", lambda session, rows, schema: session.createDataFrame(rows, schema)):
+    with mock.patch.object(arrow_files, "data_files", lambda *args, **kwargs: None):
         yield
 
 
@@ -1384,12 +1388,15 @@ def _topic_spec_and_lines(scratch: str, topics: list[str], partitions: int, now:
     return lines
 
 
-def _command(results: dict, label: str, scratch: str, args: tuple[str, ...], env: dict | None = None) -> bool:
+def _command(results: dict, label: str, scratch: str, args: tuple[str, ...], env: dict | None = None,
+             prelude: str | None = None) -> bool:
     """One ``topiclake`` command in a new process on ``scratch``'s warehouse and specs, timed
-    as ``label``; whether it succeeded."""
+    as ``label``; whether it succeeded. ``prelude``: Python the process runs first (a way
+    as before, patched in)."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    argv = [sys.executable, "-m", "framework.cli", "--warehouse", os.path.join(scratch, "w"), "--specs", scratch,
-            *args]
+    start = ["-m", "framework.cli"] if prelude is None else [
+        "-c", f"{prelude}\nfrom framework.cli.main import entry_point\nentry_point()"]
+    argv = [sys.executable, *start, "--warehouse", os.path.join(scratch, "w"), "--specs", scratch, *args]
     done = _timed(label, results, lambda: subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True))
     if done.returncode != 0:
         print(f"  {label}: exit {done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
@@ -1451,6 +1458,34 @@ def bench_collector_commands(spark, results: dict, partitions: int, now: int) ->
         for side in switch.sides:
             results[f"{label}, {side}"] = round(statistics.mean(run[f"{label}, {side}"] for run in runs[side]), 3)
     return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
+            "same_tables_every_way": ok and len(contents) == 1}
+
+
+#: The ways ``topiclake produce`` writes a produce's rows (the ``produce_commands`` section).
+PRODUCE_COMMAND_TWINS = TwinKind("produce_commands", ("rows written by Arrow", "rows written by Spark"),
+                                 "rows written by Arrow / by Spark")
+#: Side B's process refuses Arrow's files, so every append is Spark's ``writeFiles`` (as before stop 74).
+_SPARK_WRITER_PRELUDE = ("from framework.log import arrow_files\n"
+                         "arrow_files.data_files = lambda *args, **kwargs: None")
+
+
+def bench_produce_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """``topiclake produce`` of 5,000 lines into ``partitions`` new partitions, each a new
+    process, A B B A: the rows written by Arrow (as shipped) against by Spark's
+    ``writeFiles`` (as before stop 74). Each side's figure is its mean; every side's tables
+    must hold the same records."""
+    kind, label = PRODUCE_COMMAND_TWINS, f"topiclake produce of 5000 lines into {partitions} new partitions"
+    contents, ok = set(), True
+    for name in ("a1", "b1", "b2", "a2"):
+        as_before = name.startswith("b")
+        with tempfile.TemporaryDirectory(prefix="topiclake-produce-") as scratch:
+            lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
+            ok &= _command(results, f"{label}, {kind.sides[as_before]} ({name})", scratch,
+                           ("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
+                           prelude=_SPARK_WRITER_PRELUDE if as_before else None)
+            contents.add(_warehouse_contents(spark, os.path.join(scratch, "w"), "fresh", partitions))
+    _mean_of_twins(results, label, kind.sides)
+    return {"partitions": partitions, "label": label, "commands_succeeded": ok,
             "same_tables_every_way": ok and len(contents) == 1}
 
 
@@ -1697,6 +1732,8 @@ def run(argv) -> int:
             others["commands"] = bench_commands(results, args.partitions, now)
         if "collector_commands" in sections:
             others["collector_commands"] = bench_collector_commands(spark, results, args.partitions, now)
+        if "produce_commands" in sections:
+            others["produce_commands"] = bench_produce_commands(spark, results, args.partitions, now)
         if "produce" in sections:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "new_tables" in sections:
@@ -1727,6 +1764,9 @@ def run(argv) -> int:
         if "collector_commands" in others:
             ratios.update(_switch_ratios(results, others["collector_commands"]["labels"],
                                          SESSION_SWITCHES["collector"]))
+        if "produce_commands" in others:
+            ratio = PRODUCE_COMMAND_TWINS.ratio_of(others["produce_commands"]["label"], results)
+            ratios[f"topiclake produce into new partitions, {PRODUCE_COMMAND_TWINS.ratio}"] = ratio
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:
@@ -1743,6 +1783,7 @@ def run(argv) -> int:
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
+    failed = failed or not others.get("produce_commands", {}).get("same_tables_every_way", True)
     return 0 if exact and not failed else 1
 
 

@@ -97,6 +97,8 @@ def test_local_appends_side_by_side_are_blind_appends_that_all_land(spark, tmp_p
 @pytest.mark.parametrize("case", ["another column", "a column's type", "partitioned", "deletion vectors",
                                   "not local"])
 def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, case):
+    """A partitioned table takes an append (a file per partition value, in its folder) but
+    not a replace: its files read one by one lack their partition values."""
     path = str(tmp_path / "t")
     if case == "another column":
         _table(spark, path, SCHEMA + ", `extra` STRING")
@@ -110,9 +112,30 @@ def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, 
         _table(spark, path)
     before = (read_commits(spark, path, 1)[0].version, _data_files(path))
     target = "s3a://bucket/t" if case == "not local" else path
-    assert appended_locally(spark, target, ROWS, SCHEMA) is None
+    if case != "partitioned":
+        assert appended_locally(spark, target, ROWS, SCHEMA) is None
     assert replaced_locally(spark, target, lambda rows: rows, SCHEMA) is None
     assert (read_commits(spark, path, 1)[0].version, _data_files(path)) == before
+
+
+def test_a_local_append_to_a_partitioned_table_writes_each_value_s_folder_as_a_dataframe_write(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    for path in (ours, theirs):
+        _table(spark, path, partition_columns=("partition",))
+    assert appended_locally(spark, ours, ROWS, SCHEMA) == 1
+    local_frame(spark, ROWS, SCHEMA).write.format("delta").mode("append").save(theirs)
+
+    assert _spark_rows(spark, ours) == _spark_rows(spark, theirs) == sorted(ROWS, key=lambda r: repr(tuple(r)))
+    by_delta_rs = [sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=repr) for path in (ours, theirs)]
+    assert by_delta_rs[0] == by_delta_rs[1] and len(by_delta_rs[0]) == 4
+    folders = [sorted({os.path.relpath(os.path.dirname(f), path) for f in _data_files(path)})
+               for path in (ours, theirs)]
+    assert folders[0] == folders[1] == ["partition=0", "partition=1", "partition=2", "partition=3"]
+    commit = [json.loads(line) for line in open(os.path.join(ours, "_delta_log", f"{1:020d}.json"))]
+    adds = sorted((action["add"] for action in commit if "add" in action), key=lambda a: a["path"])
+    assert [a["partitionValues"] for a in adds] == [{"partition": str(n)} for n in range(4)]
 
 
 def test_an_idle_maintain_with_history_runs_no_spark_job(spark, warehouse):

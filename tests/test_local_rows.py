@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from framework.clients.produce import _input_schema
 from framework.local_rows import local_frame
 from framework.log.history import HISTORY_SCHEMA, HistoryRow
-from framework.log.topic import Topic
-from framework.spec import parse_spec
 
 ROWS = [
     (0, "k", "v", 1_700_000_000_000, [("h", b"\x00\xff"), ("h", None)]),
@@ -19,10 +16,14 @@ ROWS = [
 
 
 @pytest.mark.parametrize("key_type", ["string", "binary"])
-def test_a_produce_batch_equals_sparks_list_path_and_is_a_local_relation(spark, warehouse, key_type):
-    spec = parse_spec({"topic": "rows", "partitions": 1, "key": {"type": key_type}, "value": {"type": key_type},
-                       "config": {"cleanup.policy": "compact"}}, "rows.yaml")
-    schema = _input_schema(Topic(spark, warehouse, spec))
+def test_rows_of_records_equal_sparks_list_path_and_are_a_local_relation(spark, key_type):
+    from pyspark.sql import types as T
+
+    kind = T.BinaryType() if key_type == "binary" else T.StringType()
+    header = T.StructType([T.StructField("key", T.StringType(), False), T.StructField("value", T.BinaryType(), True)])
+    schema = T.StructType([T.StructField("_seq", T.LongType(), False), T.StructField("key", kind, True),
+                           T.StructField("value", kind, True), T.StructField("timestamp_ms", T.LongType(), False),
+                           T.StructField("headers", T.ArrayType(header, False), False)])
     rows = ROWS if key_type == "string" else [
         (s, None if k is None else k.encode(), None if v is None else v.encode(), t, h) for s, k, v, t, h in ROWS]
     ours = local_frame(spark, rows, schema)

@@ -1,8 +1,10 @@
 """Produce: records to partition tables, one atomic append per partition and call.
 
 Two entry points share the append path of :class:`~framework.log.partition_log.PartitionLog`:
-checked Python records (JSON lines, scenario files) and a Spark DataFrame (bulk loads),
-whose checks and partitioning run in Spark so no record passes through the driver.
+checked Python records (JSON lines, scenario files), which are on the driver already and
+are written by Arrow with no Spark job (``framework.log.arrow_files``), and a Spark
+DataFrame (bulk loads), whose checks and partitioning run in Spark so no record passes
+through the driver.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Sequence
 from framework.clients.partitioner import default_partitions
 from framework.clients.records import ProducerRecord, assign_partitions
 from framework.errors import ArgumentError, PolicyViolationError, Problem, RecordError
-from framework.local_rows import local_frame
+from framework.log.appended_rows import driver_side_schema
 from framework.log.delta_commits import session_confs
 from framework.log.log_state import AppendedRecords
 from framework.log.partition_log import AppendResult
@@ -20,26 +22,6 @@ from framework.log.small_partitions import small_partition_settings
 from framework.log.table_layout import HEADERS_TYPE, record_size_column
 from framework.log.topic import Topic
 from framework.side_by_side import each
-
-
-def _input_schema(topic: Topic):
-    from pyspark.sql import types as T
-
-    def kind(name: str):
-        return T.BinaryType() if name == "binary" else T.StringType()
-
-    header = T.StructType(
-        [T.StructField("key", T.StringType(), False), T.StructField("value", T.BinaryType(), True)]
-    )
-    return T.StructType(
-        [
-            T.StructField("_seq", T.LongType(), False),
-            T.StructField("key", kind(topic.spec.key_type), True),
-            T.StructField("value", kind(topic.spec.value_type), True),
-            T.StructField("timestamp_ms", T.LongType(), False),
-            T.StructField("headers", T.ArrayType(header, False), False),
-        ]
-    )
 
 
 def refuse_kafka_fed(topic: Topic) -> None:
@@ -61,27 +43,28 @@ def produce(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source
 
 
 def _batches(topic: Topic, records: Sequence[ProducerRecord], now_ms: int, source: str) -> dict[int, tuple]:
-    """Each partition's records as a frame, what it appends, and its newest timestamp."""
-    from pyspark.sql import functions as F
+    """Each partition's records as driver-side rows (an Arrow table, which the append writes
+    without a Spark job where the table takes it), what it appends, and its newest timestamp."""
+    import pyarrow as pa
 
     log_append_time = topic.spec.config.message_timestamp_type == "LogAppendTime"
-    schema = _input_schema(topic)
+    schema = driver_side_schema(topic.spec)
     batches = {}
     for partition, batch in sorted(assign_partitions(records, topic.spec, source).items()):
-        rows = [
-            (
-                seq,
-                record.key,
-                record.value,
-                now_ms if log_append_time or record.timestamp_ms is None else record.timestamp_ms,
-                [(name, value) for name, value in record.headers],
-            )
-            for seq, record in enumerate(batch)
-        ]
-        frame = local_frame(topic.spark, rows, schema)
-        frame = frame.withColumn("timestamp", F.timestamp_millis("timestamp_ms")).drop("timestamp_ms")
-        appended = AppendedRecords(len(rows), sum(record.size() for record in batch), min(row[3] for row in rows))
-        batches[partition] = (frame, appended, max(row[3] for row in rows))
+        stamps = [now_ms if log_append_time or record.timestamp_ms is None else record.timestamp_ms
+                  for record in batch]
+        sizes = [record.size() for record in batch]
+        columns = {
+            "_seq": range(len(batch)),
+            "timestamp": [ms * 1000 for ms in stamps],  # microseconds, as Spark's timestamps
+            "key": [record.key for record in batch],
+            "value": [record.value for record in batch],
+            "headers": [list(record.headers) for record in batch],
+            "_size": sizes,
+        }
+        rows = pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
+        appended = AppendedRecords(len(batch), sum(sizes), min(stamps))
+        batches[partition] = (rows, appended, max(stamps))
     return batches
 
 

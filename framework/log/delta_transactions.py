@@ -30,6 +30,8 @@ import time
 from typing import Callable, TypeVar
 
 from framework.local_rows import local_frame
+from framework.log import arrow_files
+from framework.log.commit_log import local_folder
 
 T = TypeVar("T")
 
@@ -125,6 +127,20 @@ class DeltaJvm:
             return int(txn.txnVersion(app_id))
         return max((int(t.version()) for t in self.items(listed.get()) if t.appId() == app_id), default=-1)
 
+    def register_metrics(self, txn, values: dict) -> None:
+        """Register ``values`` as the commit's operation metrics, as Delta's own command or
+        ``writeFiles`` would (``DESCRIBE HISTORY`` shows them; Delta refuses a MERGE commit
+        without them)."""
+        spark_context = self.spark.sparkContext._jsc.sc()
+        create = self.cls("org.apache.spark.sql.execution.metric.SQLMetrics").createMetric
+        java_map = self.cls("java.util.HashMap")()
+        for name, value in values.items():
+            metric = create(spark_context, name)
+            metric.set(int(value))
+            java_map.put(name, metric)
+        to_scala = self.cls("org.apache.spark.api.python.PythonUtils").toScalaMap
+        txn.registerSQLMetrics(self.spark._jsparkSession, to_scala(java_map))
+
     def append_operation(self, metadata: str):
         """``DeltaOperations.Write`` in append mode, carrying the commit's user metadata."""
         return self.write_operation("Append", self.some(metadata))
@@ -189,14 +205,18 @@ WRITTEN_OR_SKIPPED = "written or skipped"
 
 
 def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame=None,
-                   new_table=None):
+                   new_table=None, max_records_per_file: int | None = None):
     """Append ``frame``'s rows (None: no rows) and SetTransaction(``app_id``, ``txn_version``)
     as one Delta commit carrying ``metadata``; its version, or None when the table already
     holds ``app_id`` at ``txn_version`` or later (nothing is written). With ``new_table``
     (a ``delta_create.NewTable``) and no table at ``path`` yet, the commit creates it too,
     as version 0; a concurrent creator makes it conflict, as any concurrent write does.
 
-    ``schema`` is the table's; ``frame`` has its columns. Raises Delta's conflicts as a
+    ``schema`` is the table's; ``frame`` has its columns: a DataFrame, or driver-side rows
+    as an Arrow table (as ``pyspark`` maps ``schema`` to Arrow), which Arrow writes
+    (:mod:`framework.log.arrow_files`) when the table is local and takes them, and Spark
+    otherwise; either way in files of up to ``max_records_per_file`` records (None: as
+    Spark splits a DataFrame, one file for an Arrow table). Raises Delta's conflicts as a
     DataFrame write does. Without a JVM (Spark Connect), or when this Delta's JVM API has
     another shape (another version or platform), the commit is a DataFrame write (after a
     create of ``new_table``), and the answer :data:`WRITTEN_OR_SKIPPED`.
@@ -206,18 +226,21 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
         if new_table is not None:
             new_table.create(spark, path)
         rows = frame if frame is not None else local_frame(spark, [], schema)
+        if is_arrow(rows):
+            rows = _frame_of(spark, rows, schema, max_records_per_file)
         (rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", int(txn_version))
          .option("userMetadata", metadata).save(path))
         return WRITTEN_OR_SKIPPED
 
     def by_transaction(delta: DeltaJvm):
-        return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame, new_table)
+        return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame, new_table,
+                                  max_records_per_file)
 
     return through_the_jvm(spark, by_transaction, by_dataframe)
 
 
 def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_version: int, metadata: str, frame,
-                       new_table=None):
+                       new_table=None, max_records_per_file: int | None = None):
     txn = delta.delta_log(path).startTransaction()
     # every JVM call whose shape may differ comes before the write
     operation = delta.append_operation(metadata)
@@ -228,10 +251,30 @@ def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_vers
     elif delta.claimed_version(txn, app_id) >= txn_version:
         return None
     actions = []
+    if is_arrow(frame):  # driver-side rows: Arrow writes their files when the table takes them
+        folder = local_folder(path)
+        actions = None if folder is None else arrow_files.data_files(delta, txn, folder, frame, max_records_per_file)
+        if actions is None:
+            frame = _frame_of(delta.spark, frame, schema, max_records_per_file)
+        else:
+            delta.register_metrics(txn, arrow_files.write_metrics(actions))
+            frame = None
     if frame is not None:
         rows = frame.select(*schema.fieldNames())
         actions = delta.items(txn.writeFiles(rows._jdf, delta.none(), False, delta.seq([])))
     return int(txn.commit(delta.seq([*actions, claim]), operation))
+
+
+def is_arrow(rows) -> bool:
+    """Whether ``rows`` are driver-side rows (an Arrow table), not a DataFrame."""
+    return rows is not None and type(rows).__module__.startswith("pyarrow")
+
+
+def _frame_of(spark, table, schema, max_records_per_file: int | None):
+    """Driver-side rows (an Arrow table in ``schema``) as a DataFrame, in files of up to
+    ``max_records_per_file`` records."""
+    frame = spark.createDataFrame(table, schema)
+    return frame if not max_records_per_file else frame.coalesce(max(1, -(-table.num_rows // max_records_per_file)))
 
 
 def replaced_commit(spark, path: str, replace) -> bool:

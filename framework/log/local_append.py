@@ -14,26 +14,20 @@ commits the new rows' file with every old file removed (``WRITE``, mode Overwrit
 committed offset took 0.35 s warm with the one Spark job of a ``writeFiles``, and a
 Spark job is seconds in a new process (docs/performance-log.md, stop 72).
 
-This applies when the table is on the local file system, the session has a JVM, the
-table has no feature a rewrite may not meet (``version_checksum.REWRITE_BLOCKING_FEATURES``)
-and no column mapping, and its columns are the rows' (names, types and nullability; no
-partition columns), all read from the transaction's snapshot. Otherwise
-nothing is written and the caller makes its DataFrame write. The file carries Delta's
-``numRecords`` statistic but no value bounds, so no read skips it; these are small tables.
-A crash between the file and the commit leaves a file that no version lists, which VACUUM
-removes, as after a killed Spark write. An append does not run Delta's auto compaction:
-the caller bins its own small files (:func:`pack_small_files`).
+This applies when the table is on the local file system, the session has a JVM and the
+table takes Arrow's files (:mod:`framework.log.arrow_files`: no feature a rewrite may not
+meet, its columns the rows'; a replace also needs a table without partition columns), all
+read from the transaction's snapshot. Otherwise nothing is written and the caller makes
+its DataFrame write. An append does not run Delta's auto compaction: the caller bins its
+own small files (:func:`pack_small_files`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import uuid
 from typing import Iterable
 
 from framework.local_rows import arrow_rows, struct_of
-from framework.log import version_checksum
+from framework.log import arrow_files, version_checksum
 from framework.log.commit_log import local_folder, read_commits
 from framework.log.delta_transactions import DeltaJvm, through_the_jvm
 from framework.log.warehouse import delta_table_sql
@@ -46,16 +40,15 @@ def appended_locally(spark, path: str, rows: Iterable[tuple], schema) -> int | N
     folder = local_folder(path)
     if folder is None:
         return None
-    table, struct = arrow_rows(rows, schema), struct_of(schema)
-    return through_the_jvm(spark, lambda delta: _append_in(delta, path, folder, table, struct), lambda: None)
+    table = arrow_rows(rows, schema)
+    return through_the_jvm(spark, lambda delta: _append_in(delta, path, folder, table), lambda: None)
 
 
-def _append_in(delta: DeltaJvm, path: str, folder: str, table, struct) -> int | None:
+def _append_in(delta: DeltaJvm, path: str, folder: str, table) -> int | None:
     txn = delta.delta_log(path).startTransaction()
     operation = delta.write_operation("Append")  # before the file: its shape may differ
-    if not _takes(txn, struct):
-        return None
-    return int(txn.commit(delta.seq([_written(delta, folder, table)]), operation))
+    adds = arrow_files.data_files(delta, txn, folder, table)
+    return None if adds is None else int(txn.commit(delta.seq(adds), operation))
 
 
 def replaced_locally(spark, path: str, replace, schema) -> bool | None:
@@ -76,12 +69,15 @@ def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bo
     txn = delta.delta_log(path).startTransaction()
     operation = delta.write_operation("Overwrite")  # before the file: its shape may differ
     files = version_checksum.plain_files(path, int(txn.snapshot().version()))
-    if not version_checksum.rewritable(files) or not _takes(txn, struct):
+    # a partitioned table's rows lack their partition values when read file by file
+    if not version_checksum.rewritable(files) or not txn.metadata().partitionColumns().isEmpty():
         return None
     txn.readWholeTable()
     rows = _rows_of(files, struct)
-    add = _written(delta, folder, replace(rows).select(rows.schema.names).cast(rows.schema))
-    txn.commit(delta.seq([add, *delta.removes(files.adds)]), operation)
+    adds = arrow_files.data_files(delta, txn, folder, replace(rows).select(rows.schema.names).cast(rows.schema))
+    if adds is None:
+        return None
+    txn.commit(delta.seq([*adds, *delta.removes(files.adds)]), operation)
     return True
 
 
@@ -103,36 +99,6 @@ def _rows_of(files, struct, columns: list[str] | None = None, where=None):
 
     return ds.dataset(list(files.paths), schema=to_arrow_schema(struct), format="parquet").to_table(
         columns=columns, filter=where)
-
-
-def _takes(txn, struct) -> bool:
-    """Whether the table of ``txn`` takes Arrow's file of rows in ``struct`` as it is: no
-    feature a rewrite may not meet, no partition columns, no column mapping, the same
-    columns. Read from the transaction's own snapshot, not a checksum: a concurrent
-    writer's may not be written yet."""
-    metadata = txn.metadata()
-    features = set(str(txn.protocol().readerAndWriterFeatureNames().mkString("\n")).split("\n"))
-    return not (features & version_checksum.REWRITE_BLOCKING_FEATURES or not metadata.partitionColumns().isEmpty()
-                or str(metadata.columnMappingMode().name()) != "none"
-                or _columns(json.loads(metadata.schemaString())) != _columns(struct.jsonValue()))
-
-
-def _written(delta: DeltaJvm, folder: str, table):
-    """``table`` written as one Parquet file in the table's folder, as an ``add`` action."""
-    import pyarrow.parquet as pq
-
-    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    written = os.path.join(folder, name)
-    pq.write_table(table, written, compression="snappy")
-    return delta.cls("org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps({"add": {
-        "path": name, "partitionValues": {}, "size": os.path.getsize(written),
-        "modificationTime": int(os.path.getmtime(written) * 1000), "dataChange": True,
-        "stats": json.dumps({"numRecords": table.num_rows})}}))
-
-
-def _columns(schema_json: dict) -> list[tuple]:
-    return [(f["name"], json.dumps(f["type"], sort_keys=True), f.get("nullable", True))
-            for f in schema_json.get("fields", [])]
 
 
 def pack_small_files(spark, path: str, version: int, at_files: int) -> bool:

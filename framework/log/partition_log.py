@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 
 from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError, TimeTravelError
-from framework.log import version_checksum
+from framework.log import appended_rows, version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import (
     MAX_COMMIT_ATTEMPTS,
@@ -61,12 +61,10 @@ from framework.log.log_state import (
     oldest_timestamp,
     to_metadata,
 )
-from framework.log.table_layout import RECORD_COLUMNS, RECORD_SIZE_SQL, desired_properties, table_schema
+from framework.log.table_layout import RECORD_COLUMNS, desired_properties, table_schema
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import TopicSpec
 
-#: The most records one data file of an append holds (a 1M-record produce still writes in parallel).
-RECORDS_PER_APPEND_FILE = 500_000
 #: SetTransaction app ids: every maintenance commit claims the next epoch of the first.
 MAINTENANCE_APP_ID = "topiclake.maintenance"
 SEGMENT_ROLL_APP_ID = "topiclake.segment-roll"
@@ -252,7 +250,9 @@ class PartitionLog:
         """Append ``records`` as one atomic commit, assigning offsets from the log end offset.
 
         ``records`` has key, value, timestamp, headers and ``_seq`` (0..count-1, the order
-        offsets follow); the caller persists it, since a retry evaluates it again.
+        offsets follow): a DataFrame, which the caller persists, since a retry evaluates it
+        again, or driver-side rows (an Arrow table in ``appended_rows.driver_side_schema``,
+        with ``_size``), which Arrow writes.
         ``appended`` is their count, bytes and oldest timestamp, which the commit records so
         that planning can measure them without a scan; ``max_timestamp_ms`` is their newest
         timestamp (None if not known), for the state.
@@ -263,8 +263,7 @@ class PartitionLog:
 
         def plan(state: LogState):
             base = state.log_end_offset
-            frame = records.selectExpr(f"CAST({int(base)} + _seq AS BIGINT) AS `offset`", "`timestamp`", "key", "value",
-                                       "headers")
+            frame = appended_rows.numbered(records, base)
             fields = {"base_offset": base, "count": count, "bytes": appended.bytes,
                       "batch_min_timestamp_ms": appended.min_timestamp_ms}
             after = state.with_appended(count, max_timestamp_ms, appended.min_timestamp_ms)
@@ -321,18 +320,14 @@ class PartitionLog:
             if planned is None:
                 return AppendResult(self.partition, state.log_end_offset, 0, None)
             base, frame, after, fields = planned
-            frame = frame.selectExpr("*", f"{RECORD_SIZE_SQL} AS _size", "CAST(NULL AS TIMESTAMP) AS _delete_horizon",
-                                     f"CAST({int(state.active_segment)} AS BIGINT) AS _segment")
-            # One file per batch of up to RECORDS_PER_APPEND_FILE: Spark would otherwise write a
-            # file per input partition, however few records each holds.
-            frame = frame.coalesce(max(1, -(-count // RECORDS_PER_APPEND_FILE)))
+            frame = appended_rows.in_layout(frame, self.spec, state.active_segment, count)
             metadata = to_metadata(after, operation, read_version, producer_id=producer_id, **fields)
             faults.reached(f"{operation}.before_commit", log=self, base_offset=base, count=count)
             try:
                 # The claim's version is base + 1: bases only grow, so one app id serves every
                 # append and the version checksum's list of them stays short.
                 landed = claimed_commit(self.spark, self.path, table_schema(self.spec), APPEND_APP_ID, base + 1,
-                                        metadata, frame, new_table)
+                                        metadata, frame, new_table, appended_rows.RECORDS_PER_APPEND_FILE)
             except Exception as error:  # noqa: BLE001
                 if not is_retryable_conflict(error):
                     raise

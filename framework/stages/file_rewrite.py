@@ -128,7 +128,7 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
             # maintain of small partitions 0.30 against 0.33 s each, 500k 2.8 against 3.2 s)
             out = out.coalesce(1).sortWithinPartitions("_segment", "offset")
         written = delta.items(txn.writeFiles(out._jdf, delta.none(), False, delta.seq([])))
-    _register_metrics(delta, txn, rewrite.metrics(written, removes))
+    delta.register_metrics(txn, rewrite.metrics(written, removes))
     return int(txn.commit(delta.seq([*written, *removes, claim]), rewrite.operation))
 
 
@@ -145,17 +145,3 @@ def written_summary(written: list, removes: list) -> dict:
         "change_files": len(changes), "change_bytes": sum(c["size"] for c in changes),
         "files_removed": len(removes), "bytes_removed": sum(int(r.getFileSize()) for r in removes),
     }
-
-
-def _register_metrics(delta: DeltaJvm, txn, values: dict) -> None:
-    """The operation metrics Delta's own command would carry (``DESCRIBE HISTORY`` shows
-    them; Delta refuses a MERGE commit without them)."""
-    spark_context = delta.spark.sparkContext._jsc.sc()
-    create = delta.cls("org.apache.spark.sql.execution.metric.SQLMetrics").createMetric
-    java_map = delta.cls("java.util.HashMap")()
-    for name, value in values.items():
-        metric = create(spark_context, name)
-        metric.set(int(value))
-        java_map.put(name, metric)
-    to_scala = delta.cls("org.apache.spark.api.python.PythonUtils").toScalaMap
-    txn.registerSQLMetrics(delta.spark._jsparkSession, to_scala(java_map))

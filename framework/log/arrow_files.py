@@ -1,0 +1,175 @@
+"""Driver-side rows written as Delta data files by Arrow, with no Spark job: each
+partition's Parquet file in its folder (``_segment=3/part-...``) and the ``add`` action
+Delta's own writer makes of it (partition values, statistics).
+
+Rows that are on the driver already (a produce from JSON lines, a history row, a committed
+offset) cost a Spark job to write through Delta's ``writeFiles``, and in a new process
+that job's planning, code generation and Parquet writer are cold: a produce of 5,000 lines
+into 100 new partitions spent 25 s of its 35 s in those appends (docs/performance-log.md,
+stop 74). Here Arrow writes the files and the caller commits them through Delta's
+transaction API, as ``writeFiles`` hands its files to the commit.
+
+The files are Delta's in every respect a reader sees: the table's columns (nullability
+too) without its partition columns, those in the folder names and ``partitionValues``, and
+Delta's statistics: ``numRecords`` and, for the columns the table names in
+``delta.dataSkippingStatsColumns``, ``minValues``/``maxValues`` (none for a column that is
+all nulls; a timestamp in UTC, truncated to the millisecond, as Delta writes it) and
+``nullCount``. A table that names no such columns gets ``numRecords`` alone (topiclake's
+own small tables; no read skips their files). ``tests/test_arrow_files.py`` pins the actions
+to those Delta writes for the same rows.
+
+Rows are not taken (None, nothing written; the caller writes through Spark) when the table
+has a feature a rewrite may not meet (``version_checksum.REWRITE_BLOCKING_FEATURES``),
+column mapping or column invariants; when its columns are not the rows' (names, types,
+nullability); when a partition column is not an integer, or a statistics column neither
+an integer nor a timestamp; and when a NOT NULL column holds a null, so that Delta's writer
+refuses it with its own error. A crash between a file and its commit leaves a file that no
+version lists, which VACUUM removes, as after a killed Spark write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+
+from framework.log import version_checksum
+
+__all__ = ["data_files", "write_metrics"]
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
+    """``table`` (an Arrow table of every column of the table of ``txn``, partition columns
+    included, as Spark maps the table's schema to Arrow's) written as Parquet files in the table's ``folder``, one per
+    partition value and up to ``max_records_per_file`` rows each: their ``add`` actions, or
+    None when the table does not take such files (nothing is written)."""
+    import pyarrow.compute as pc
+
+    metadata = txn.metadata()
+    struct = _table_struct(txn)
+    partition_columns = list(delta.items(metadata.partitionColumns()))
+    stats_columns = _stats_columns(metadata, partition_columns)
+    if struct is None or not _takes(struct, partition_columns, stats_columns):
+        return None
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if not table.schema.equals(to_arrow_schema(struct), check_metadata=False):
+        return None
+    if any(table.column(f.name).null_count for f in struct.fields if not f.nullable):
+        return None
+    if partition_columns:
+        keys = table.select(partition_columns).group_by(partition_columns).aggregate([]).to_pylist()
+    else:
+        keys = [{}]
+    pieces = []  # (partition values, rows, statistics), all made before any file is written
+    for values in keys:
+        rows = table
+        for name, value in values.items():
+            rows = rows.filter(pc.equal(rows.column(name), value))
+        rows = rows.drop_columns(partition_columns)
+        step = max_records_per_file or max(rows.num_rows, 1)
+        for start in range(0, max(rows.num_rows, 1), step):
+            piece = rows.slice(start, step)
+            stats = _statistics(piece, stats_columns)
+            if stats is None:
+                return None
+            pieces.append(({name: str(value) for name, value in values.items()}, piece, stats))
+    return [_written(delta, folder, values, rows, stats) for values, rows, stats in pieces]
+
+
+def write_metrics(adds: list) -> dict:
+    """The operation metrics Delta's ``writeFiles`` registers for a write of these files."""
+    actions = [json.loads(add.json())["add"] for add in adds]
+    return {"numFiles": len(actions), "numOutputBytes": sum(a["size"] for a in actions),
+            "numOutputRows": sum(json.loads(a["stats"])["numRecords"] for a in actions)}
+
+
+def _table_struct(txn):
+    """The table's schema (a ``StructType``) as the transaction reads it, or None when the
+    table's columns carry what a Spark write enforces or maps (invariants, column mapping)
+    or it has a feature a rewrite may not meet. Read from the transaction's own snapshot,
+    not a checksum: a concurrent writer's may not be written yet."""
+    from pyspark.sql.types import StructType
+
+    metadata = txn.metadata()
+    features = set(str(txn.protocol().readerAndWriterFeatureNames().mkString("\n")).split("\n"))
+    schema_string = str(metadata.schemaString())
+    if (features & version_checksum.REWRITE_BLOCKING_FEATURES or str(metadata.columnMappingMode().name()) != "none"
+            or "delta.invariants" in schema_string):
+        return None
+    return StructType.fromJson(json.loads(schema_string))
+
+
+def _stats_columns(metadata, partition_columns: list) -> list[str]:
+    """The columns whose bounds the table's files carry (``delta.dataSkippingStatsColumns``)."""
+    named = metadata.configuration().get("delta.dataSkippingStatsColumns")
+    if not named.isDefined():
+        return []
+    return [c.strip() for c in str(named.get()).split(",") if c.strip() and c.strip() not in partition_columns]
+
+
+def _takes(struct, partition_columns: list, stats_columns: list) -> bool:
+    from pyspark.sql import types as T
+
+    kinds = {f.name: f.dataType for f in struct.fields}
+    integers = (T.LongType, T.IntegerType, T.ShortType, T.ByteType)
+    return (all(isinstance(kinds.get(c), integers) for c in partition_columns)
+            and all(isinstance(kinds.get(c), (*integers, T.TimestampType)) for c in stats_columns))
+
+
+def _statistics(rows, stats_columns: list) -> str | None:
+    """Delta's ``stats`` of ``rows``, or None when a bound cannot be written as Delta writes it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    stats: dict = {"numRecords": rows.num_rows}
+    if not stats_columns:
+        return json.dumps(stats, separators=(",", ":"))
+    lows, highs, nulls = {}, {}, {}
+    for name in stats_columns:
+        column = rows.column(name)
+        nulls[name] = column.null_count
+        if column.null_count == len(column):
+            continue
+        bounds = pc.min_max(column)
+        low, high = bounds["min"], bounds["max"]
+        if pa.types.is_timestamp(column.type):
+            low, high = _delta_timestamp(low), _delta_timestamp(high)
+            if low is None or high is None:
+                return None
+        else:
+            low, high = low.as_py(), high.as_py()
+        lows[name], highs[name] = low, high
+    stats.update({"minValues": lows, "maxValues": highs, "nullCount": nulls})
+    return json.dumps(stats, separators=(",", ":"))
+
+
+def _delta_timestamp(scalar) -> str | None:
+    """A timestamp as Delta's statistics write it (UTC, truncated to the millisecond), or
+    None when it is out of Python's years."""
+    import pyarrow as pa
+
+    micros = scalar.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).as_py()
+    try:
+        moment = _EPOCH + dt.timedelta(milliseconds=micros // 1000)
+    except OverflowError:
+        return None
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
+            f"{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
+
+
+def _written(delta, folder: str, partition_values: dict, rows, stats: str):
+    """``rows`` written as one Parquet file in its partition's folder, as an ``add`` action."""
+    import pyarrow.parquet as pq
+
+    relative = "/".join([*(f"{name}={value}" for name, value in partition_values.items()),
+                         f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"])
+    written = os.path.join(folder, *relative.split("/"))
+    os.makedirs(os.path.dirname(written), exist_ok=True)
+    pq.write_table(rows, written, compression="snappy")
+    return delta.cls("org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps({"add": {
+        "path": relative, "partitionValues": partition_values, "size": os.path.getsize(written),
+        "modificationTime": int(os.path.getmtime(written) * 1000), "dataChange": True, "stats": stats}}))
