@@ -118,6 +118,14 @@ def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, 
     assert (read_commits(spark, path, 1)[0].version, _data_files(path)) == before
 
 
+def test_a_null_partition_value_is_left_to_a_dataframe_write(spark, tmp_path):
+    path = str(tmp_path / "t")
+    _table(spark, path, partition_columns=("partition",))
+    before = (read_commits(spark, path, 1)[0].version, _data_files(path))
+    assert appended_locally(spark, path, [("r", None, 1, 0.0, True, [])], SCHEMA) is None
+    assert (read_commits(spark, path, 1)[0].version, _data_files(path)) == before
+
+
 def test_a_local_append_to_a_partitioned_table_writes_each_value_s_folder_as_a_dataframe_write(spark, tmp_path):
     from deltalake import DeltaTable
 

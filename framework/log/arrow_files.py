@@ -22,9 +22,10 @@ Rows are not taken (None, nothing written; the caller writes through Spark) when
 has a feature a rewrite may not meet (``version_checksum.REWRITE_BLOCKING_FEATURES``),
 column mapping or column invariants; when its columns are not the rows' (names, types,
 nullability); when a partition column is not an integer, or a statistics column neither
-an integer nor a timestamp; and when a NOT NULL column holds a null, so that Delta's writer
-refuses it with its own error. A crash between a file and its commit leaves a file that no
-version lists, which VACUUM removes, as after a killed Spark write.
+an integer nor a timestamp; when a NOT NULL column holds a null, so that Delta's writer
+refuses it with its own error; and when a partition column holds a null. A crash between
+a file and its commit leaves a file that no version lists, which VACUUM removes, as after
+a killed Spark write.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
 
     if not table.schema.equals(to_arrow_schema(struct), check_metadata=False):
         return None
-    if any(table.column(f.name).null_count for f in struct.fields if not f.nullable):
+    # a null where Delta's writer refuses it, or a null partition value (Delta names its folder
+    # by a rule of its own)
+    if any(table.column(f.name).null_count for f in struct.fields if not f.nullable or f.name in partition_columns):
         return None
     if partition_columns:
         keys = table.select(partition_columns).group_by(partition_columns).aggregate([]).to_pylist()
