@@ -44,9 +44,10 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
     """``table`` (an Arrow table of every column of the table of ``txn``, partition columns
-    included, as Spark maps the table's schema to Arrow's) written as Parquet files in the table's ``folder``, one per
-    partition value and up to ``max_records_per_file`` rows each: their ``add`` actions, or
-    None when the table does not take such files (nothing is written)."""
+    included, as Spark maps the table's schema to Arrow's) written as Parquet files in the
+    table's ``folder``, one per partition value and up to ``max_records_per_file`` rows
+    each: their ``add`` actions, or None when the table does not take such files (nothing
+    is written)."""
     import pyarrow.compute as pc
 
     metadata = txn.metadata()
