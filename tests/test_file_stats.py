@@ -36,6 +36,20 @@ def test_statistics_are_whole_numbers_or_nothing(stats, expected):
     assert file_stats.of({"stats": stats} if stats is not None else {}) == expected
 
 
+@pytest.mark.parametrize("ms, text", [
+    (NEWEST_MS, "2026-11-28T21:49:36.123Z"), (-1, "1969-12-31T23:59:59.999Z"), (0, "1970-01-01T00:00:00.000Z"),
+    (-62_135_596_800_000, "0001-01-01T00:00:00.000Z"),
+])
+def test_a_timestamp_statistic_is_written_as_delta_writes_it_and_read_back(ms, text):
+    """The writer (Arrow's files, ``framework/log/arrow_files.py``) beside the reader."""
+    assert file_stats.timestamp_statistic(ms) == text
+    assert file_stats.parse(json.dumps({"maxValues": {"timestamp": text}})) == FileStats(max_timestamp_ms=ms)
+
+
+def test_a_timestamp_out_of_python_s_years_has_no_statistic():
+    assert file_stats.timestamp_statistic(-62_135_596_800_001) is None
+
+
 def test_a_record_newer_than_a_moment_may_lie_below_an_offset_unless_every_file_rules_it_out():
     old = FileStats(records=5, min_offset=0, max_offset=4, max_timestamp_ms=1_000)
     young = FileStats(records=5, min_offset=5, max_offset=9, max_timestamp_ms=9_000)

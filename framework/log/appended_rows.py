@@ -12,7 +12,7 @@ pins both to the reference model's size).
 
 from __future__ import annotations
 
-from framework.log.delta_transactions import is_arrow
+from framework.log.delta_transactions import files_for, is_arrow
 from framework.log.table_layout import RECORD_SIZE_SQL, table_schema
 from framework.spec import TopicSpec
 
@@ -54,7 +54,7 @@ def in_layout(records, spec: TopicSpec, segment: int, count: int):
     if not is_arrow(records):
         return records.selectExpr("*", f"{RECORD_SIZE_SQL} AS _size", "CAST(NULL AS TIMESTAMP) AS _delete_horizon",
                                   f"CAST({int(segment)} AS BIGINT) AS _segment"
-                                  ).coalesce(max(1, -(-count // RECORDS_PER_APPEND_FILE)))
+                                  ).coalesce(files_for(count, RECORDS_PER_APPEND_FILE))
     import pyarrow as pa
 
     schema = _arrow_table_schema(spec)

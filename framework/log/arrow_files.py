@@ -30,17 +30,13 @@ a killed Spark write.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import uuid
 
-from framework.log import version_checksum
+from framework.log import file_stats, version_checksum
 
 __all__ = ["data_files", "write_metrics"]
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
 
 def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
     """``table`` (an Arrow table of every column of the table of ``txn``, partition columns
@@ -51,7 +47,7 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
     import pyarrow.compute as pc
 
     metadata = txn.metadata()
-    struct = _table_struct(txn)
+    struct = _table_struct(txn, metadata)
     partition_columns = list(delta.items(metadata.partitionColumns()))
     stats_columns = _stats_columns(metadata, partition_columns)
     if struct is None or not _takes(struct, partition_columns, stats_columns):
@@ -91,14 +87,13 @@ def write_metrics(adds: list) -> dict:
             "numOutputRows": sum(json.loads(a["stats"])["numRecords"] for a in actions)}
 
 
-def _table_struct(txn):
-    """The table's schema (a ``StructType``) as the transaction reads it, or None when the
+def _table_struct(txn, metadata):
+    """The table's schema (a ``StructType``) from the transaction's ``metadata``, or None when the
     table's columns carry what a Spark write enforces or maps (invariants, column mapping)
     or it has a feature a rewrite may not meet. Read from the transaction's own snapshot,
     not a checksum: a concurrent writer's may not be written yet."""
     from pyspark.sql.types import StructType
 
-    metadata = txn.metadata()
     features = set(str(txn.protocol().readerAndWriterFeatureNames().mkString("\n")).split("\n"))
     schema_string = str(metadata.schemaString())
     if (features & version_checksum.REWRITE_BLOCKING_FEATURES or str(metadata.columnMappingMode().name()) != "none"
@@ -152,17 +147,11 @@ def _statistics(rows, stats_columns: list) -> str | None:
 
 
 def _delta_timestamp(scalar) -> str | None:
-    """A timestamp as Delta's statistics write it (UTC, truncated to the millisecond), or
-    None when it is out of Python's years."""
+    """A timestamp scalar as Delta's statistics write it, truncated to the millisecond."""
     import pyarrow as pa
 
     micros = scalar.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).as_py()
-    try:
-        moment = _EPOCH + dt.timedelta(milliseconds=micros // 1000)
-    except OverflowError:
-        return None
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
-            f"{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
+    return file_stats.timestamp_statistic(micros // 1000)
 
 
 def _written(delta, folder: str, partition_values: dict, rows, stats: str):

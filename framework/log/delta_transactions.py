@@ -270,11 +270,16 @@ def is_arrow(rows) -> bool:
     return rows is not None and type(rows).__module__.startswith("pyarrow")
 
 
+def files_for(records: int, max_records_per_file: int) -> int:
+    """How many files ``records`` records take at up to ``max_records_per_file`` a file (at least one)."""
+    return max(1, -(-records // max_records_per_file))
+
+
 def _frame_of(spark, table, schema, max_records_per_file: int | None):
     """Driver-side rows (an Arrow table in ``schema``) as a DataFrame, in files of up to
     ``max_records_per_file`` records."""
     frame = spark.createDataFrame(table, schema)
-    return frame if not max_records_per_file else frame.coalesce(max(1, -(-table.num_rows // max_records_per_file)))
+    return frame if not max_records_per_file else frame.coalesce(files_for(table.num_rows, max_records_per_file))
 
 
 def replaced_commit(spark, path: str, replace) -> bool:

@@ -66,6 +66,18 @@ def may_hold_newer(files: Iterable[FileStats], below_offset: int, ms: int) -> bo
                or (f.min_offset < below_offset and f.max_timestamp_ms >= ms) for f in files)
 
 
+def timestamp_statistic(ms: int) -> str | None:
+    """Epoch milliseconds as Delta writes a timestamp statistic (in UTC, to the millisecond:
+    ``2026-11-28T21:49:36.123Z``), the form :func:`_timestamp_ms` reads; None when the
+    moment is out of Python's years."""
+    try:
+        moment = _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
+            f"{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
+
+
 def _timestamp_ms(bounds) -> int | None:
     """A timestamp statistic (``2026-11-28T21:49:36.123Z``) in epoch milliseconds."""
     text = bounds.get("timestamp") if isinstance(bounds, dict) else None
