@@ -55,7 +55,8 @@
    embedded session sets it, against pyspark's default, on (as before), the produce timed
    too; the JVM in UTC, as the embedded session starts it, against Europe/Berlin, as on
    such a machine before (Delta then rebuilds the state after every commit), the produce
-   timed too. Each twin then gets an idle maintain, in the same order. ``--twins`` runs
+   timed too; a topic's small partitions' compactions decided in one Spark job (as shipped)
+   against each alone (as before stop 75). Each twin then gets an idle maintain, in the same order. ``--twins`` runs
    only the named kinds (``measure``, ``debugging``, ...).
 3. ``produce``: ``--produce`` records from a DataFrame into one partition (keys given, the
    partition from Kafka's partitioner), against a bare Delta append of the same frame
@@ -125,6 +126,10 @@
 18. ``produce_commands``: ``topiclake produce`` of 5,000 lines into ``--partitions`` new
    partitions, each a new process, A B B A: the rows written by Arrow (as shipped) against
    by Spark's ``writeFiles`` (as before stop 74); every side's tables must hold the same records.
+19. ``batch_commands``: the first ``topiclake maintain`` of ``--partitions`` small partitions
+   (5,000 lines produced first), each a new process, A B B A: their compactions decided in one
+   Spark job (as shipped, ``framework/stages/compaction_batch.py``) against each partition
+   alone (as before stop 75); every side's tables must hold the same records after it.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -155,7 +160,7 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
-            "produce_commands")
+            "produce_commands", "batch_commands")
 
 
 def _timed(label, results, action):
@@ -431,6 +436,8 @@ TWIN_KINDS = (
              lambda: _dataframe_debugging_on(), produce_timed=True),
     TwinKind("zone", ("the JVM in UTC", "the JVM in Europe/Berlin"), "the JVM in UTC / in Europe/Berlin",
              lambda: _jvm_outside_utc(), produce_timed=True),
+    TwinKind("batch", ("compactions decided together", "compactions decided alone"),
+             "compactions decided together / alone", lambda: _decided_alone()),
 )
 
 #: The ways ``_produce_twins`` writes the same lines into existing tables.
@@ -752,6 +759,13 @@ def _mean_of_twins(results: dict, label: str, sides: tuple[str, str]) -> None:
 def _same_offsets(twins: dict, partitions: int) -> bool:
     return all(_offsets(twins[a].partition(p)) == _offsets(twins[b].partition(p))
                for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(partitions))
+
+
+def _decided_alone():
+    """Each small partition's compaction decided alone (as before stop 75): no batch forms."""
+    from framework.stages import compaction_batch
+
+    return mock.patch.object(compaction_batch, "MIN_BATCH", 10 ** 9)
 
 
 @contextlib.contextmanager
@@ -1474,19 +1488,49 @@ def bench_produce_commands(spark, results: dict, partitions: int, now: int) -> d
     process, A B B A: the rows written by Arrow (as shipped) against by Spark's
     ``writeFiles`` (as before stop 74). Each side's figure is its mean; every side's tables
     must hold the same records."""
-    kind, label = PRODUCE_COMMAND_TWINS, f"topiclake produce of 5000 lines into {partitions} new partitions"
+    return _commands_a_b_b_a(spark, results, PRODUCE_COMMAND_TWINS, _SPARK_WRITER_PRELUDE, partitions, now,
+                             f"topiclake produce of 5000 lines into {partitions} new partitions",
+                             lambda lines: ("produce", "--topic", "fresh", "--input", lines, "--now", str(now)))
+
+
+def _commands_a_b_b_a(spark, results: dict, kind: TwinKind, prelude: str, partitions: int, now: int, label: str,
+                      measured: Callable[[str], tuple], produced_first: bool = False) -> dict:
+    """``measured(lines)``, a ``topiclake`` command on topic "fresh" of ``partitions`` new
+    partitions and 5,000 lines (produced first, untimed, when ``produced_first``), each a new
+    process, A B B A: side B's process runs ``prelude`` first (as before). Each side's figure
+    is its mean; every side's tables must hold the same records after it."""
     contents, ok = set(), True
     for name in ("a1", "b1", "b2", "a2"):
         as_before = name.startswith("b")
-        with tempfile.TemporaryDirectory(prefix="topiclake-produce-") as scratch:
+        with tempfile.TemporaryDirectory(prefix=f"topiclake-{kind.name}-") as scratch:
             lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
-            ok &= _command(results, f"{label}, {kind.sides[as_before]} ({name})", scratch,
-                           ("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
-                           prelude=_SPARK_WRITER_PRELUDE if as_before else None)
+            if produced_first:
+                ok &= _command({}, "produce", scratch, ("produce", "--topic", "fresh", "--input", lines, "--now",
+                                                        str(now)))
+            ok &= _command(results, f"{label}, {kind.sides[as_before]} ({name})", scratch, measured(lines),
+                           prelude=prelude if as_before else None)
             contents.add(_warehouse_contents(spark, os.path.join(scratch, "w"), "fresh", partitions))
     _mean_of_twins(results, label, kind.sides)
     return {"partitions": partitions, "label": label, "commands_succeeded": ok,
             "same_tables_every_way": ok and len(contents) == 1}
+
+
+#: How a first maintain decides its small partitions' compactions (the ``batch_commands`` section).
+BATCH_COMMAND_TWINS = TwinKind("batch_commands", ("decided together", "decided alone"),
+                               "decided together / alone")
+#: Side B's process forms no batch, so each partition decides alone (as before stop 75).
+_DECIDED_ALONE_PRELUDE = "from framework.stages import compaction_batch\ncompaction_batch.MIN_BATCH = 10 ** 9"
+
+
+def bench_batch_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """The first ``topiclake maintain`` of ``partitions`` small partitions (every stage
+    checked, the history recorded, one cleaner thread), each a new process, A B B A: their
+    compactions decided in one Spark job against each alone. Each side's figure is its
+    mean; every side's tables must hold the same records after it."""
+    return _commands_a_b_b_a(spark, results, BATCH_COMMAND_TWINS, _DECIDED_ALONE_PRELUDE, partitions, now,
+                             f"topiclake maintain, first, {partitions} partitions",
+                             lambda lines: ("maintain", "--topic", "fresh", "--now", str(now), "--no-report",
+                                            "--cleaner-threads", "1"), produced_first=True)
 
 
 def _warehouse_contents(spark, folder: str, topic: str, partitions: int) -> tuple:
@@ -1734,6 +1778,8 @@ def run(argv) -> int:
             others["collector_commands"] = bench_collector_commands(spark, results, args.partitions, now)
         if "produce_commands" in sections:
             others["produce_commands"] = bench_produce_commands(spark, results, args.partitions, now)
+        if "batch_commands" in sections:
+            others["batch_commands"] = bench_batch_commands(spark, results, args.partitions, now)
         if "produce" in sections:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "new_tables" in sections:
@@ -1767,6 +1813,9 @@ def run(argv) -> int:
         if "produce_commands" in others:
             ratio = PRODUCE_COMMAND_TWINS.ratio_of(others["produce_commands"]["label"], results)
             ratios[f"topiclake produce into new partitions, {PRODUCE_COMMAND_TWINS.ratio}"] = ratio
+        if "batch_commands" in others:
+            ratio = BATCH_COMMAND_TWINS.ratio_of(others["batch_commands"]["label"], results)
+            ratios[f"topiclake maintain, first, {BATCH_COMMAND_TWINS.ratio}"] = ratio
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:
@@ -1784,6 +1833,7 @@ def run(argv) -> int:
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("produce_commands", {}).get("same_tables_every_way", True)
+    failed = failed or not others.get("batch_commands", {}).get("same_tables_every_way", True)
     return 0 if exact and not failed else 1
 
 

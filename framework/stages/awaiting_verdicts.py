@@ -19,7 +19,7 @@ from framework.errors import first_line
 
 if TYPE_CHECKING:
     from framework.log.history import HistoryRow
-    from framework.stages.maintenance import PartitionRun
+    from framework.stages.maintenance_run import PartitionRun
     from framework.stages.stage_check import MeasuredCheck, Validator
 
 __all__ = ["CHECKS_WAIT_MIN_WINDOW_MS", "AwaitingVerdicts", "checks_may_wait"]

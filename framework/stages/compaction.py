@@ -61,8 +61,7 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     state = snapshot.state
     config = log.spec.config
     checkpoint = max(state.checkpoint, state.log_start_offset)
-    if snapshot.past_checkpoint is not None and cleaner.none_newer_than(
-            state.max_timestamp_ms, cleaner.uncleanable_after_ms(now_ms, config)):
+    if measured_from_metadata(config, snapshot, now_ms):
         return _measure_from_appends(state, checkpoint, snapshot.past_checkpoint)
     records = log.read_snapshot(snapshot)
     u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset, state.max_timestamp_ms)
@@ -92,6 +91,13 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
         clean_tombstones=clean.tombstones,
         min_delete_horizon_ms=clean.min_delete_horizon_ms,
     )
+
+
+def measured_from_metadata(config: TopicConfig, snapshot: Snapshot, now_ms: int) -> bool:
+    """Whether :func:`measure` needs no scan: the append commits describe every record past
+    the checkpoint, and none of them is too young to compact."""
+    return snapshot.past_checkpoint is not None and cleaner.none_newer_than(
+        snapshot.state.max_timestamp_ms, cleaner.uncleanable_after_ms(now_ms, config))
 
 
 def _measure_from_appends(state: LogState, checkpoint: int, dirty: AppendedRecords) -> PartitionMeasure:
@@ -129,12 +135,14 @@ def settled_measure(state: LogState) -> PartitionMeasure | None:
     return _measure_from_appends(state, checkpoint, AppendedRecords())
 
 
-def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot | None = None) -> CompactionPlan:
+def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot | None = None,
+         scan: bool = True) -> CompactionPlan | None:
     """Measure ``log`` and decide whether compaction is due; writes nothing.
 
     A settled log (nothing at or past the checkpoint) that is not due costs no Spark job:
     an idle partition's plan is its commit metadata. A run that is due (forced, or a
-    tombstone's horizon passed) measures the table, so its U is exact.
+    tombstone's horizon passed) measures the table, so its U is exact. Without ``scan``, a
+    plan the commit metadata cannot settle is None.
     """
     snap = snapshot or log.snapshot()
     settled = settled_measure(snap.state)
@@ -142,14 +150,16 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
         decision = cleaner.decide_compaction(log.spec.config, settled, now_ms, force)
         if not decision.due:
             return CompactionPlan(log.partition, snap, settled, decision, now_ms)
+    if not scan and not measured_from_metadata(log.spec.config, snap, now_ms):
+        return None
     measured = measure(log, snap, now_ms)
     decision = cleaner.decide_compaction(log.spec.config, measured, now_ms, force)
     return CompactionPlan(log.partition, snap, measured, decision, now_ms)
 
 
-def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms: int, checkpoint: int = 0,
-                       log_start_offset: int = 0, carried: tuple[str, ...] = (), clean_records=None,
-                       one_task: bool = False):
+def compaction_actions(records, config: TopicConfig, cleanable_end: int | str, now_ms: int, checkpoint: int | str = 0,
+                       log_start_offset: int | str = 0, carried: tuple[str, ...] = (), clean_records=None,
+                       one_task: bool = False, by: tuple[str, ...] = ()):
     """What a run does to each affected record below ``cleanable_end`` (U).
 
     Kafka's cleaner builds its offset map from the dirty section alone; so does this. The
@@ -165,6 +175,9 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     ``clean_records``, when given, is where the clean section is read from (a read of the
     files that may hold it), ``records`` then only where the dirty section is. ``one_task``
     (a small partition): one task, so the run's totals are one stage (36 against 52 ms).
+    ``by`` decides many partitions in one frame (:mod:`framework.stages.compaction_batch`):
+    its columns tell them apart, and each bound may then name the column of ``records``
+    that holds each row's own.
 
     Columns: offset, _size, _action, _reason, _horizon, and ``records``' own ``carried``
     columns, as they are (the compaction carries each record's file). ``_action`` is
@@ -176,21 +189,25 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
     rank_columns = ["`timestamp`"] if config.compaction_strategy == "timestamp" else []
     if config.compaction_strategy == "header":
         rank_columns = [f"{spark_sql.last_header_sql(config.compaction_strategy_header)} AS _hv"]
-    common = ["`offset`", "key", "_delete_horizon", "_size", *(f"`{c}`" for c in carried), *rank_columns]
+    common = ["`offset`", "key", "_delete_horizon", "_size", *(f"`{c}`" for c in (*by, *carried)), *rank_columns]
+    known = all(isinstance(bound, int) for bound in (cleanable_end, checkpoint, log_start_offset))
+    end, start = _bound_sql(cleanable_end), _bound_sql(log_start_offset)
+    clean_end = str(min(checkpoint, cleanable_end)) if known else f"least({_bound_sql(checkpoint)}, {end})"
 
-    clean_end = min(checkpoint, cleanable_end)
-    dirty = records.where(f"`offset` >= {int(clean_end)} AND `offset` < {int(cleanable_end)}")
+    dirty = records.where(f"`offset` >= {clean_end} AND `offset` < {end}")
     dirty = dirty.selectExpr(*common, "value IS NULL AS _tomb")
-    if clean_end <= log_start_offset:
+    if known and int(clean_end) <= log_start_offset:
         # No record lies below the log start, so there is no clean section to look up (a
         # first run, or one after retention cut past the checkpoint): a join and a shuffle fewer.
         below = dirty
     else:
-        clean = (records if clean_records is None else clean_records).where(f"`offset` < {int(clean_end)}")
+        no_clean = "" if known else f" AND {clean_end} > {start}"  # (each row's own, as above)
+        clean = (records if clean_records is None else clean_records).where(f"`offset` < {clean_end}{no_clean}")
         clean = clean.selectExpr(*common, "_delete_horizon IS NOT NULL AS _tomb")
-        if clean_end < cleanable_end:
-            dirty_keys = dirty.where("key IS NOT NULL").select("key").distinct().selectExpr("key", "true AS _dirty")
-            clean = clean.join(dirty_keys, "key", "left").where("_dirty OR _delete_horizon IS NOT NULL").drop("_dirty")
+        if not known or int(clean_end) < cleanable_end:
+            dirty_keys = dirty.where("key IS NOT NULL").select(*by, "key").distinct().selectExpr("*", "true AS _dirty")
+            clean = (clean.join(dirty_keys, [*by, "key"], "left").where("_dirty OR _delete_horizon IS NOT NULL")
+                     .drop("_dirty"))
         else:
             clean = clean.where("_delete_horizon IS NOT NULL")
         below = dirty.unionByName(clean)
@@ -198,7 +215,8 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
         below = below.coalesce(1)
     # SQL text, not Column trees: one call into the JVM each, where a tree is a call per node
     # (and a finalizer's call per node again), for every partition of every run
-    below = below.selectExpr("*", f"(max({_rank_sql(config)}) OVER (PARTITION BY key)).`offset` AS _best")
+    over = ", ".join([*(f"`{c}`" for c in by), "key"])
+    below = below.selectExpr("*", f"(max({_rank_sql(config)}) OVER (PARTITION BY {over})).`offset` AS _best")
     has_horizon = "_delete_horizon IS NOT NULL"
     keyless, loses = "key IS NULL", "`offset` != _best"
     expired = f"(_tomb AND {has_horizon} AND _delete_horizon <= timestamp_millis({int(now_ms)}))"
@@ -210,9 +228,14 @@ def compaction_actions(records, config: TopicConfig, cleanable_end: int, now_ms:
               "'tombstone_waiting' END")
     horizon = (f"CASE WHEN {first_kept} THEN timestamp_millis({int(cleaner.delete_horizon_ms(now_ms, config))}) "
                "ELSE _delete_horizon END")
-    decided = below.selectExpr("`offset`", "_size", *(f"`{c}`" for c in carried), f"{action} AS _action",
+    decided = below.selectExpr("`offset`", "_size", *(f"`{c}`" for c in (*by, *carried)), f"{action} AS _action",
                                f"{reason} AS _reason", f"{horizon} AS _horizon")
     return decided.where("_action IS NOT NULL")
+
+
+def _bound_sql(bound: int | str) -> str:
+    """An offset bound as SQL: a number, or the column that holds each row's own."""
+    return str(int(bound)) if isinstance(bound, int) else f"`{bound}`"
 
 
 def _rank_sql(config: TopicConfig) -> str:
@@ -241,12 +264,38 @@ class CompactionResult:
         return self.version_after is not None
 
 
+#: What a run's actions add up to (one row; a batch's, one per partition).
+TOTALS = (
+    f"count(CASE WHEN _action = '{DELETE}' THEN 1 END) AS removed",
+    f"sum(CASE WHEN _action = '{DELETE}' THEN _size END) AS removed_bytes",
+    "count(CASE WHEN _reason = 'superseded' THEN 1 END) AS superseded",
+    "count(CASE WHEN _reason = 'keyless' THEN 1 END) AS keyless",
+    "count(CASE WHEN _reason = 'tombstone_expired' THEN 1 END) AS expired",
+    f"count(CASE WHEN _action = '{STAMP}' THEN 1 END) AS stamped",
+    f"count(CASE WHEN _action IN ('{STAMP}', '{KEEP}') THEN 1 END) AS tombstones",  # left with a horizon
+    f"min(CASE WHEN _action IN ('{STAMP}', '{KEEP}') THEN unix_millis(_horizon) END) AS min_horizon",
+    f"collect_set(CASE WHEN {CHANGED} THEN _file END) AS touched_files",
+)
+
+
+@dataclass(frozen=True)
+class DecidedActions:
+    """A plan's actions decided already (with other partitions': ``compaction_batch``):
+    :func:`compaction_actions` of its version with each record's ``_file``, and their
+    :data:`TOTALS`."""
+
+    plan: CompactionPlan
+    actions: object
+    totals: dict
+
+
 def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | None = None,
-            run_id: str = "") -> CompactionResult:
+            run_id: str = "", decided: DecidedActions | None = None) -> CompactionResult:
     """Carry out a due compaction as one atomic commit (or none, when nothing changes).
 
     ``cleanable_end`` caps U (after a roll, a retry never cleans the new active segment).
     Raises a retryable Delta conflict when another writer won; the caller re-plans.
+    ``decided``: this plan's actions and totals, decided with other partitions' (uncapped).
     """
     snap = compaction.snapshot
     state = snap.state
@@ -255,21 +304,14 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     checkpoint = measured.checkpoint
     new_checkpoint = max(checkpoint, end)
     read = _offsets_reader(log, snap.version)
-    actions = version_actions(log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset,
-                              carried=("_file",), read=read).persist()
+    if decided is not None and (decided.plan is not compaction or cleanable_end is not None):
+        raise ValueError("decided actions are those of this plan, uncapped")
+    own = decided is None  # decided here: held for the commit, let go after it
+    actions = decided.actions if decided else version_actions(
+        log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset, carried=("_file",), read=read
+    ).persist()
     try:
-        is_delete, left_with_horizon = f"_action = '{DELETE}'", f"_action IN ('{STAMP}', '{KEEP}')"
-        totals = actions.selectExpr(
-            f"count(CASE WHEN {is_delete} THEN 1 END) AS removed",
-            f"sum(CASE WHEN {is_delete} THEN _size END) AS removed_bytes",
-            "count(CASE WHEN _reason = 'superseded' THEN 1 END) AS superseded",
-            "count(CASE WHEN _reason = 'keyless' THEN 1 END) AS keyless",
-            "count(CASE WHEN _reason = 'tombstone_expired' THEN 1 END) AS expired",
-            f"count(CASE WHEN _action = '{STAMP}' THEN 1 END) AS stamped",
-            f"count(CASE WHEN {left_with_horizon} THEN 1 END) AS tombstones",
-            f"min(CASE WHEN {left_with_horizon} THEN unix_millis(_horizon) END) AS min_horizon",
-            f"collect_set(CASE WHEN {CHANGED} THEN _file END) AS touched_files",
-        ).collect()[0]
+        totals = decided.totals if decided else actions.selectExpr(*TOTALS).collect()[0].asDict()
         tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
         if end < checkpoint:
             # The clock went back: tombstones in [U, C) stay clean and keep their horizons.
@@ -314,7 +356,8 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             expired_tombstones=totals["expired"], stamped_tombstones=totals["stamped"],
         )
     finally:
-        actions.unpersist()
+        if own:
+            actions.unpersist()
 
 
 def version_actions(log: PartitionLog, snapshot: Snapshot, cleanable_end: int, now_ms: int, checkpoint: int,

@@ -2,7 +2,8 @@
 
 For each partition of each topic, in order (KIP-71: compaction before deletion):
 
-1. ``compact``  when the policy includes compact and the cleaner says it is due;
+1. ``compact``  when the policy includes compact and the cleaner says it is due (a topic's
+   small partitions planned from metadata when the run starts, decided together: ``compaction_batch``);
 2. ``retain``   when the policy includes delete;
 3. ``optimize`` bin-pack small data files into files near ``segment.bytes`` (no record changes);
 4. ``vacuum``   purge deletion vectors and vacuum outside the time-travel window.
@@ -28,7 +29,6 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from framework import faults
@@ -52,38 +52,13 @@ from framework.spec import TopicSpec
 from framework.stages import compaction, optimize, retention
 from framework.stages.awaiting_verdicts import AwaitingVerdicts, checks_may_wait
 from framework.stages.cleaner_threads import DEFAULT_CLEANER_THREADS, HeldLines
+from framework.stages.compaction_batch import CompactionBatches
 from framework.stages.interrupted_runs import interrupted_rows
-from framework.stages.stage_check import MeasuredCheck, StageCheck, Validator, pinned_before
+from framework.stages.maintenance_run import MaintenanceRun, PartitionRun
+from framework.stages.stage_check import StageCheck, Validator, pinned_before
 from framework.stages.vacuum import VacuumResult, check_window, vacuum
 
 STAGES = ("compact", "retain", "optimize", "vacuum")
-
-
-@dataclass
-class PartitionRun:
-    topic: str
-    partition: int
-    rows: list[HistoryRow] = field(default_factory=list)
-    error: str | None = None
-    failed_guarantees: list[str] = field(default_factory=list)
-    #: checks measured (or a StageCheck left to measure) and not yet judged, with their rows
-    measured: list[tuple[HistoryRow, MeasuredCheck | StageCheck]] = field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or bool(self.failed_guarantees)
-
-
-@dataclass
-class MaintenanceRun:
-    run_id: str
-    now_ms: int
-    partitions: list[PartitionRun] = field(default_factory=list)
-    topic_partitions: dict[str, int] = field(default_factory=dict)  # how many of each topic's it maintains
-
-    @property
-    def failed(self) -> bool:
-        return any(p.failed for p in self.partitions)
 
 
 class Maintenance:
@@ -128,6 +103,7 @@ class Maintenance:
         run = MaintenanceRun(run_id=uuid.uuid4().hex[:12], now_ms=now_ms)
         logs = self._logs(topic, partition)
         run.topic_partitions.update(Counter(log.spec.topic for log in logs))
+        run.compactions = CompactionBatches(self.spark, logs if "compact" in stages else [], now_ms, force)
         verdicts = AwaitingVerdicts(self.validator, self.progress)
         pending = HistoryBatch(self.history, interrupted_rows(self.history, logs, run.run_id, now_ms, self.progress)
                                if self.history is not None else (), before_flush=verdicts.judge)
@@ -144,6 +120,7 @@ class Maintenance:
                     for line in held or ():
                         self.progress(line)
                     run.partitions.append(part)
+                    run.compactions.done(log)
                     verdicts.add(part)
                     faults.reached("maintain.before_history", log=log, run_id=run.run_id)
                     pending.add(part.rows, failed=part.failed)
@@ -154,10 +131,12 @@ class Maintenance:
                         self.progress(f"      FAILED: {part.error}")
             self.step(len(logs), len(logs), "done")
         finally:
+            run.compactions.close()
             pending.flush()
         pruned = self.history.prune_if_due(self.history_runs_kept) if self.history is not None else None
         if pruned is not None:
-            self.progress(f"history pruned ({pruned} rows; {self.history_runs_kept} runs kept a partition), own tables vacuumed")
+            self.progress(f"history pruned ({pruned} rows; {self.history_runs_kept} runs kept a partition), "
+                          "own tables vacuumed")
         for spec in self.select(topic):  # the history table may be new: name it beside the tables
             Topic(self.spark, self.warehouse, spec).register()
         return run
@@ -253,7 +232,8 @@ class Maintenance:
         started = time.monotonic()
         cap = None
         for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-            planned = compaction.plan(log, run.now_ms, force)
+            first = run.compactions.plan(log) if attempt == 1 else None
+            planned = first or compaction.plan(log, run.now_ms, force)
             decision, measure = planned.decision, planned.measure
             row = self._row(
                 run, log, "compact", trigger=decision.trigger, reasons=list(decision.reasons), due=decision.due,
@@ -274,7 +254,8 @@ class Maintenance:
                 return
             before = pinned_before(log, planned.snapshot)
             try:
-                result = compaction.execute(log, planned, cleanable_end=cap, run_id=self._commit_run_id(run))
+                result = compaction.execute(log, planned, cleanable_end=cap, run_id=self._commit_run_id(run),
+                                            decided=run.compactions.decided(log, planned) if first else None)
             except Exception as error:  # noqa: BLE001
                 cap = self._after_conflict(log, error, cap, attempt)
                 continue
