@@ -2,20 +2,28 @@
 (framework/stages/compaction_batch.py).
 
 Twin warehouses get the same records and the same maintenance runs; one decides its small
-partitions' compactions together, the other each alone (batches turned off). Every
-partition must end with the same records, tombstone horizons and history rows, with the
-guarantees checked after every run; a batch must cost one query for all its members,
-decide only the plans it made, and let its cache go when the run ends.
+partitions' compactions together and writes their rewrites in one Spark job
+(framework/stages/staged_rewrite.py), the other each alone (batches turned off). Every
+partition must end with the same records, tombstone horizons, change data feed, file
+statistics and history rows, with the guarantees checked after every run; a batch must
+cost one query for all its members, decide only the plans it made, and let its cache go
+when the run ends; a staged rewrite a commit does not take leaves no file behind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from unittest import mock
+
+import pytest
 
 from framework.checks.guarantees import Guarantees
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log import version_checksum
+from framework.log.delta_commits import StaleSnapshotError
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.spec import parse_spec
@@ -56,9 +64,19 @@ def _round(p: int, round_: int, base_ms: int) -> list[dict]:
 
 
 def _state(spark, topics: list[Topic]) -> dict:
-    """Each partition's records: offset, key, value and delete horizon."""
-    return {log.name: sorted(tuple(row) for row in log.read().select("offset", "key", "value", "_delete_horizon")
-                             .collect()) for topic in topics for log in topic.partitions()}
+    """Each partition's records (offset, key, value and delete horizon), its change data
+    feed, and its files' partition values and statistics (the files written by Delta's
+    writer either way: in a batch's staging folder, or each partition's own)."""
+    found = {}
+    for log in (log for topic in topics for log in topic.partitions()):
+        records = sorted(map(repr, log.read().select("offset", "key", "value", "_delete_horizon").collect()))
+        feed = sorted(map(repr, spark.read.format("delta").option("readChangeFeed", "true")
+                          .option("startingVersion", 0).load(log.path)
+                          .select("offset", "value", "_delete_horizon", "_change_type", "_commit_version").collect()))
+        listed = version_checksum.plain_files(log.path, log.snapshot().version)
+        files = sorted((json.dumps(add["partitionValues"]), add.get("stats")) for add in listed.adds)
+        found[log.name] = (records, feed, files)
+    return found
 
 
 def _history(run) -> list[tuple]:
@@ -109,13 +127,18 @@ def test_a_batch_leaves_what_each_partition_decided_alone_leaves(spark, tmp_path
     assert any(row[6] for rows in history_together for row in rows), "no run stamped a tombstone"
 
 
-def test_a_batch_is_one_job_decides_only_its_own_plans_and_lets_its_cache_go(spark, tmp_path):
+def _produced(spark, tmp_path) -> tuple[Warehouse, list]:
+    """A topic of the offset strategy with one round of records: its warehouse and partitions."""
     spec = _spec("offset")
     warehouse = Warehouse.resolve(str(tmp_path / "w"))
     topic = Topic(spark, warehouse, spec)
     produced = (r for p in range(PARTITIONS) for r in _round(p, 1, 0))
     produce(topic, parse_records(list(enumerate(produced)), spec, "test"), 1_000)
-    logs = topic.partitions()
+    return warehouse, topic.partitions()
+
+
+def test_a_batch_decides_in_a_few_jobs_only_its_own_plans_and_lets_its_cache_go(spark, tmp_path):
+    _, logs = _produced(spark, tmp_path)
     cached = spark.sparkContext._jsc.getPersistentRDDs().size()
     batches = CompactionBatches(spark, logs, 1_000, force=False)
     plans = [batches.plan(log) for log in logs]
@@ -123,10 +146,11 @@ def test_a_batch_is_one_job_decides_only_its_own_plans_and_lets_its_cache_go(spa
     assert batches.plan(logs[0]) is None  # a plan is given once: a retry plans afresh
     # a plan the batch did not make (a retry's) is decided alone
     assert batches.decided(logs[0], compaction.plan(logs[0], 1_000)) is None
-    # every member's actions and totals in one query (two Spark jobs: the dirty keys'
-    # broadcast, then the totals); the others' shares then cost none
+    # every member's actions, totals and rewrite in a handful of Spark jobs whatever the
+    # members (the dirty keys' broadcast, the totals; the changes' broadcast, the staged
+    # write); the others' shares then cost none
     first, jobs = spark_jobs(spark, lambda: batches.decided(logs[0], plans[0]))
-    assert jobs <= 2
+    assert jobs <= 5
     assert spark.sparkContext._jsc.getPersistentRDDs().size() == cached + 1
     shares, jobs = spark_jobs(spark, lambda: [batches.decided(log, p) for log, p in zip(logs[1:], plans[1:])])
     assert jobs == 0 and all(share.totals["removed"] for share in shares)
@@ -142,4 +166,38 @@ def test_a_batch_is_one_job_decides_only_its_own_plans_and_lets_its_cache_go(spa
     for log in logs:
         batches.done(log)
     assert spark.sparkContext._jsc.getPersistentRDDs().size() == cached
+    batches.close()
+
+
+def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_path):
+    from urllib.parse import unquote
+
+    warehouse, logs = _produced(spark, tmp_path)
+    batches = CompactionBatches(spark, logs, 1_000, force=False)
+    plans = [batches.plan(log) for log in logs]
+    # every member's rewrite is written in one writeFiles, into its own table's folder
+    decided, jobs = spark_jobs(spark, lambda: [batches.decided(log, p) for log, p in zip(logs, plans)])
+    assert jobs <= 5  # as above
+    assert os.listdir(os.path.join(warehouse.internal_root, "staged_rewrites")) == []
+
+    def staged_files(log, share) -> list[str]:
+        return [os.path.join(log.path, unquote(next(iter(a.values()))["path"])) for a in share.staged.actions]
+
+    assert all(share.staged is not None for share in decided)
+    lost, kept = staged_files(logs[0], decided[0]), staged_files(logs[1], decided[1])
+    assert lost and kept and all(os.path.exists(path) for path in lost + kept)
+    # another run compacts partition 0 first: the batch's commit is refused (the run then
+    # re-plans), and its staged files are deleted
+    assert compaction.execute(logs[0], compaction.plan(logs[0], 1_000)).committed
+    with pytest.raises(StaleSnapshotError):
+        compaction.execute(logs[0], plans[0], decided=decided[0])
+    assert not any(os.path.exists(path) for path in lost)
+    # partition 1's commit takes its staged files: they are the table's files now
+    done = compaction.execute(logs[1], plans[1], decided=decided[1])
+    assert done.committed
+    listed = version_checksum.plain_files(logs[1].path, done.version_after)
+    assert {os.path.basename(p) for p in kept if "_change_data" not in p} <= {
+        os.path.basename(p) for p in listed.paths}
+    for log in logs:
+        batches.done(log)
     batches.close()

@@ -14,6 +14,7 @@ read from the files whose offset statistics may hold it (:func:`compaction_actio
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from framework import faults
 from framework.cleaner import rules as cleaner
@@ -24,6 +25,9 @@ from framework.log.log_state import AppendedRecords, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
 from framework.log.small_partitions import is_small
 from framework.spec import TopicConfig
+
+if TYPE_CHECKING:  # (compaction_batch imports this module)
+    from framework.stages.compaction_batch import DecidedActions
 
 DELETE = "delete"
 STAMP = "stamp"
@@ -278,17 +282,6 @@ TOTALS = (
 )
 
 
-@dataclass(frozen=True)
-class DecidedActions:
-    """A plan's actions decided already (with other partitions': ``compaction_batch``):
-    :func:`compaction_actions` of its version with each record's ``_file``, and their
-    :data:`TOTALS`."""
-
-    plan: CompactionPlan
-    actions: object
-    totals: dict
-
-
 def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | None = None,
             run_id: str = "", decided: DecidedActions | None = None) -> CompactionResult:
     """Carry out a due compaction as one atomic commit (or none, when nothing changes).
@@ -343,9 +336,9 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             merge = _merge(log, source, end, stamps=totals["stamped"] > 0)
             if compaction_rewrite.available(log.spark, log.path, snap.version, changes):
                 def action():
-                    return compaction_rewrite.rewrite(log, source, MAINTENANCE_APP_ID, after.clean.epoch,
-                                                      totals["removed"], totals["stamped"], merge,
-                                                      planned_files=frozenset(totals["touched_files"]))
+                    return compaction_rewrite.rewrite(
+                        log, source, MAINTENANCE_APP_ID, after.clean.epoch, totals["removed"], totals["stamped"], merge,
+                        planned_files=frozenset(totals["touched_files"]), staged=decided and decided.staged)
             else:
                 action = merge
         version = log.commit_maintenance(after, "compact", action, snap.version, **extra)
@@ -358,6 +351,8 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     finally:
         if own:
             actions.unpersist()
+        elif decided.staged is not None:
+            decided.staged.discard()  # the staged files no commit took (once taken, nothing)
 
 
 def version_actions(log: PartitionLog, snapshot: Snapshot, cleanable_end: int, now_ms: int, checkpoint: int,

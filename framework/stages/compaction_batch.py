@@ -34,10 +34,11 @@ from framework.log.delta_transactions import jvm_of
 from framework.log.partition_log import PartitionLog
 from framework.log.small_partitions import SMALL_PARTITION_RECORDS, is_small, small_partition_settings
 from framework.spec import TopicConfig
-from framework.stages import compaction
-from framework.stages.compaction import CompactionPlan, DecidedActions
+from framework.stages import compaction, staged_rewrite
+from framework.stages.compaction import CompactionPlan
+from framework.stages.file_rewrite import Staged
 
-__all__ = ["MIN_BATCH", "MEMBER", "CompactionBatches"]
+__all__ = ["MIN_BATCH", "MEMBER", "CompactionBatches", "DecidedActions"]
 
 #: The fewest due small partitions of a topic worth a batch.
 MIN_BATCH = 3
@@ -47,11 +48,25 @@ MEMBER = "_member"
 _BOUNDS = ("_u", "_c", "_ls")
 
 
+@dataclass(frozen=True)
+class DecidedActions:
+    """A plan's actions decided in a batch: :func:`compaction.compaction_actions` of its
+    version with each record's ``_file``, their :data:`compaction.TOTALS`, and its rewrite
+    written already, when the batch could write it (``staged_rewrite``)."""
+
+    plan: CompactionPlan
+    actions: object
+    totals: dict
+    staged: Staged | None = None
+
+
 @dataclass
 class _Batch:
     """Due small partitions of one topic and schema, decided together."""
 
     config: TopicConfig
+    internal_root: str  # the warehouse's own folder (a staged rewrite's)
+    paths: list[str]
     plans: list[CompactionPlan]
     files: list[version_checksum.PlainFiles]
     schema_json: str
@@ -82,13 +97,14 @@ class CompactionBatches:
             self._plans[_key(log)] = planned
             files = _batchable(log, planned)
             if files is not None:
-                groups.setdefault((log.spec.topic, files.schema_json), []).append((log.spec.config, planned, files))
+                groups.setdefault((log.spec.topic, files.schema_json), []).append((log, planned, files))
         for (topic, schema_json), members in groups.items():
             for chunk in _chunks(members):
                 if len(chunk) < MIN_BATCH:
                     continue
-                batch = _Batch(chunk[0][0], [p for _, p, _ in chunk], [f for _, _, f in chunk], schema_json,
-                               set(range(len(chunk))))
+                first = chunk[0][0]
+                batch = _Batch(first.spec.config, first.warehouse.internal_root, [log.path for log, _, _ in chunk],
+                               [p for _, p, _ in chunk], [f for _, _, f in chunk], schema_json, set(range(len(chunk))))
                 for place, planned in enumerate(batch.plans):
                     self._member_of[(topic, planned.partition)] = (batch, place)
 
@@ -153,8 +169,28 @@ class CompactionBatches:
                     frame.groupBy(MEMBER).agg(*(F.expr(total) for total in compaction.TOTALS)).collect()}
         nothing = {name: 0 for name in ("removed", "superseded", "keyless", "expired", "stamped", "tombstones")}
         nothing.update(removed_bytes=None, min_horizon=None, touched_files=[])
-        batch.decided = [DecidedActions(planned, frame.where(f"{MEMBER} = {place}"), rows.get(place, nothing))
+        totals = [rows.get(place, nothing) for place in range(len(batch.plans))]
+        staged = self._staged(batch, totals)
+        batch.decided = [DecidedActions(planned, frame.where(f"{MEMBER} = {place}"), totals[place],
+                                        staged[place] if staged else None)
                          for place, planned in enumerate(batch.plans)]
+
+    def _staged(self, batch: _Batch, totals: list[dict]) -> list:
+        """Every member's rewrite written in one Spark job (``staged_rewrite``), for the members
+        whose commit is a rewrite; empty when the batch cannot stage, or staging failed (each
+        member then writes its own)."""
+        from framework.stages import compaction_rewrite
+
+        members = []
+        for path, planned, files, counted in zip(batch.paths, batch.plans, batch.files, totals):
+            changes = counted["removed"] + counted["stamped"]
+            rewrites = changes and compaction_rewrite.available(self.spark, path, planned.snapshot.version, changes)
+            members.append((path, files, frozenset(counted["touched_files"]) if rewrites else frozenset()))
+        try:
+            return staged_rewrite.stage(self.spark, batch.internal_root, members,
+                                        batch.frame.where(compaction.CHANGED))
+        except Exception:  # noqa: BLE001 - one member's table broken: each writes its own
+            return []
 
 def _key(log: PartitionLog) -> tuple[str, int]:
     return log.spec.topic, log.partition

@@ -37,7 +37,7 @@ def _merge_operation(delta: DeltaJvm):
 
 
 def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, merge: Callable[[], object],
-            planned_files: frozenset[str] | None = None) -> int | None:
+            planned_files: frozenset[str] | None = None, staged: file_rewrite.Staged | None = None) -> int | None:
     """Write ``actions`` (offset, _action, _horizon: what the run does to each record; the
     run removes ``removed`` records and stamps ``stamped``) as one commit: its version, or
     None when the table already holds maintenance epoch ``epoch`` (another run committed
@@ -46,7 +46,8 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
     ``planned_files`` names the planned version's files that hold those records: when the
     version the transaction reads still has them all, they are the files it touches (file
     names are never reused, and records appended since lie past every changed offset);
-    otherwise, or without them, one pass over the offsets finds them.
+    otherwise, or without them, one pass over the offsets finds them. ``staged``: the
+    rewrite written already, with other partitions' (``file_rewrite.commit`` says when it is taken).
 
     The commit's user metadata comes from the session (``commit_metadata``)."""
     from pyspark.sql import functions as F
@@ -77,4 +78,4 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
         change = file_rewrite.Rewrite(
             operation=_merge_operation(delta), touched=touched,
             annotate=lambda rows: rows.join(F.broadcast(changed), "offset", "left"), metrics=metrics)
-        return file_rewrite.commit(delta, log.path, app_id, epoch, change, merge)
+        return file_rewrite.commit(delta, log.path, app_id, epoch, change, merge, staged)

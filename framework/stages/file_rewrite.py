@@ -33,7 +33,9 @@ remote store, a Spark Connect session) keeps Delta's command.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -74,13 +76,34 @@ class Rewrite:
     metrics: Callable[[list, list], dict]
 
 
-def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite, otherwise: Callable[[], object]
-           ) -> int | None:
+@dataclass
+class Staged:
+    """A rewrite written already, with other partitions' (``staged_rewrite``): the files it
+    replaces, and the add and cdc actions of the files written for them (paths relative to
+    the table, the files in place: ``files``). Until a commit takes them, :meth:`discard`
+    deletes them (a commit that then fails leaves them to VACUUM, as a failed write does)."""
+
+    touched: frozenset[str]
+    actions: tuple[dict, ...]
+    files: tuple[str, ...]
+    taken: bool = False
+
+    def discard(self) -> None:
+        for path in () if self.taken else self.files:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+        self.files = ()
+
+
+def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite, otherwise: Callable[[], object],
+           staged: Staged | None = None) -> int | None:
     """Write ``rewrite`` as one commit claiming maintenance epoch ``epoch``: its version, or
     None when the table already holds the epoch (another run committed it; nothing is
     written). When the version the transaction reads is not plain files, ``otherwise``
     (Delta's own command) commits instead, and its answer is returned. Run it inside
-    ``delta.active()``: the commit's user metadata comes from the session."""
+    ``delta.active()``: the commit's user metadata comes from the session. ``staged``: the
+    rewrite's files written already, taken when the version the transaction reads still
+    holds every file they replace (else discarded, and the rewrite written here)."""
     from pyspark.sql.types import StructType
 
     spark = delta.spark
@@ -88,40 +111,35 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
     claim = delta.cls("org.apache.spark.sql.delta.actions.SetTransaction")(
         app_id, int(epoch), delta.some(int(time.time() * 1000)))
     if delta.claimed_version(txn, app_id) >= epoch:
+        if staged is not None:
+            staged.discard()
         return None
     # As in Delta's command, the run's decisions apply to the table the transaction reads:
     # the planned version, or a later one when another writer (a producer) committed since.
     read_version = int(txn.snapshot().version())
     files = version_checksum.plain_files(path, read_version)
     if not version_checksum.rewritable(files):  # a writer since the plan left a version not its files
+        if staged is not None:
+            staged.discard()
         return otherwise()
     schema = StructType.fromJson(json.loads(files.schema_json))
     columns = schema.fieldNames()
-    # with the change data feed on, ``writeFiles`` puts the rows with a ``_change_type`` in
-    # ``_change_data``; without it they would be written as records
-    feed = str(files.configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true"
-    read = spark.read.schema(schema).option("basePath", files.folder)
-    touched = rewrite.touched(read, files)
     by_name = {file_name(add["path"]): add for add in files.adds}
+    if staged is not None and not staged.touched <= set(by_name):  # another writer removed one since
+        staged.discard()
+        staged = None
+    read = spark.read.schema(schema).option("basePath", files.folder)
+    touched = set(staged.touched) if staged is not None else rewrite.touched(read, files)
     if len(by_name) != len(files.adds) or not touched <= set(by_name):
         raise RuntimeError(f"{path}: the files of version {read_version} are not what its checksum lists")
     removes = delta.removes(by_name[name] for name in sorted(touched))
     written = []
-    if touched:
+    if staged is not None:
+        action = delta.cls("org.apache.spark.sql.delta.actions.Action")
+        written = [action.fromJson(json.dumps(one)) for one in staged.actions]
+    elif touched:
         rows = rewrite.annotate(read.parquet(*[p for p in files.paths if file_name(p) in touched]).select(*columns))
-        # SQL text, not Column trees: a call into the JVM each, not one per node
-        if feed:
-            variants = (f"CASE WHEN _action IS NULL THEN array({_KEPT}) WHEN _action = '{DELETE}' "
-                        f"THEN array({_DELETED}) ELSE array({_KEPT}, {_PREIMAGE}, {_POSTIMAGE}) END")
-        else:  # no change data feed on this table: only the records as kept
-            variants = f"CASE WHEN _action IS NULL OR _action = '{STAMP}' THEN array({_KEPT}) ELSE array() END"
-        rows = rows.selectExpr("*", f"explode({variants}) AS _variant")
-        new_horizon = f"_action = '{STAMP}' AND _variant IN ({_KEPT}, {_POSTIMAGE})"
-        change_type = (f"CAST(CASE WHEN _variant = {_DELETED} THEN 'delete' WHEN _variant = {_PREIMAGE} THEN "
-                       f"'update_preimage' WHEN _variant = {_POSTIMAGE} THEN 'update_postimage' END AS STRING)")
-        stamped = f"CASE WHEN {new_horizon} THEN _horizon ELSE _delete_horizon END AS _delete_horizon"
-        out = rows.selectExpr(*[stamped if c == "_delete_horizon" else f"`{c}`" for c in columns],
-                              *([f"{change_type} AS _change_type"] if feed else []))
+        out = rewritten_rows(rows, columns, change_feed(files.configuration))
         if sum(int(by_name[name]["size"]) for name in touched) <= ONE_TASK_BYTES:
             # one file per segment, in offset order, so file statistics keep skipping by offset
             # coalesced, not shuffled: the read, the join and the write are one stage (a first
@@ -129,7 +147,35 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
             out = out.coalesce(1).sortWithinPartitions("_segment", "offset")
         written = delta.items(txn.writeFiles(out._jdf, delta.none(), False, delta.seq([])))
     delta.register_metrics(txn, rewrite.metrics(written, removes))
+    if staged is not None:
+        staged.taken = True
     return int(txn.commit(delta.seq([*written, *removes, claim]), rewrite.operation))
+
+
+def change_feed(configuration: dict) -> bool:
+    """Whether a table's properties turn its change data feed on."""
+    return str(configuration.get("delta.enableChangeDataFeed", "false")).lower() == "true"
+
+
+def rewritten_rows(rows, columns: list[str], feed: bool, carried: tuple[str, ...] = ()):
+    """The touched files' ``rows`` (``_action``, ``_horizon``: :attr:`Rewrite.annotate`'s) as
+    the rewrite writes them: ``columns`` (and ``carried``) of each record as kept, and, with
+    the change data feed on (``feed``), the feed rows with their ``_change_type``, which
+    ``writeFiles`` puts in ``_change_data`` (without the feed they would be written as records)."""
+    # SQL text, not Column trees: a call into the JVM each, not one per node
+    if feed:
+        variants = (f"CASE WHEN _action IS NULL THEN array({_KEPT}) WHEN _action = '{DELETE}' "
+                    f"THEN array({_DELETED}) ELSE array({_KEPT}, {_PREIMAGE}, {_POSTIMAGE}) END")
+    else:  # no change data feed on this table: only the records as kept
+        variants = f"CASE WHEN _action IS NULL OR _action = '{STAMP}' THEN array({_KEPT}) ELSE array() END"
+    rows = rows.selectExpr("*", f"explode({variants}) AS _variant")
+    new_horizon = f"_action = '{STAMP}' AND _variant IN ({_KEPT}, {_POSTIMAGE})"
+    change_type = (f"CAST(CASE WHEN _variant = {_DELETED} THEN 'delete' WHEN _variant = {_PREIMAGE} THEN "
+                   f"'update_preimage' WHEN _variant = {_POSTIMAGE} THEN 'update_postimage' END AS STRING)")
+    stamped = f"CASE WHEN {new_horizon} THEN _horizon ELSE _delete_horizon END AS _delete_horizon"
+    return rows.selectExpr(*(f"`{c}`" for c in carried),
+                           *[stamped if c == "_delete_horizon" else f"`{c}`" for c in columns],
+                           *([f"{change_type} AS _change_type"] if feed else []))
 
 
 def written_summary(written: list, removes: list) -> dict:
