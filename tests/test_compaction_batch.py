@@ -198,6 +198,22 @@ def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_pa
     listed = version_checksum.plain_files(logs[1].path, done.version_after)
     assert {os.path.basename(p) for p in kept if "_change_data" not in p} <= {
         os.path.basename(p) for p in listed.paths}
-    for log in logs:
-        batches.done(log)
+    batches.done(logs[0])
+    batches.done(logs[1])
+    assert all(os.path.exists(path) for path in kept)  # taken: done leaves them
+    # the others' staged files no commit took, as a run killed after staging leaves them:
+    # no version lists them, and the next run compacts those partitions as if they were not there
+    left = [path for log, share in zip(logs[2:], decided[2:]) for path in staged_files(log, share)]
+    assert left and all(os.path.exists(path) for path in left)
+    versions = [log.snapshot().version for log in logs[2:]]
+    run = Maintenance(spark, warehouse, [logs[0].spec], validator=Guarantees(spark, warehouse)).run(
+        1_000, stages=("compact",))
+    assert not run.failed and {row.validation for part in run.partitions for row in part.rows if row.committed} == {
+        "passed"}
+    for log, version in zip(logs[2:], versions):
+        listed = version_checksum.plain_files(log.path, log.snapshot().version)
+        assert log.snapshot().version == version + 1
+        assert not {os.path.basename(p) for p in left} & {os.path.basename(p) for p in listed.paths}
+    # a run that stops (its batches closed) deletes the staged files no commit took
     batches.close()
+    assert not any(os.path.exists(path) for path in left)

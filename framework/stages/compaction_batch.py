@@ -127,18 +127,22 @@ class CompactionBatches:
         return batch.decided[place]
 
     def done(self, log: PartitionLog) -> None:
+        """The partition's stages are over: its staged files, unless its commit took them, go."""
         found = self._member_of.pop(_key(log), None)
         if found is None:
             return
         batch, place = found
         with self._lock:
+            _discard(batch, place)
             batch.left.discard(place)
             if not batch.left and batch.frame is not None:
                 batch.frame.unpersist()
                 batch.frame = None
 
     def close(self) -> None:
-        for batch, _ in list(self._member_of.values()):
+        """The run is over (or stopped): every batch's cache and untaken staged files go."""
+        for batch, place in list(self._member_of.values()):
+            _discard(batch, place)
             if batch.frame is not None:
                 batch.frame.unpersist()
                 batch.frame = None
@@ -191,6 +195,12 @@ class CompactionBatches:
                                         batch.frame.where(compaction.CHANGED))
         except Exception:  # noqa: BLE001 - one member's table broken: each writes its own
             return []
+
+def _discard(batch: _Batch, place: int) -> None:
+    decided = batch.decided[place] if batch.decided else None
+    if decided is not None and decided.staged is not None:
+        decided.staged.discard()  # (nothing, once a commit took them)
+
 
 def _key(log: PartitionLog) -> tuple[str, int]:
     return log.spec.topic, log.partition
