@@ -1,4 +1,4 @@
-"""Many small partitions' compactions decided in one Spark job.
+"""Many small partitions' compactions decided, and their rewrites written, together.
 
 A small partition's compaction is a few Spark queries over a few hundred records, so
 what it costs is Spark planning them: its actions (:func:`compaction.compaction_actions`)
@@ -9,9 +9,10 @@ start). So a batch reads every member's version in one scan (the files its check
 lists, each row told apart by ``_member``: its place in the batch, with its own bounds
 joined in as columns), decides every record's fate in one frame, held in Spark's cache,
 and counts every member's totals in one query (two Spark jobs: the dirty keys' broadcast,
-then the totals). Each partition then commits its own share
-as before (:func:`compaction.execute` with ``decided``): a rewrite of its touched files
-through Delta's transaction API, one commit a partition.
+then the totals), and writes every member's rewrite in one more
+(:mod:`framework.stages.staged_rewrite`). Each partition then commits its own share as
+before (:func:`compaction.execute` with ``decided``): its touched files replaced by the
+files written for it, through Delta's transaction API, one commit a partition.
 
 A batch is planned when the run starts, from each partition's commit metadata alone
 (:func:`compaction.plan` without a scan), and decided when its first member's turn
@@ -171,10 +172,10 @@ class CompactionBatches:
             batch.frame = frame
             rows = {row[MEMBER]: {name: row[name] for name in row.__fields__ if name != MEMBER} for row in
                     frame.groupBy(MEMBER).agg(*(F.expr(total) for total in compaction.TOTALS)).collect()}
-        nothing = {name: 0 for name in ("removed", "superseded", "keyless", "expired", "stamped", "tombstones")}
-        nothing.update(removed_bytes=None, min_horizon=None, touched_files=[])
-        totals = [rows.get(place, nothing) for place in range(len(batch.plans))]
-        staged = self._staged(batch, totals)
+            nothing = {name: 0 for name in ("removed", "superseded", "keyless", "expired", "stamped", "tombstones")}
+            nothing.update(removed_bytes=None, min_horizon=None, touched_files=[])
+            totals = [rows.get(place, nothing) for place in range(len(batch.plans))]
+            staged = self._staged(batch, totals)
         batch.decided = [DecidedActions(planned, frame.where(f"{MEMBER} = {place}"), totals[place],
                                         staged[place] if staged else None)
                          for place, planned in enumerate(batch.plans)]
@@ -195,6 +196,7 @@ class CompactionBatches:
                                         batch.frame.where(compaction.CHANGED))
         except Exception:  # noqa: BLE001 - one member's table broken: each writes its own
             return []
+
 
 def _discard(batch: _Batch, place: int) -> None:
     decided = batch.decided[place] if batch.decided else None

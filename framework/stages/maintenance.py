@@ -3,7 +3,8 @@
 For each partition of each topic, in order (KIP-71: compaction before deletion):
 
 1. ``compact``  when the policy includes compact and the cleaner says it is due (a topic's
-   small partitions planned from metadata when the run starts, decided together: ``compaction_batch``);
+   small partitions planned from metadata when the run starts, decided and rewritten
+   together: ``compaction_batch``);
 2. ``retain``   when the policy includes delete;
 3. ``optimize`` bin-pack small data files into files near ``segment.bytes`` (no record changes);
 4. ``vacuum``   purge deletion vectors and vacuum outside the time-travel window.
