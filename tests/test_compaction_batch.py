@@ -217,3 +217,20 @@ def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_pa
     # a run that stops (its batches closed) deletes the staged files no commit took
     batches.close()
     assert not any(os.path.exists(path) for path in left)
+
+
+def test_a_table_whose_plan_fails_is_left_to_its_own_turn(spark, tmp_path, monkeypatch):
+    _, logs = _produced(spark, tmp_path)
+    shipped = compaction.plan
+
+    def plan(log, *args, **kwargs):
+        if log.partition == 1:
+            raise OSError("partition 1's log cannot be read")
+        return shipped(log, *args, **kwargs)
+
+    monkeypatch.setattr(compaction, "plan", plan)
+    batches = CompactionBatches(spark, logs, 1_000, force=False)  # (no error: the others are planned)
+    plans = {log.partition: batches.plan(log) for log in logs}
+    assert plans[1] is None and all(plans[p] is not None for p in plans if p != 1)
+    assert batches.decided(logs[0], plans[0]) is not None
+    batches.close()

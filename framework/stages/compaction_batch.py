@@ -92,11 +92,14 @@ class CompactionBatches:
         for log in logs:
             if not log.spec.config.compact:
                 continue
-            planned = compaction.plan(log, now_ms, force, scan=False)
+            try:
+                planned = compaction.plan(log, now_ms, force, scan=False)
+                files = None if planned is None else _batchable(log, planned)
+            except Exception:  # noqa: BLE001 - a broken table fails at its own turn, reported there
+                continue
             if planned is None:
                 continue
             self._plans[_key(log)] = planned
-            files = _batchable(log, planned)
             if files is not None:
                 groups.setdefault((log.spec.topic, files.schema_json), []).append((log, planned, files))
         for (topic, schema_json), members in groups.items():
