@@ -57,8 +57,10 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
     touching = [(place, path, files, touched) for place, (path, files, touched) in enumerate(members) if touched]
     if root is None or not touching or len({_writer_properties(files) for _, _, files, _ in touching}) != 1:
         return []
-    sizes = {file_rewrite.file_name(add["path"]): int(add["size"]) for _, _, files, _ in touching for add in files.adds}
-    if sum(sizes[name] for *_, touched in touching for name in touched) > file_rewrite.ONE_TASK_BYTES:
+    # each touched file's add action, with its member
+    adds = [(place, add) for place, _, files, touched in touching for add in files.adds
+            if file_rewrite.file_name(add["path"]) in touched]
+    if sum(int(add["size"]) for _, add in adds) > file_rewrite.ONE_TASK_BYTES:
         return []
     _delete_abandoned(os.path.join(root, "staged_rewrites"))
     folder = os.path.join(root, "staged_rewrites", uuid.uuid4().hex)
@@ -70,8 +72,6 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
         schema = StructType.fromJson(json.loads(first_files.schema_json))
         # each touched file's member and partition values (a read of many tables' files cannot
         # take them from the folders, as one table's read does with its ``basePath``)
-        adds = [(place, add) for place, _, files, touched in touching for add in files.adds
-                if file_rewrite.file_name(add["path"]) in touched]
         partitioning = sorted(adds[0][1].get("partitionValues") or {})
         placed = local_frame(spark, [(file_rewrite.file_name(add["path"]), place,
                                       *(add["partitionValues"][c] for c in partitioning)) for place, add in adds],
