@@ -130,6 +130,11 @@
    (5,000 lines produced first), each a new process, A B B A: their compactions decided in one
    Spark job (as shipped, ``framework/stages/compaction_batch.py``) against each partition
    alone (as before stop 75); every side's tables must hold the same records after it.
+20. ``checkpoints``: ``--checkpoint-calls`` produce calls of 5,000 lines into twin topics of
+   ``--partitions`` partitions, a maintain of each after every fifth, in this process, the
+   twins' calls interleaved A B B A each round: A's tables checkpoint every 100 commits (as
+   shipped, ``framework/log/warehouse.py``), B's every 10 (Delta's default, as before stop
+   76); each side's total and slowest produce call; each pair must hold the same offsets.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -160,7 +165,7 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
-            "produce_commands", "batch_commands")
+            "produce_commands", "batch_commands", "checkpoints")
 
 
 def _timed(label, results, action):
@@ -701,6 +706,59 @@ def bench_packing(spark, warehouse, partitions: int, now: int, results: dict) ->
     return {"six_files_packed_into_one": packed, "same_records": all(
         sorted(twins[a].partition(p).read().collect()) == sorted(twins[b].partition(p).read().collect())
         for a, b in (("a1", "b1"), ("a2", "b2")) for p in range(partitions))}
+
+
+#: The checkpoint intervals of the ``checkpoints`` section.
+CHECKPOINT_TWINS = TwinKind("checkpoints", ("a checkpoint every 100 commits", "a checkpoint every 10 commits"),
+                            "a checkpoint every 100 commits / every 10", lambda: _checkpoints_every_10())
+
+
+@contextlib.contextmanager
+def _checkpoints_every_10():
+    """Partition tables checkpointing at Delta's default interval, as before stop 76 (in
+    force at their creation and at every maintain, which brings the properties in line)."""
+    from framework.log import table_layout
+
+    with mock.patch.object(table_layout, "CHECKPOINT_INTERVAL", 10):
+        yield
+
+
+def bench_checkpoints(spark, warehouse, partitions: int, calls: int, now: int, results: dict) -> dict:
+    """``calls`` produce calls of 5,000 lines into twin topics, a maintain after every fifth
+    (its commits count towards the checkpoints too), the twins' calls interleaved A B B A in
+    each round; each side's total, and its slowest produce call (the one whose commits
+    checkpoint every partition)."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+    from framework.stages.maintenance import Maintenance
+
+    lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(5000)]
+    kind, label = CHECKPOINT_TWINS, f"{calls} produce calls into {partitions} partitions, a maintain every fifth"
+    twins = {name: Topic(spark, warehouse, _spec(f"checkpoints-{name}", partitions))
+             for name in ("a1", "b1", "b2", "a2")}
+    spent = dict.fromkeys(twins, 0.0)
+    slowest = dict.fromkeys(twins, 0.0)
+    for call in range(calls):
+        for name, twin in twins.items():
+            with kind.way(name.startswith("b")):
+                started = time.perf_counter()
+                produce(twin, parse_records(lines, twin.spec, "benchmark"), now + call)
+                took = time.perf_counter() - started
+                if call % 5 == 4:
+                    Maintenance(spark, warehouse, [twin.spec], record_history=False).run(now + call)
+                spent[name] += time.perf_counter() - started
+                slowest[name] = max(slowest[name], took)
+    for name in twins:
+        side = kind.sides[name.startswith("b")]
+        results[f"{label}, {side} ({name})"] = round(spent[name], 3)
+        results[f"slowest produce call, {side} ({name})"] = round(slowest[name], 3)
+        print(f"  {label}, {side} ({name}): {spent[name]:.2f} s, slowest produce call {slowest[name]:.2f} s",
+              file=sys.stderr, flush=True)
+    _mean_of_twins(results, label, kind.sides)
+    _mean_of_twins(results, "slowest produce call", kind.sides)
+    intervals = {name: twin.partition(0).properties().get("delta.checkpointInterval") for name, twin in twins.items()}
+    return {"label": label, "intervals": intervals, "same_offsets": _same_offsets(twins, partitions)}
 
 
 def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
@@ -1740,6 +1798,7 @@ def run(argv) -> int:
     parser.add_argument("--produce", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=300, help="produce calls of the files section")
     parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
+    parser.add_argument("--checkpoint-calls", type=int, default=20, help="produce calls of the checkpoints section")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
@@ -1784,6 +1843,9 @@ def run(argv) -> int:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "new_tables" in sections:
             others["new_tables"] = bench_new_tables(spark, warehouse, args.partitions, now, results)
+        if "checkpoints" in sections:
+            others["checkpoints"] = bench_checkpoints(spark, warehouse, args.partitions, args.checkpoint_calls, now,
+                                                      results)
         if "packing" in sections:
             others["packing"] = bench_packing(spark, warehouse, args.partitions, now, results)
         if "offsets" in sections:
@@ -1813,6 +1875,9 @@ def run(argv) -> int:
         if "produce_commands" in others:
             ratio = PRODUCE_COMMAND_TWINS.ratio_of(others["produce_commands"]["label"], results)
             ratios[f"topiclake produce into new partitions, {PRODUCE_COMMAND_TWINS.ratio}"] = ratio
+        if "checkpoints" in others:
+            ratios[f"produce and maintain, {CHECKPOINT_TWINS.ratio}"] = CHECKPOINT_TWINS.ratio_of(
+                others["checkpoints"]["label"], results)
         if "batch_commands" in others:
             ratio = BATCH_COMMAND_TWINS.ratio_of(others["batch_commands"]["label"], results)
             ratios[f"topiclake maintain, first, {BATCH_COMMAND_TWINS.ratio}"] = ratio
@@ -1831,6 +1896,7 @@ def run(argv) -> int:
     failed = failed or not others.get("start", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
+    failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("produce_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("batch_commands", {}).get("same_tables_every_way", True)

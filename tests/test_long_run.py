@@ -18,9 +18,10 @@ guarantee checks after every committed stage. Every run must pass. At the end:
 
 Cost: a run costs 3 to 5 s here (three partitions, a produce call, the checks and a
 history append), so ``make test`` runs ``SUITE_RUNS`` of them, with the history's and the
-store's bounds scaled down so that both prunes happen several times; ``make test-long``
-runs 200 (``TOPICLAKE_LONG_RUNS``) with the shipped prune cadence and store bound, and 20
-runs kept per partition (the shipped 500 would never be reached in 200 runs).
+store's bounds and the checkpoint interval scaled down so that both prunes and a log
+cleanup happen; ``make test-long`` runs 200 (``TOPICLAKE_LONG_RUNS``) with the shipped
+prune cadence, store bound and checkpoint interval, and 20 runs kept per partition (the
+shipped 500 would never be reached in 200 runs).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from framework.checks import gx_project
 from framework.checks.guarantees import Guarantees
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
+from framework.log import table_layout
+from framework.log import warehouse as warehouse_module
 from framework.log.history import PRUNE_EVERY, MaintenanceHistory
 from framework.log.topic import Topic
 from framework.report.site import write_report
@@ -55,7 +58,8 @@ RUNS_KEPT = 4 if SHORT else 20
 PRUNE_CADENCE = 6 if SHORT else PRUNE_EVERY
 RESULTS_KEPT = 3 if SHORT else gx_project.RESULTS_KEPT
 TWO_DAYS_S = 2 * 86_400
-CHECKPOINT_INTERVAL = 10  # Delta's default
+#: how often a partition table checkpoints (and Delta cleans its log); scaled down too
+CHECKPOINT_INTERVAL = 10 if SHORT else warehouse_module.CHECKPOINT_INTERVAL
 
 SPECS = {
     "compacted": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.5, "delete.retention.ms": 600_000},
@@ -85,6 +89,7 @@ def _folder_bytes(folder: str) -> int:
 def test_long_run_passes_every_check_and_stays_bounded(spark, warehouse, tmp_path, monkeypatch):
     monkeypatch.setattr("framework.log.history.PRUNE_EVERY", PRUNE_CADENCE)
     monkeypatch.setattr(gx_project, "RESULTS_KEPT", RESULTS_KEPT)
+    monkeypatch.setattr(table_layout, "CHECKPOINT_INTERVAL", CHECKPOINT_INTERVAL)
     specs = [parse_spec({"topic": topic, "partitions": 1, "config": {**config, "time.travel.retention.ms": 3_600_000}},
                         f"{topic}.yaml") for topic, config in SPECS.items()]
     topics = {spec.topic: Topic(spark, warehouse, spec) for spec in specs}
