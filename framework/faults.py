@@ -29,6 +29,7 @@ POINTS = {
     "compact.before_commit": "a compaction run is about to commit",
     "compact.during_commit": "inside a compaction's Delta transaction (its snapshot taken, not committed)",
     "compact.after_commit": "a compaction run has committed",
+    "compact.after_staging": "a batch of small partitions' rewrites is in their tables' folders, none committed",
     "retain.before_commit": "a retention cut is about to commit",
     "retain.after_commit": "a retention cut has committed",
     "delete_records.before_commit": "delete-records (KIP-107) is about to commit its cut",

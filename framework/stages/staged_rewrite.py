@@ -29,6 +29,7 @@ import uuid
 from typing import Sequence
 from urllib.parse import unquote
 
+from framework import faults
 from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import local_folder
@@ -94,6 +95,7 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
         staged: list[Staged | None] = [None] * len(members)
         for place, path, _, touched in touching:
             staged[place] = _moved(folder, local_folder(path), place, touched, written)
+        faults.reached("compact.after_staging", members=len(touching))
         return staged
     finally:
         forget_table(spark, folder)
