@@ -717,9 +717,9 @@ CHECKPOINT_TWINS = TwinKind("checkpoints", ("a checkpoint every 100 commits", "a
 def _checkpoints_every_10():
     """Partition tables checkpointing at Delta's default interval, as before stop 76 (in
     force at their creation and at every maintain, which brings the properties in line)."""
-    from framework.log import table_layout
+    from framework.log import warehouse
 
-    with mock.patch.object(table_layout, "CHECKPOINT_INTERVAL", 10):
+    with mock.patch.object(warehouse, "CHECKPOINT_INTERVAL", 10):
         yield
 
 

@@ -103,9 +103,11 @@ class Chain:
         for warehouse in (self.crashed, self.twin):
             assert main(self.args(warehouse, *command)) == 0, command
 
-    def produce_both(self, topic: str, count: int, timestamp: int, calls: int = 1) -> None:
+    def produce_both(self, topic: str, count: int, timestamp: int, calls: int = 1,
+                     partition: int | None = None) -> None:
+        into = [] if partition is None else ["--partition", str(partition)]
         for _ in range(calls):
-            self.both("produce", "--topic", topic, "--input", self.records_file(topic, count, timestamp),
+            self.both("produce", "--topic", topic, *into, "--input", self.records_file(topic, count, timestamp),
                       "--now", str(NOW))
 
     def kill(self, command: list[str], point: str | None = None, after_s: float | None = None) -> int:
@@ -253,10 +255,8 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
           for point in ("compact.before_commit", "compact.after_commit")],
         # a batch's rewrites moved into its three tables, none committed: the next run must
         # compact as if they were not there (vacuum deletes them once outside the window)
-        ("compact.after_staging", after(lambda: [chain.both("produce", "--topic", "batch", "--partition", str(p),
-                                                            "--input", chain.records_file("batch", 4, NOW - 3000),
-                                                            "--now", str(NOW)) for p in range(3)],
-                                        ["maintain", "--topic", "batch", *quiet]), {}),
+        ("compact.after_staging", after(lambda: [chain.produce_both("batch", 4, NOW - 3000, partition=p)
+                                                 for p in range(3)], ["maintain", "--topic", "batch", *quiet]), {}),
         *[(point, after(lambda: chain.produce_both("log", 3, 0), ["retain", "--topic", "log", *now]), {})
           for point in ("retain.before_commit", "retain.after_commit")],
         *[(point, after(lambda: chain.produce_both("log", 2, NOW, calls=3), ["optimize", "--topic", "log", *now]), {})

@@ -37,7 +37,6 @@ from framework.checks import gx_project
 from framework.checks.guarantees import Guarantees
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.log import table_layout
 from framework.log import warehouse as warehouse_module
 from framework.log.history import PRUNE_EVERY, MaintenanceHistory
 from framework.log.topic import Topic
@@ -89,7 +88,7 @@ def _folder_bytes(folder: str) -> int:
 def test_long_run_passes_every_check_and_stays_bounded(spark, warehouse, tmp_path, monkeypatch):
     monkeypatch.setattr("framework.log.history.PRUNE_EVERY", PRUNE_CADENCE)
     monkeypatch.setattr(gx_project, "RESULTS_KEPT", RESULTS_KEPT)
-    monkeypatch.setattr(table_layout, "CHECKPOINT_INTERVAL", CHECKPOINT_INTERVAL)
+    monkeypatch.setattr(warehouse_module, "CHECKPOINT_INTERVAL", CHECKPOINT_INTERVAL)
     specs = [parse_spec({"topic": topic, "partitions": 1, "config": {**config, "time.travel.retention.ms": 3_600_000}},
                         f"{topic}.yaml") for topic, config in SPECS.items()]
     topics = {spec.topic: Topic(spark, warehouse, spec) for spec in specs}

@@ -4,7 +4,7 @@ the table properties that carry the spec (time-travel window, data skipping, the
 
 from __future__ import annotations
 
-from framework.log.warehouse import CHECKPOINT_INTERVAL
+from framework.log import warehouse
 from framework.spec import TopicSpec
 
 #: Commit metadata carries the offset bookkeeping; keep the log at least this long.
@@ -81,7 +81,7 @@ def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
         # (framework.checks.changes), not the whole table.
         "delta.enableChangeDataFeed": "true",
         # Checkpoints cost more than the small commits they follow (framework/log/warehouse.py).
-        "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
+        "delta.checkpointInterval": str(warehouse.CHECKPOINT_INTERVAL),
         "topiclake.format.version": FORMAT_VERSION,
         "topiclake.topic": spec.topic,
         "topiclake.partition": str(partition),
