@@ -33,12 +33,12 @@ test: setup .kafka/lib/.fetched
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
-# Every named fault point and two random moments, each a real process SIGKILLed (about
-# 9 minutes; `make test` runs ten steps of this matrix).
+# Every named fault point and two random moments, each a real process SIGKILLed (5 to 6
+# minutes alone; `make test` runs ten steps of this matrix).
 test-crashes: setup
 	TOPICLAKE_CRASH_MATRIX=all $(PY) -m pytest -q -s tests/test_crashes.py
 
-# 200 maintenance runs on a simulated clock with the shipped bounds (about 15 minutes;
+# 200 maintenance runs on a simulated clock with the shipped bounds (about 3 minutes alone;
 # `make test` runs 24 of them with the bounds scaled down).
 test-long: setup
 	TOPICLAKE_LONG_RUNS=200 $(PY) -m pytest -q -s tests/test_long_run.py

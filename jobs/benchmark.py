@@ -135,6 +135,19 @@
    twins' calls interleaved A B B A each round: A's tables checkpoint every 100 commits (as
    shipped, ``framework/log/warehouse.py``), B's every 10 (Delta's default, as before stop
    76); each side's total and slowest produce call; each pair must hold the same offsets.
+21. ``cuts``: ``--cut-runs`` minutes of a delete-only topic (five minutes' retention) on twin
+   topics of one partition, 50,000 records produced a minute and a maintain (history on)
+   half a minute on, so that each retention cut lands inside an append, A B B A: the log's
+   size for the history counted by the cut and the appends since (as shipped,
+   ``log_state.size_after_cut``) against scanned (as before stop 77); each side's maintain
+   time, then that of five idle maintains at the last run's clock (nothing due); the twins
+   must hold the same offsets and the history the same sizes.
+22. ``pages``: twin compacted topics of one partition (100,000 keys compacted), then
+   ``--page-rounds`` rounds of 30 produce calls of 100 records and a maintain (history on)
+   that is never due, A B B A: the records past the checkpoint measured from the next
+   page of the history when the first 16 commits do not reach back (as shipped) against
+   scanned (as before stop 77); each side's maintain time; the twins must hold the same
+   offsets and the history the same sizes.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -165,7 +178,7 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
-            "produce_commands", "batch_commands", "checkpoints")
+            "produce_commands", "batch_commands", "checkpoints", "cuts", "pages")
 
 
 def _timed(label, results, action):
@@ -759,6 +772,136 @@ def bench_checkpoints(spark, warehouse, partitions: int, calls: int, now: int, r
     _mean_of_twins(results, "slowest produce call", kind.sides)
     intervals = {name: twin.partition(0).properties().get("delta.checkpointInterval") for name, twin in twins.items()}
     return {"label": label, "intervals": intervals, "same_offsets": _same_offsets(twins, partitions)}
+
+
+#: How the history's size of a delete-only log is known after a cut inside an append (``cuts``).
+CUT_TWINS = TwinKind("cuts", ("the size counted by the cut", "the size scanned"),
+                     "the size counted by the cut / scanned", lambda: _size_scanned_after_cuts())
+
+
+def _size_scanned_after_cuts():
+    """The log's size as topiclake knew it before stop 77: a cut inside an append left only
+    a scan to say it (the history's size columns), every run until the next cut."""
+    from framework.log import partition_log
+
+    return mock.patch.object(partition_log, "size_after_cut", lambda *args: None)
+
+
+#: How a compacted log past its checkpoint is measured after more appends than the first
+#: page of its history holds (``pages``).
+PAGE_TWINS = TwinKind("pages", ("the next page read", "scanned"), "the next page read / scanned",
+                      lambda: _no_next_page())
+
+
+def _no_next_page():
+    """Measure as topiclake did before stop 77: when the newest 16 commits did not reach back
+    to the checkpoint, the records past it were scanned."""
+    from framework.log import partition_log
+
+    return mock.patch.object(partition_log, "appends_reach", lambda *args: True)
+
+
+def bench_pages(spark, warehouse, rounds: int, now: int, results: dict) -> dict:
+    """Twin compacted topics of one partition, a clean section of 100,000 keys, then
+    ``rounds`` rounds of 30 produce calls of 100 records each and a maintain (history on):
+    never due (the dirty ratio stays far below 0.5), so the maintain only measures. The
+    twins interleaved A B B A each round; each side's maintain time. The twins must hold
+    the same offsets and their history the same sizes."""
+    from framework.clients.produce import produce, produce_frame
+    from framework.clients.records import parse_records
+    from framework.log.history import MaintenanceHistory
+    from framework.log.topic import Topic
+    from framework.spec import parse_spec
+    from framework.stages.maintenance import Maintenance
+
+    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.5, "delete.retention.ms": DAY_MS}
+    kind, label = PAGE_TWINS, f"{rounds} maintain runs, each after 30 produce calls"
+    twins = {name: Topic(spark, warehouse, parse_spec({"topic": f"pages-{name}", "partitions": 1, "config": config},
+                                                      "benchmark")) for name in ("a1", "b1", "b2", "a2")}
+    for twin in twins.values():
+        produce_frame(twin, _clean_records(spark, 100_000, now), now)
+        Maintenance(spark, warehouse, [twin.spec], record_history=False).run(now, force=True)
+    spent = dict.fromkeys(twins, 0.0)
+    for round_ in range(rounds):
+        for call in range(30):
+            lines = [(i, {"key": f"key-{(round_ * 3000 + call * 100 + i) * 7 % 100_000}", "value": f"v{round_}.{call}",
+                          "timestamp": now - DAY_MS}) for i in range(100)]
+            for twin in twins.values():
+                produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
+        for name, twin in twins.items():
+            with kind.way(name.startswith("b")):
+                started = time.perf_counter()
+                Maintenance(spark, warehouse, [twin.spec]).run(now + round_)
+                spent[name] += time.perf_counter() - started
+    for name in twins:
+        side = kind.sides[name.startswith("b")]
+        results[f"{label}, {side} ({name})"] = round(spent[name], 3)
+        print(f"  {label}, {side} ({name}): {spent[name]:.2f} s", file=sys.stderr, flush=True)
+    _mean_of_twins(results, label, kind.sides)
+    rows = MaintenanceHistory(spark, warehouse).read().where("stage = 'compact'").select(
+        "topic", "now_ms", "due", "records_before", "bytes_before").collect()
+    sizes = {name: sorted((r["now_ms"], r["due"], r["records_before"], r["bytes_before"])
+                          for r in rows if r["topic"] == twin.spec.topic) for name, twin in twins.items()}
+    return {"label": label, "same_offsets": _same_offsets(twins, 1),
+            "same_sizes": sizes["a1"] == sizes["b1"] == sizes["b2"] == sizes["a2"] and len(sizes["a1"]) == rounds,
+            "due_runs": sum(1 for r in sizes["a1"] if r[1])}
+
+
+IDLE_CUT_RUNS = 5
+
+
+def bench_cuts(spark, warehouse, runs: int, now: int, results: dict) -> dict:
+    """``runs`` minutes of a delete-only topic (five minutes' retention) on twin topics of one
+    partition: a produce of 50,000 records a minute, their timestamps spread over it, then a
+    maintain (history on, as shipped) half a minute on, so that every retention cut lands
+    inside an append; then idle maintains at the last run's clock. The twins interleaved
+    A B B A each round; each side's maintain time, busy and idle. The twins must hold the
+    same offsets, and the history's size columns must agree."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.history import MaintenanceHistory
+    from framework.log.topic import Topic
+    from framework.stages.maintenance import Maintenance
+
+    minute = 60_000
+    kind, label = CUT_TWINS, f"{runs} maintain runs of a delete-only topic, each cutting inside an append"
+    twins = {name: Topic(spark, warehouse, _spec(f"cuts-{name}", 1, "delete", retention_ms=5 * minute))
+             for name in ("a1", "b1", "b2", "a2")}
+    spent = dict.fromkeys(twins, 0.0)
+    for run in range(runs):
+        start = now + run * minute
+        lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{run}.{i}", "timestamp": start + i})
+                 for i in range(50_000)]
+        for name, twin in twins.items():
+            produce(twin, parse_records(lines, twin.spec, "benchmark"), start)
+            with kind.way(name.startswith("b")):
+                started = time.perf_counter()
+                Maintenance(spark, warehouse, [twin.spec]).run(start + minute // 2)
+                spent[name] += time.perf_counter() - started
+    # then idle runs at the last run's clock: nothing due, only the history's size to know
+    idle_label, idle = f"{IDLE_CUT_RUNS} idle maintain runs after them", dict.fromkeys(twins, 0.0)
+    for _ in range(IDLE_CUT_RUNS):
+        for name, twin in twins.items():
+            with kind.way(name.startswith("b")):
+                started = time.perf_counter()
+                Maintenance(spark, warehouse, [twin.spec]).run(now + (runs - 1) * minute + minute // 2)
+                idle[name] += time.perf_counter() - started
+    for name in twins:
+        side = kind.sides[name.startswith("b")]
+        results[f"{label}, {side} ({name})"] = round(spent[name], 3)
+        results[f"{idle_label}, {side} ({name})"] = round(idle[name], 3)
+        print(f"  {label}, {side} ({name}): {spent[name]:.2f} s; {idle_label}: {idle[name]:.2f} s",
+              file=sys.stderr, flush=True)
+    _mean_of_twins(results, label, kind.sides)
+    _mean_of_twins(results, idle_label, kind.sides)
+    rows = MaintenanceHistory(spark, warehouse).read().where("stage = 'retain'").select(
+        "topic", "now_ms", "records_before", "bytes_before", "removed_records").collect()
+    sizes = {name: sorted((r["now_ms"], r["records_before"], r["bytes_before"], r["removed_records"])
+                          for r in rows if r["topic"] == twin.spec.topic) for name, twin in twins.items()}
+    return {"label": label, "idle_label": idle_label, "same_offsets": _same_offsets(twins, 1),
+            "same_sizes": sizes["a1"] == sizes["b1"] == sizes["b2"] == sizes["a2"]
+            and len(sizes["a1"]) == runs + IDLE_CUT_RUNS,
+            "cuts": sum(1 for r in sizes["a1"] if r[3])}
 
 
 def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
@@ -1799,6 +1942,8 @@ def run(argv) -> int:
     parser.add_argument("--calls", type=int, default=300, help="produce calls of the files section")
     parser.add_argument("--runs", type=int, default=200, help="maintain runs of the metadata section")
     parser.add_argument("--checkpoint-calls", type=int, default=20, help="produce calls of the checkpoints section")
+    parser.add_argument("--page-rounds", type=int, default=5, help="maintain runs of the pages section")
+    parser.add_argument("--cut-runs", type=int, default=16, help="maintain runs of the cuts section")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
@@ -1846,6 +1991,10 @@ def run(argv) -> int:
         if "checkpoints" in sections:
             others["checkpoints"] = bench_checkpoints(spark, warehouse, args.partitions, args.checkpoint_calls, now,
                                                       results)
+        if "cuts" in sections:
+            others["cuts"] = bench_cuts(spark, warehouse, args.cut_runs, now, results)
+        if "pages" in sections:
+            others["pages"] = bench_pages(spark, warehouse, args.page_rounds, now, results)
         if "packing" in sections:
             others["packing"] = bench_packing(spark, warehouse, args.partitions, now, results)
         if "offsets" in sections:
@@ -1878,6 +2027,13 @@ def run(argv) -> int:
         if "checkpoints" in others:
             ratios[f"produce and maintain, {CHECKPOINT_TWINS.ratio}"] = CHECKPOINT_TWINS.ratio_of(
                 others["checkpoints"]["label"], results)
+        if "cuts" in others:
+            ratios[f"maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(others["cuts"]["label"], results)
+            ratios[f"idle maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(
+                others["cuts"]["idle_label"], results)
+        if "pages" in others:
+            ratios[f"maintain after many appends, {PAGE_TWINS.ratio}"] = PAGE_TWINS.ratio_of(
+                others["pages"]["label"], results)
         if "batch_commands" in others:
             ratio = BATCH_COMMAND_TWINS.ratio_of(others["batch_commands"]["label"], results)
             ratios[f"topiclake maintain, first, {BATCH_COMMAND_TWINS.ratio}"] = ratio
@@ -1897,6 +2053,9 @@ def run(argv) -> int:
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
+    for name in ("cuts", "pages"):
+        section = others.get(name, {})
+        failed = failed or not (section.get("same_offsets", True) and section.get("same_sizes", True))
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("produce_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("batch_commands", {}).get("same_tables_every_way", True)

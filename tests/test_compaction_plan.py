@@ -72,25 +72,47 @@ def test_new_records_are_measured_from_their_append_commits(spark, settled):
     assert planned.measure == scanned(settled, planned.snapshot, 500)
 
 
+def test_more_appends_than_a_page_of_history_are_measured_from_the_next_page(spark, settled):
+    """Twenty produce calls since the last run: the newest page of the history (16 commits)
+    does not reach back to the checkpoint, the next one does, and planning still needs no
+    Spark job; the measure is the scan's."""
+    from framework.log.partition_log import HISTORY_PAGES
+
+    topic = Topic(settled.spark, settled.warehouse, settled.spec)
+    for call in range(HISTORY_PAGES[0] + 4):
+        produce(topic, parse_records([(0, {"key": f"k{call % 3}", "value": str(call), "timestamp": 200})],
+                                     settled.spec, "test"), 200)
+    planned, jobs = spark_jobs(spark, lambda: compaction.plan(settled, 500))
+    assert planned.snapshot.past_checkpoint == AppendedRecords(20, sum(2 + len(str(c)) for c in range(20)), 200)
+    assert jobs == 0 and planned.decision.due
+    assert planned.measure == scanned(settled, planned.snapshot, 500)
+
+
 def test_the_append_commits_measure_what_a_scan_measures_through_a_logs_life(spark, warehouse):
     """Produce (JSON lines and a DataFrame, several batches, text beyond ASCII, headers),
     compaction, time retention cutting inside an append and deleteRecords at its edge: after
     each, the measure from the append commits equals the scan's, and it is used whenever the
-    commits cover the records past the checkpoint (a cut inside an append falls back to the scan)."""
+    commits cover the records past the checkpoint (a cut inside an append falls back to the scan).
+    The whole log's size equals the scan's after each too, and is known without one: a cut
+    counts what it kept in its own commit."""
     spec = parse_spec({"topic": "lifelong", "partitions": 1, "config": {
         "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0, "retention.ms": 1000,
         "delete.retention.ms": 100}}, source="test")
     topic = Topic(spark, warehouse, spec)
     log = topic.partition(0)
-    used = []
+    used, sized = [], []
 
     def agrees(now_ms):
         snapshot = log.snapshot()
         from_commits = compaction.measure(log, snapshot, now_ms)
         assert from_commits == scanned(log, snapshot, now_ms)
         used.append(snapshot.past_checkpoint is not None)
-        if used[-1]:  # the whole log's size too: the clean summary and the append commits
-            assert snapshot.size_from_metadata() == log.size(snapshot.version)
+        # the whole log's size too: the clean summary and the append commits, else the newest
+        # cut's count and the appends since
+        size = snapshot.size_from_metadata()
+        sized.append(size is not None)
+        if size is not None:
+            assert size == log.size(snapshot.version)
 
     def lines(first, timestamps):
         return parse_records([(i, {"key": f"k{(first + i) % 3}", "value": None if i % 4 == 3 else "vä" * i,
@@ -120,6 +142,9 @@ def test_the_append_commits_measure_what_a_scan_measures_through_a_logs_life(spa
     # after the run at 1950 the checkpoint sits inside an append (U cut it: t=2000 was too
     # young), and after a cut inside one the log start does: those are scanned
     assert used == [True, True, True, True, False, False, False, True], used
+    # the retention cut at 1950 and deleteRecords counted what they kept: the size is known
+    # without a scan throughout
+    assert sized == [True] * 8, sized
 
 
 @pytest.mark.parametrize("lag_ms, young", [(0, False), (5, True)])

@@ -12,10 +12,12 @@ from framework.log.log_state import (
     CommitEntry,
     LogState,
     appended_between,
+    appends_reach,
     fold,
     merge_states,
     metadata_field,
     parse_metadata,
+    size_after_cut,
     to_metadata,
 )
 
@@ -139,6 +141,48 @@ def test_the_append_commits_describe_the_records_past_the_checkpoint_when_they_t
     assert appended_between(commits, 0, 13) is None  # an append the commits do not show
     assert appended_between(commits[:-1] + [append(5, 9, 2, 0, 90, bytes=None)], 0, 11) is None  # older topiclake
     assert appended_between(list(reversed(commits)), 0, 12) == AppendedRecords(10, 63, 20)  # any order
+
+
+def test_whether_the_appends_given_reach_back_to_an_offset():
+    commits = [entry(3, 2, LogState(5, 5, 5)), append(4, 5, 4, 8, 70), append(5, 9, 1, 0, 90)]
+    assert appends_reach(commits, 5) and appends_reach(commits, 7)  # the append at 5 starts there or before
+    assert not appends_reach(commits, 4)  # older commits than these hold the appends below 5
+    assert not appends_reach(commits[:1], 5)  # no append among them
+    assert appends_reach([append(4, 5, 4, 8, 70, base_offset=None)], 0)  # an older topiclake: no further page
+
+
+def cut(version, start, end, records, size, operation="retain", **fields):
+    """A cut of the prefix to ``start`` that read the log up to ``end`` and kept ``records``."""
+    kept = {"start": start, "end": end, "records": records, "bytes": size, **fields}
+    return CommitEntry(version, version - 1, to_metadata(LogState(start, end, start), operation, version - 1,
+                                                         removed=1, new_log_start=start, kept=kept))
+
+
+def test_a_cut_counts_what_it_kept_and_the_appends_since_add_theirs():
+    """The log's size after a cut inside an append (which the append commits alone cannot
+    tile): the cut's own count plus the appends after the log end it read, while nothing
+    after it removed records."""
+    appends = [append(1, 0, 3, 30, 50), append(2, 3, 4, 40, 20)]
+    since = [append(4, 7, 2, 9, 60), append(5, 9, 1, 5, 70, operation="ingest", end=12)]  # a gap 10..11
+    optimize = CommitEntry(6, 5, to_metadata(LogState(5, 12, 5), "optimize", 5))
+    foreign = CommitEntry(7, 6, None)  # ALTER TABLE: no topiclake metadata
+    history = [*appends, cut(3, 5, 7, 2, 21), *since, optimize, foreign]
+    assert appended_between(history, 5, 12) is None  # the cut at 5 is inside the append at 3
+    assert size_after_cut(history, 5, 12) == AppendedRecords(2 + 3, 21 + 14)
+    assert size_after_cut(list(reversed(history)), 5, 12) == AppendedRecords(5, 35)  # any order
+    assert size_after_cut(history[:3], 5, 7) == AppendedRecords(2, 21)  # nothing appended since
+    delete_records = cut(8, 6, 12, 4, 30, operation="delete_records")
+    assert size_after_cut([*history, delete_records], 6, 12) == AppendedRecords(4, 30)  # the newest cut counts
+    # what cannot say: a compaction after the cut, a cut that is not the log start's, an
+    # append since that the commits do not show, a cut of an older topiclake (no count)
+    compaction = CommitEntry(8, 7, to_metadata(LogState(5, 12, 12), "compact", 7))
+    assert size_after_cut([*history, compaction], 5, 12) is None
+    assert size_after_cut(history, 6, 12) is None
+    assert size_after_cut([h for h in history if h.version != 4], 5, 12) is None
+    assert size_after_cut(history, 5, 13) is None
+    legacy = CommitEntry(3, 2, to_metadata(LogState(5, 7, 5), "retain", 2, removed=1, new_log_start=5))
+    assert size_after_cut([*appends, legacy, *since], 5, 12) is None
+    assert size_after_cut(appends, 0, 7) is None  # no cut at all: the append commits tile it
 
 
 def test_the_oldest_timestamp_bound_only_falls_and_unknown_stays_unknown():

@@ -162,6 +162,56 @@ def appended_between(commits: Iterable["CommitEntry"], start: int, end: int) -> 
     return AppendedRecords(records, size, min(oldest_seen) if oldest_seen else None)
 
 
+def appends_reach(commits: Iterable["CommitEntry"], offset: int) -> bool:
+    """Whether an append commit among ``commits`` starts at or below ``offset``: when none
+    does, older commits than those given may hold the appends :func:`appended_between`
+    needs (more appends came since than one page of the history holds)."""
+    for commit in commits:
+        body = metadata_body(commit.user_metadata)
+        if body is not None and body.get("operation") in APPEND_OPERATIONS:
+            try:
+                if int(body["base_offset"]) <= offset:
+                    return True
+            except (KeyError, TypeError, ValueError):
+                return True  # an older topiclake's append: more pages would not say either
+    return False
+
+
+#: The operations whose commits remove records: a cut of the log's prefix, or compaction.
+REMOVING_OPERATIONS = ("compact", "retain", "delete_records")
+#: topiclake's operations that leave every record as it was (appends add past the log end).
+KEEPING_OPERATIONS = ("create", "roll-segment", "optimize", "vacuum")
+
+
+def size_after_cut(commits: Iterable["CommitEntry"], log_start: int, end: int) -> AppendedRecords | None:
+    """The whole log's records and bytes from the newest cut of its prefix: a retention or
+    deleteRecords commit counts what it kept, ``[its log start, the log end it read)``, in
+    the same pass that counts what it removes (its ``kept`` field); the appends since then
+    add theirs (:func:`appended_between`). That is exact while no commit after the cut has
+    removed records, which is what a delete-only topic's log is between its cuts: a cut
+    lands inside an append more often than not, and then the append commits alone cannot
+    say. None when the commits given cannot say; the caller scans the records instead.
+    The result's oldest timestamp is not known (None)."""
+    commits = sorted(commits, key=lambda c: c.version, reverse=True)
+    for commit in commits:
+        body = metadata_body(commit.user_metadata)
+        if body is None or body.get("operation") in APPEND_OPERATIONS + KEEPING_OPERATIONS:
+            continue
+        kept = body.get("kept")
+        if body.get("operation") not in REMOVING_OPERATIONS or not isinstance(kept, dict):
+            return None  # a compaction, an older topiclake's cut, or an operation not known here
+        try:
+            start, kept_end = int(kept["start"]), int(kept["end"])
+            records, size = int(kept["records"]), int(kept["bytes"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if start != log_start:
+            return None
+        since = appended_between(commits, kept_end, end)
+        return None if since is None else AppendedRecords(records + since.records, size + since.bytes)
+    return None
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A partition pinned at one table version, with the bookkeeping of that version."""
@@ -172,6 +222,9 @@ class Snapshot:
     #: append commits of the newest page of history describe them; None when they cannot
     #: say exactly (``log_state.appended_between``), and then the records are scanned
     past_checkpoint: AppendedRecords | None = None
+    #: the whole log, as the newest cut of its prefix counted it plus the appends since
+    #: (``log_state.size_after_cut``); looked for only when ``past_checkpoint`` is None
+    after_cut: AppendedRecords | None = None
 
     def __post_init__(self):
         if self.version < 0:
@@ -179,9 +232,10 @@ class Snapshot:
 
     def size_from_metadata(self) -> tuple[int, int] | None:
         """Records and bytes of the whole log, from the clean section's summary and the append
-        commits past the checkpoint; None when those cannot say (then ``PartitionLog.size``)."""
+        commits past the checkpoint, else from the newest cut's count and the appends since;
+        None when neither can say (then ``PartitionLog.size``)."""
         if self.past_checkpoint is None:
-            return None
+            return None if self.after_cut is None else (self.after_cut.records, self.after_cut.bytes)
         clean = self.state.clean
         return clean.records + self.past_checkpoint.records, clean.bytes + self.past_checkpoint.bytes
 

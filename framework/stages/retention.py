@@ -128,6 +128,10 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
         f"sum(CASE WHEN {in_clean} THEN _size END) AS clean_b",
         f"count(CASE WHEN {in_clean} AND _delete_horizon IS NOT NULL THEN 1 END) AS clean_t",
         f"min(CASE WHEN {kept} THEN unix_millis(`timestamp`) END) AS oldest_kept",
+        # what stays, for the commit: the log's size without a scan until the next cut
+        # (log_state.size_after_cut)
+        f"count(CASE WHEN {kept} THEN 1 END) AS kept_n",
+        f"sum(CASE WHEN {kept} THEN _size END) AS kept_b",
     ).collect()[0]
     if row["n"] == 0 and not move_start_without_records:
         return None, state, 0, 0
@@ -148,7 +152,9 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     oldest_kept = NO_RECORD_YET if row["oldest_kept"] is None else row["oldest_kept"]
     after = replace(state, log_start_offset=new_start, checkpoint=new_checkpoint, clean=clean,
                     min_timestamp_ms=oldest_kept)
-    extra = dict(run_id=run_id, removed=row["n"], new_log_start=new_start)
+    extra = dict(run_id=run_id, removed=row["n"], new_log_start=new_start,
+                 kept={"start": new_start, "end": state.log_end_offset, "records": row["kept_n"],
+                       "bytes": row["kept_b"] or 0})
     if row["n"]:
         def delete():
             log.delta_table().delete(retention_rewrite.predicate(new_start))
