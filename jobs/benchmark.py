@@ -148,6 +148,11 @@
    page of the history when the first 16 commits do not reach back (as shipped) against
    scanned (as before stop 77); each side's maintain time; the twins must hold the same
    offsets and the history the same sizes.
+23. ``size_retention``: twin delete-only topics of one partition under a ``retention.bytes``
+   they never reach, 1,000,000 records produced, then ``--cut-runs`` idle maintains (history
+   on), A B B A: the log's bytes from the commit metadata (as shipped) against summed by a
+   scan in every run (as before stop 77); each side's time and median run; the twins must
+   hold the same offsets.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -178,7 +183,7 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
-            "produce_commands", "batch_commands", "checkpoints", "cuts", "pages")
+            "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention")
 
 
 def _timed(label, results, action):
@@ -848,6 +853,56 @@ def bench_pages(spark, warehouse, rounds: int, now: int, results: dict) -> dict:
 
 
 IDLE_CUT_RUNS = 5
+
+#: How size retention knows a log's bytes while it fits (``size_retention``).
+SIZE_TWINS = TwinKind("size_retention", ("bytes from the metadata", "bytes scanned"),
+                      "bytes from the metadata / scanned", lambda: _bytes_scanned())
+
+
+def _bytes_scanned():
+    """Size retention as topiclake planned it before stop 77: the log's bytes summed by a scan
+    in every run, due or not."""
+    from framework.stages import retention
+
+    return mock.patch.object(retention, "_bytes_from", lambda snap, rest, start: rest.selectExpr(
+        "sum(_size) AS b").collect()[0]["b"] or 0)
+
+
+def bench_size_retention(spark, warehouse, runs: int, now: int, results: dict) -> dict:
+    """Twin delete-only topics of one partition with ``retention.bytes`` above what they hold,
+    1,000,000 records produced in one call, then ``runs`` maintains (history on, nothing
+    due) of each, A B B A each round; each side's time, and its median run (the history's
+    prune, every 50th of its commits, lands on one twin's run). The twins must hold the same
+    offsets."""
+    from framework.clients.produce import produce_frame
+    from framework.log.topic import Topic
+    from framework.spec import parse_spec
+    from framework.stages.maintenance import Maintenance
+
+    config = {"cleanup.policy": "delete", "retention.ms": -1, "retention.bytes": 10 ** 12}
+    kind, label = SIZE_TWINS, f"{runs} idle maintain runs of 1,000,000 records under retention.bytes"
+    twins = {name: Topic(spark, warehouse, parse_spec({"topic": f"bytes-{name}", "partitions": 1, "config": config},
+                                                      "benchmark")) for name in ("a1", "b1", "b2", "a2")}
+    for twin in twins.values():
+        produce_frame(twin, _clean_records(spark, 1_000_000, now), now)
+        Maintenance(spark, warehouse, [twin.spec]).run(now)  # bin-packing and the like, once
+    took: dict[str, list[float]] = {name: [] for name in twins}
+    for run in range(runs):
+        for name, twin in twins.items():
+            with kind.way(name.startswith("b")):
+                started = time.perf_counter()
+                Maintenance(spark, warehouse, [twin.spec]).run(now + run + 1)
+                took[name].append(time.perf_counter() - started)
+    median_label = "the median idle maintain run under retention.bytes"
+    for name in twins:
+        side = kind.sides[name.startswith("b")]
+        results[f"{label}, {side} ({name})"] = round(sum(took[name]), 3)
+        results[f"{median_label}, {side} ({name})"] = round(statistics.median(took[name]), 3)
+        print(f"  {label}, {side} ({name}): {sum(took[name]):.2f} s, runs {[round(t, 2) for t in took[name]]}",
+              file=sys.stderr, flush=True)
+    _mean_of_twins(results, label, kind.sides)
+    _mean_of_twins(results, median_label, kind.sides)
+    return {"label": label, "median_label": median_label, "same_offsets": _same_offsets(twins, 1)}
 
 
 def bench_cuts(spark, warehouse, runs: int, now: int, results: dict) -> dict:
@@ -1993,6 +2048,8 @@ def run(argv) -> int:
                                                       results)
         if "cuts" in sections:
             others["cuts"] = bench_cuts(spark, warehouse, args.cut_runs, now, results)
+        if "size_retention" in sections:
+            others["size_retention"] = bench_size_retention(spark, warehouse, args.cut_runs, now, results)
         if "pages" in sections:
             others["pages"] = bench_pages(spark, warehouse, args.page_rounds, now, results)
         if "packing" in sections:
@@ -2031,6 +2088,10 @@ def run(argv) -> int:
             ratios[f"maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(others["cuts"]["label"], results)
             ratios[f"idle maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(
                 others["cuts"]["idle_label"], results)
+        if "size_retention" in others:
+            for key in ("label", "median_label"):
+                ratios[f"{others['size_retention'][key]}, {SIZE_TWINS.ratio}"] = \
+                    SIZE_TWINS.ratio_of(others["size_retention"][key], results)
         if "pages" in others:
             ratios[f"maintain after many appends, {PAGE_TWINS.ratio}"] = PAGE_TWINS.ratio_of(
                 others["pages"]["label"], results)
@@ -2053,7 +2114,7 @@ def run(argv) -> int:
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
-    for name in ("cuts", "pages"):
+    for name in ("cuts", "pages", "size_retention"):
         section = others.get(name, {})
         failed = failed or not (section.get("same_offsets", True) and section.get("same_sizes", True))
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)

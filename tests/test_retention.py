@@ -104,6 +104,40 @@ def test_size_retention_removes_the_oldest_until_it_fits(spark, warehouse):
     assert offsets(topic) == [2, 3]
 
 
+def test_size_retention_reads_no_record_while_the_metadata_says_the_log_fits(spark, warehouse):
+    """The log's bytes come from the commit metadata (the appends; after a cut inside an
+    append, the cut's own count): while they fit, size retention's plan needs no Spark job,
+    and whenever it plans, it plans what a scan plans."""
+    from dataclasses import replace
+
+    from framework.stages import retention
+    from tests.support.spark_jobs import spark_jobs
+
+    topic = make_topic(spark, warehouse, **{"retention.bytes": 7})
+    log = topic.partition(0)
+
+    def agrees(now_ms):
+        snapshot = log.snapshot()
+        planned, jobs = spark_jobs(spark, lambda: retention.plan(log, now_ms, None, snapshot=snapshot))
+        unknown = replace(snapshot, past_checkpoint=None, after_cut=None)
+        scanned = retention.plan(log, now_ms, None, snapshot=unknown)
+        assert (planned.new_log_start, planned.boundaries) == (scanned.new_log_start, scanned.boundaries)
+        return planned, jobs
+
+    # sizes: 2, 3, 2 bytes (key + value), one append
+    send(topic, [{"key": "a", "value": "1", "timestamp": 0}, {"key": "b", "value": "22", "timestamp": 0},
+                 {"key": "c", "value": "3", "timestamp": 0}])
+    planned, jobs = agrees(10)
+    assert not planned.due and jobs == 0
+    send(topic, [{"key": "d", "value": "4", "timestamp": 0}])  # 9 bytes: over
+    planned, jobs = agrees(10)
+    assert planned.due and planned.new_log_start == 1 and jobs > 0
+    maintain(spark, topic, 10)  # a cut inside the first append, which counts what it keeps
+    assert offsets(topic) == [1, 2, 3] and log.snapshot().past_checkpoint is None
+    planned, jobs = agrees(10)
+    assert not planned.due and jobs == 0
+
+
 def test_consumed_retention_safety(spark, warehouse):
     topic = make_topic(spark, warehouse, **{"consumed.retention.ms": 1000,
                                            "consumed.retention.groups": ["billing", "audit"]})

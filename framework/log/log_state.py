@@ -212,6 +212,17 @@ def size_after_cut(commits: Iterable["CommitEntry"], log_start: int, end: int) -
     return None
 
 
+def sizes_from_commits(commits: list["CommitEntry"], state: LogState
+                       ) -> tuple[AppendedRecords | None, AppendedRecords | None]:
+    """What ``commits`` say of the records past the checkpoint (:func:`appended_between`),
+    else of the whole log since the newest cut (:func:`size_after_cut`): a ``Snapshot``'s
+    ``past_checkpoint`` and ``after_cut``."""
+    past_checkpoint = appended_between(commits, max(state.checkpoint, state.log_start_offset), state.log_end_offset)
+    if past_checkpoint is not None:
+        return past_checkpoint, None
+    return None, size_after_cut(commits, state.log_start_offset, state.log_end_offset)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A partition pinned at one table version, with the bookkeeping of that version."""

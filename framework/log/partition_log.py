@@ -54,13 +54,12 @@ from framework.log.log_state import (
     CommitEntry,
     LogState,
     Snapshot,
-    appended_between,
     appends_reach,
     fold,
     metadata_field,
     newest_timestamp,
     oldest_timestamp,
-    size_after_cut,
+    sizes_from_commits,
     to_metadata,
 )
 from framework.log.table_layout import RECORD_COLUMNS, desired_properties, table_schema
@@ -165,23 +164,13 @@ class PartitionLog:
         recent = self.commits(HISTORY_PAGES[0])
         version = recent[0].version
         state = self.states_at([version], first_page=recent)[version]
-        past_checkpoint, after_cut = self._sizes(recent, state)
+        past_checkpoint, after_cut = sizes_from_commits(recent, state)
         if (past_checkpoint is None and after_cut is None and len(recent) == HISTORY_PAGES[0]
                 and not appends_reach(recent, max(state.checkpoint, state.log_start_offset))):
             # more appends came since the checkpoint than the first page holds: the next page
             # is a read of 256 small local files, where the scan it saves is a Spark job
-            past_checkpoint, after_cut = self._sizes(self.commits(HISTORY_PAGES[1]), state)
+            past_checkpoint, after_cut = sizes_from_commits(self.commits(HISTORY_PAGES[1]), state)
         return Snapshot(version=version, state=state, past_checkpoint=past_checkpoint, after_cut=after_cut)
-
-    @staticmethod
-    def _sizes(commits: list[CommitEntry], state: LogState) -> tuple[AppendedRecords | None, AppendedRecords | None]:
-        """What ``commits`` say of the records past the checkpoint, else of the whole log
-        since the newest cut (``Snapshot.past_checkpoint``, ``Snapshot.after_cut``)."""
-        past_checkpoint = appended_between(commits, max(state.checkpoint, state.log_start_offset),
-                                           state.log_end_offset)
-        if past_checkpoint is not None:
-            return past_checkpoint, None
-        return None, size_after_cut(commits, state.log_start_offset, state.log_end_offset)
 
     def states_at(self, versions: Iterable[int], first_page: list[CommitEntry] | None = None) -> dict[int, LogState]:
         """The bookkeeping as of each of ``versions``, folded from the commit metadata up to

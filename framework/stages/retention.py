@@ -32,6 +32,13 @@ def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> 
     return boundary, row["first"] is not None and row["first"] < boundary
 
 
+def _bytes_from(snap: Snapshot, rest, start: int) -> int:
+    """The bytes of the records from ``start`` (``rest``): when that is the whole log, the
+    commit metadata's count (``Snapshot.size_from_metadata``), else one aggregate pass."""
+    known = snap.size_from_metadata() if start == snap.state.log_start_offset else None
+    return known[1] if known is not None else rest.selectExpr("sum(_size) AS b").collect()[0]["b"] or 0
+
+
 @dataclass(frozen=True)
 class RetentionPlan:
     partition: int
@@ -54,7 +61,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     ``committed``: the listed groups' committed offsets for this partition, or None when
     they could not be read. ``cap`` bounds the boundary (after a segment roll). Time
     retention reads no record when the state's oldest-timestamp bound shows every record
-    young enough to keep.
+    young enough to keep; size retention none when the log's size is known from the commit
+    metadata (``Snapshot.size_from_metadata``) and fits.
     """
     snap = snapshot or log.snapshot()
     state = snap.state
@@ -77,7 +85,7 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
 
     if rules.max_bytes is not None:
         rest = records.where(f"`offset` >= {int(start)}")
-        total = rest.selectExpr("sum(_size) AS b").collect()[0]["b"] or 0
+        total = _bytes_from(snap, rest, start)
         if total > rules.max_bytes:
             # bytes from each record to the end; the first record whose suffix fits is kept
             suffix = "sum(_size) OVER (ORDER BY `offset` DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
