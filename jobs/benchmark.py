@@ -787,9 +787,9 @@ CUT_TWINS = TwinKind("cuts", ("the size counted by the cut", "the size scanned")
 def _size_scanned_after_cuts():
     """The log's size as topiclake knew it before stop 77: a cut inside an append left only
     a scan to say it (the history's size columns), every run until the next cut."""
-    from framework.log import partition_log
+    from framework.log import log_state
 
-    return mock.patch.object(partition_log, "size_after_cut", lambda *args: None)
+    return mock.patch.object(log_state, "size_after_cut", lambda *args: None)
 
 
 #: How a compacted log past its checkpoint is measured after more appends than the first

@@ -20,6 +20,7 @@ NEWEST_MS = 1_795_902_576_123
 @pytest.mark.parametrize("stats, expected", [
     (WHOLE, FileStats(records=3, min_offset=4, max_offset=9, max_timestamp_ms=NEWEST_MS)),
     (json.dumps({"maxValues": {"timestamp": "2026-11-28T22:49:36.123+01:00"}}), FileStats(max_timestamp_ms=NEWEST_MS)),
+    (json.dumps({"minValues": {"timestamp": "2026-11-28T21:49:36.123Z"}}), FileStats(min_timestamp_ms=NEWEST_MS)),
     (json.dumps({"maxValues": {"timestamp": "1969-12-31T23:59:59.999Z"}}), FileStats(max_timestamp_ms=-1)),
     (json.dumps({"maxValues": {"timestamp": "2026-11-28T21:49:36.123"}}), FileStats()),  # no offset: unknown
     (json.dumps({"maxValues": {"timestamp": "yesterday"}}), FileStats()),

@@ -138,6 +138,35 @@ def test_size_retention_reads_no_record_while_the_metadata_says_the_log_fits(spa
     assert not planned.due and jobs == 0
 
 
+def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts(spark, warehouse, monkeypatch):
+    """A cut counts what it removes from the files that may hold a record below it; what it
+    keeps comes from the other files' statistics (their oldest timestamps) and the log's size
+    in the commits. Every count equals one pass over the whole log, wherever the cut falls
+    (an append's edge, inside one, everything), and the oldest kept record may sit in a
+    file the cut does not read."""
+    from framework.log import version_checksum
+    from framework.stages import retention
+
+    topic = make_topic(spark, warehouse)
+    log = topic.partition(0)
+    send(topic, [{"key": "a", "value": "1", "timestamp": 500}, {"key": "b", "value": "22", "timestamp": 100}])
+    send(topic, [{"key": "c", "value": "333", "timestamp": 700}, {"key": "d", "value": "4", "timestamp": 900}])
+    send(topic, [{"key": "e", "value": None, "timestamp": 50}, {"key": "f", "value": "55", "timestamp": 800}])
+    snapshot = log.snapshot()
+    assert snapshot.size_from_metadata() is not None
+    assert len(version_checksum.plain_files(log.path, snapshot.version).paths) == 3
+    read = version_checksum.frame_of
+    for new_start in range(0, 7):
+        whole = retention._counted(log.read_snapshot(snapshot), new_start, 0)
+        files_read = []
+        monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
+            files_read.append(len(files.paths)), read(spark, files))[1])
+        assert retention._cut_counts(log, snapshot, new_start, 0) == whole, new_start
+        monkeypatch.setattr(version_checksum, "frame_of", read)
+        assert files_read == [(new_start + 1) // 2], (new_start, files_read)  # two records an append
+    assert retention._counted(log.read_snapshot(snapshot), 3, 0)["oldest_kept"] == 50  # in the third file
+
+
 def test_consumed_retention_safety(spark, warehouse):
     topic = make_topic(spark, warehouse, **{"consumed.retention.ms": 1000,
                                            "consumed.retention.groups": ["billing", "audit"]})

@@ -27,6 +27,8 @@ class FileStats:
     max_offset: int | None = None
     #: the newest timestamp, in epoch milliseconds (Delta truncates the statistic to them)
     max_timestamp_ms: int | None = None
+    #: the oldest timestamp, likewise (truncated, it is ``unix_millis`` of the oldest)
+    min_timestamp_ms: int | None = None
 
 
 def parse(stats_json: str | None) -> FileStats:
@@ -37,9 +39,10 @@ def parse(stats_json: str | None) -> FileStats:
         return FileStats()
     if not isinstance(stats, dict):
         return FileStats()
-    newest = stats.get("maxValues")
-    return FileStats(records=_whole(stats.get("numRecords")), min_offset=_offset(stats.get("minValues")),
-                     max_offset=_offset(newest), max_timestamp_ms=_timestamp_ms(newest))
+    oldest, newest = stats.get("minValues"), stats.get("maxValues")
+    return FileStats(records=_whole(stats.get("numRecords")), min_offset=_offset(oldest),
+                     max_offset=_offset(newest), max_timestamp_ms=_timestamp_ms(newest),
+                     min_timestamp_ms=_timestamp_ms(oldest))
 
 
 def of(add: dict) -> FileStats:

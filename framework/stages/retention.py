@@ -15,6 +15,7 @@ from framework.cleaner import rules as cleaner
 from framework.cleaner import spark_sql
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
+from framework.log import file_stats, version_checksum
 from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
 from framework.log.small_partitions import small_partition_settings
@@ -119,41 +120,65 @@ class RetentionResult:
         return self.version_after is not None
 
 
+def _counted(records, new_start: int, checkpoint: int) -> dict:
+    """One aggregate pass over ``records``: what a cut at ``new_start`` removes (of it, what
+    lies in the clean section), and of what it keeps, the oldest timestamp (the state's
+    lower bound, exact again after the cut), the records and the bytes (the log's size for
+    the commit, ``log_state.size_after_cut``)."""
+    below, kept = f"`offset` < {int(new_start)}", f"`offset` >= {int(new_start)}"
+    in_clean = f"{below} AND `offset` < {int(checkpoint)}"
+    row = records.selectExpr(
+        f"count(CASE WHEN {below} THEN 1 END) AS n",
+        f"coalesce(sum(CASE WHEN {below} THEN _size END), 0) AS b",
+        f"count(CASE WHEN {in_clean} THEN 1 END) AS clean_n",
+        f"coalesce(sum(CASE WHEN {in_clean} THEN _size END), 0) AS clean_b",
+        f"count(CASE WHEN {in_clean} AND _delete_horizon IS NOT NULL THEN 1 END) AS clean_t",
+        f"min(CASE WHEN {kept} THEN unix_millis(`timestamp`) END) AS oldest_kept",
+        f"count(CASE WHEN {kept} THEN 1 END) AS kept_n",
+        f"coalesce(sum(CASE WHEN {kept} THEN _size END), 0) AS kept_b",
+    ).collect()[0]
+    return row.asDict()
+
+
+def _cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: int) -> dict:
+    """:func:`_counted` for a cut of ``snap`` at ``new_start``, reading only the files that
+    may hold a record below it when the rest is known without a read: every other file's
+    oldest timestamp from its statistics, and the log's size from the commits (what stays is
+    that less what goes). Otherwise one pass over the whole log."""
+    listed = version_checksum.plain_files(log.path, snap.version)
+    size = snap.size_from_metadata()
+    if listed is not None and size is not None:
+        touched = version_checksum.holding_offsets(listed, None, new_start)
+        untouched = [file_stats.of(add) for path, add in zip(listed.paths, listed.adds)
+                     if path not in set(touched.paths)]
+        oldest = [stats.min_timestamp_ms for stats in untouched]
+        if None not in oldest:
+            row = _counted(version_checksum.frame_of(log.spark, touched), new_start, checkpoint)
+            known = [t for t in (row["oldest_kept"], *oldest) if t is not None]
+            return {**row, "oldest_kept": min(known) if known else None,
+                    "kept_n": size[0] - row["n"], "kept_b": size[1] - row["b"]}
+    return _counted(log.read_snapshot(snap), new_start, checkpoint)
+
+
 def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_id: str,
          move_start_without_records: bool = False) -> tuple[int | None, LogState, int, int]:
     """Remove every record below ``new_start`` and move the log start there, in one commit."""
     state = snap.state
-    records = log.read_snapshot(snap)
     checkpoint = max(state.checkpoint, state.log_start_offset)
-    below, kept = f"`offset` < {int(new_start)}", f"`offset` >= {int(new_start)}"
-    in_clean = f"{below} AND `offset` < {int(checkpoint)}"
-    # One pass over the whole log: what goes, and the oldest timestamp of what stays (the
-    # state's lower bound, exact again after the cut).
-    row = records.selectExpr(
-        f"count(CASE WHEN {below} THEN 1 END) AS n",
-        f"sum(CASE WHEN {below} THEN _size END) AS b",
-        f"count(CASE WHEN {in_clean} THEN 1 END) AS clean_n",
-        f"sum(CASE WHEN {in_clean} THEN _size END) AS clean_b",
-        f"count(CASE WHEN {in_clean} AND _delete_horizon IS NOT NULL THEN 1 END) AS clean_t",
-        f"min(CASE WHEN {kept} THEN unix_millis(`timestamp`) END) AS oldest_kept",
-        # what stays, for the commit: the log's size without a scan until the next cut
-        # (log_state.size_after_cut)
-        f"count(CASE WHEN {kept} THEN 1 END) AS kept_n",
-        f"sum(CASE WHEN {kept} THEN _size END) AS kept_b",
-    ).collect()[0]
+    row = _cut_counts(log, snap, new_start, checkpoint)
     if row["n"] == 0 and not move_start_without_records:
         return None, state, 0, 0
     new_checkpoint = max(checkpoint, new_start)
     if new_start >= checkpoint:
         clean = CleanSection(epoch=state.clean.epoch + 1)
     else:
-        remaining = records.where(f"`offset` >= {int(new_start)} AND `offset` < {int(checkpoint)} "
+        remaining = log.read_snapshot(snap).where(f"`offset` >= {int(new_start)} AND `offset` < {int(checkpoint)} "
                                   "AND _delete_horizon IS NOT NULL")
         horizon = remaining.selectExpr("min(unix_millis(_delete_horizon)) AS m").collect()[0]["m"]
         clean = CleanSection(
             epoch=state.clean.epoch + 1,
             records=state.clean.records - row["clean_n"],
-            bytes=state.clean.bytes - (row["clean_b"] or 0),
+            bytes=state.clean.bytes - row["clean_b"],
             tombstones=state.clean.tombstones - row["clean_t"],
             min_delete_horizon_ms=horizon,
         )
@@ -162,7 +187,7 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
                     min_timestamp_ms=oldest_kept)
     extra = dict(run_id=run_id, removed=row["n"], new_log_start=new_start,
                  kept={"start": new_start, "end": state.log_end_offset, "records": row["kept_n"],
-                       "bytes": row["kept_b"] or 0})
+                       "bytes": row["kept_b"]})
     if row["n"]:
         def delete():
             log.delta_table().delete(retention_rewrite.predicate(new_start))
@@ -174,7 +199,7 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
         version = log.commit_maintenance(after, operation, action, snap.version, **extra)
     else:
         version = log.commit_maintenance(after, operation, None, snap.version, **extra)
-    return version, after, row["n"], row["b"] or 0
+    return version, after, row["n"], row["b"]
 
 
 def execute(log: PartitionLog, retention: RetentionPlan, run_id: str = "") -> RetentionResult:
