@@ -185,9 +185,9 @@ KEEPING_OPERATIONS = ("create", "roll-segment", "optimize", "vacuum")
 
 def size_after_cut(commits: Iterable["CommitEntry"], log_start: int, end: int) -> AppendedRecords | None:
     """The whole log's records and bytes from the newest cut of its prefix: a retention or
-    deleteRecords commit counts what it kept, ``[its log start, the log end it read)``, in
-    the same pass that counts what it removes (its ``kept`` field); the appends since then
-    add theirs (:func:`appended_between`). That is exact while no commit after the cut has
+    deleteRecords commit records what it kept, ``[its log start, the log end it read)`` (its
+    ``kept`` field: counted with what it removes, or the log's size less that); the appends
+    since then add theirs (:func:`appended_between`). That is exact while no commit after the cut has
     removed records, which is what a delete-only topic's log is between its cuts: a cut
     lands inside an append more often than not, and then the append commits alone cannot
     say. None when the commits given cannot say; the caller scans the records instead.

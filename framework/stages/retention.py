@@ -149,8 +149,8 @@ def _cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: i
     size = snap.size_from_metadata()
     if listed is not None and size is not None:
         touched = version_checksum.holding_offsets(listed, None, new_start)
-        untouched = [file_stats.of(add) for path, add in zip(listed.paths, listed.adds)
-                     if path not in set(touched.paths)]
+        read = set(touched.paths)
+        untouched = [file_stats.of(add) for path, add in zip(listed.paths, listed.adds) if path not in read]
         oldest = [stats.min_timestamp_ms for stats in untouched]
         if None not in oldest:
             row = _counted(version_checksum.frame_of(log.spark, touched), new_start, checkpoint)
@@ -172,8 +172,8 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     if new_start >= checkpoint:
         clean = CleanSection(epoch=state.clean.epoch + 1)
     else:
-        remaining = log.read_snapshot(snap).where(f"`offset` >= {int(new_start)} AND `offset` < {int(checkpoint)} "
-                                  "AND _delete_horizon IS NOT NULL")
+        remaining = log.read_snapshot(snap).where(
+            f"`offset` >= {int(new_start)} AND `offset` < {int(checkpoint)} AND _delete_horizon IS NOT NULL")
         horizon = remaining.selectExpr("min(unix_millis(_delete_horizon)) AS m").collect()[0]["m"]
         clean = CleanSection(
             epoch=state.clean.epoch + 1,
