@@ -767,14 +767,7 @@ def bench_checkpoints(spark, warehouse, partitions: int, calls: int, now: int, r
                     Maintenance(spark, warehouse, [twin.spec], record_history=False).run(now + call)
                 spent[name] += time.perf_counter() - started
                 slowest[name] = max(slowest[name], took)
-    for name in twins:
-        side = kind.sides[name.startswith("b")]
-        results[f"{label}, {side} ({name})"] = round(spent[name], 3)
-        results[f"slowest produce call, {side} ({name})"] = round(slowest[name], 3)
-        print(f"  {label}, {side} ({name}): {spent[name]:.2f} s, slowest produce call {slowest[name]:.2f} s",
-              file=sys.stderr, flush=True)
-    _mean_of_twins(results, label, kind.sides)
-    _mean_of_twins(results, "slowest produce call", kind.sides)
+    _twin_results(results, kind, {label: spent, "slowest produce call": slowest})
     intervals = {name: twin.partition(0).properties().get("delta.checkpointInterval") for name, twin in twins.items()}
     return {"label": label, "intervals": intervals, "same_offsets": _same_offsets(twins, partitions)}
 
@@ -814,7 +807,6 @@ def bench_pages(spark, warehouse, rounds: int, now: int, results: dict) -> dict:
     the same offsets and their history the same sizes."""
     from framework.clients.produce import produce, produce_frame
     from framework.clients.records import parse_records
-    from framework.log.history import MaintenanceHistory
     from framework.log.topic import Topic
     from framework.spec import parse_spec
     from framework.stages.maintenance import Maintenance
@@ -838,18 +830,11 @@ def bench_pages(spark, warehouse, rounds: int, now: int, results: dict) -> dict:
                 started = time.perf_counter()
                 Maintenance(spark, warehouse, [twin.spec]).run(now + round_)
                 spent[name] += time.perf_counter() - started
-    for name in twins:
-        side = kind.sides[name.startswith("b")]
-        results[f"{label}, {side} ({name})"] = round(spent[name], 3)
-        print(f"  {label}, {side} ({name}): {spent[name]:.2f} s", file=sys.stderr, flush=True)
-    _mean_of_twins(results, label, kind.sides)
-    rows = MaintenanceHistory(spark, warehouse).read().where("stage = 'compact'").select(
-        "topic", "now_ms", "due", "records_before", "bytes_before").collect()
-    sizes = {name: sorted((r["now_ms"], r["due"], r["records_before"], r["bytes_before"])
-                          for r in rows if r["topic"] == twin.spec.topic) for name, twin in twins.items()}
+    _twin_results(results, kind, {label: spent})
+    sizes = _history_sizes(spark, warehouse, twins, "compact", "due")
     return {"label": label, "same_offsets": _same_offsets(twins, 1),
-            "same_sizes": sizes["a1"] == sizes["b1"] == sizes["b2"] == sizes["a2"] and len(sizes["a1"]) == rounds,
-            "due_runs": sum(1 for r in sizes["a1"] if r[1])}
+            "same_sizes": len(set(sizes.values())) == 1 and len(sizes["a1"]) == rounds,
+            "due_runs": sum(1 for r in sizes["a1"] if r[-1])}
 
 
 IDLE_CUT_RUNS = 5
@@ -894,14 +879,8 @@ def bench_size_retention(spark, warehouse, runs: int, now: int, results: dict) -
                 Maintenance(spark, warehouse, [twin.spec]).run(now + run + 1)
                 took[name].append(time.perf_counter() - started)
     median_label = "the median idle maintain run under retention.bytes"
-    for name in twins:
-        side = kind.sides[name.startswith("b")]
-        results[f"{label}, {side} ({name})"] = round(sum(took[name]), 3)
-        results[f"{median_label}, {side} ({name})"] = round(statistics.median(took[name]), 3)
-        print(f"  {label}, {side} ({name}): {sum(took[name]):.2f} s, runs {[round(t, 2) for t in took[name]]}",
-              file=sys.stderr, flush=True)
-    _mean_of_twins(results, label, kind.sides)
-    _mean_of_twins(results, median_label, kind.sides)
+    _twin_results(results, kind, {label: {name: sum(times) for name, times in took.items()},
+                                  median_label: {name: statistics.median(times) for name, times in took.items()}})
     return {"label": label, "median_label": median_label, "same_offsets": _same_offsets(twins, 1)}
 
 
@@ -914,7 +893,6 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     same offsets, and the history's size columns must agree."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
-    from framework.log.history import MaintenanceHistory
     from framework.log.topic import Topic
     from framework.stages.maintenance import Maintenance
 
@@ -941,22 +919,21 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                 started = time.perf_counter()
                 Maintenance(spark, warehouse, [twin.spec]).run(now + (runs - 1) * minute + minute // 2)
                 idle[name] += time.perf_counter() - started
-    for name in twins:
-        side = kind.sides[name.startswith("b")]
-        results[f"{label}, {side} ({name})"] = round(spent[name], 3)
-        results[f"{idle_label}, {side} ({name})"] = round(idle[name], 3)
-        print(f"  {label}, {side} ({name}): {spent[name]:.2f} s; {idle_label}: {idle[name]:.2f} s",
-              file=sys.stderr, flush=True)
-    _mean_of_twins(results, label, kind.sides)
-    _mean_of_twins(results, idle_label, kind.sides)
-    rows = MaintenanceHistory(spark, warehouse).read().where("stage = 'retain'").select(
-        "topic", "now_ms", "records_before", "bytes_before", "removed_records").collect()
-    sizes = {name: sorted((r["now_ms"], r["records_before"], r["bytes_before"], r["removed_records"])
-                          for r in rows if r["topic"] == twin.spec.topic) for name, twin in twins.items()}
+    _twin_results(results, kind, {label: spent, idle_label: idle})
+    sizes = _history_sizes(spark, warehouse, twins, "retain", "removed_records")
     return {"label": label, "idle_label": idle_label, "same_offsets": _same_offsets(twins, 1),
-            "same_sizes": sizes["a1"] == sizes["b1"] == sizes["b2"] == sizes["a2"]
-            and len(sizes["a1"]) == runs + IDLE_CUT_RUNS,
-            "cuts": sum(1 for r in sizes["a1"] if r[3])}
+            "same_sizes": len(set(sizes.values())) == 1 and len(sizes["a1"]) == runs + IDLE_CUT_RUNS,
+            "cuts": sum(1 for r in sizes["a1"] if r[-1])}
+
+
+def _history_sizes(spark, warehouse, twins: dict, stage: str, *columns: str) -> dict[str, tuple]:
+    """Each twin's history rows of ``stage``: clock, records and bytes before, ``columns``."""
+    from framework.log.history import MaintenanceHistory
+
+    rows = MaintenanceHistory(spark, warehouse).read().where(f"stage = '{stage}'").select(
+        "topic", "now_ms", "records_before", "bytes_before", *columns).collect()
+    return {name: tuple(sorted(tuple(r)[1:] for r in rows if r["topic"] == twin.spec.topic))
+            for name, twin in twins.items()}
 
 
 def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
@@ -1004,6 +981,19 @@ def _java_lists_iterated():
 
     with mock.patch.object(DeltaJvm, "items", lambda self, scala_seq: list(self.scala.asJava(scala_seq))):
         yield
+
+
+def _twin_results(results: dict, kind: TwinKind, measured: dict[str, dict[str, float]]) -> None:
+    """Record and print each twin's seconds under each label of ``measured`` (label -> twin
+    name -> seconds), then each side's mean (:func:`_mean_of_twins`)."""
+    for name in ("a1", "b1", "b2", "a2"):
+        side = kind.sides[name.startswith("b")]
+        for label, seconds in measured.items():
+            results[f"{label}, {side} ({name})"] = round(seconds[name], 3)
+        print(f"  {side} ({name}): " + "; ".join(f"{label} {seconds[name]:.2f} s" for label, seconds in measured.items()),
+              file=sys.stderr, flush=True)
+    for label in measured:
+        _mean_of_twins(results, label, kind.sides)
 
 
 def _mean_of_twins(results: dict, label: str, sides: tuple[str, str]) -> None:
