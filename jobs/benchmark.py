@@ -153,6 +153,16 @@
    on), A B B A: the log's bytes from the commit metadata (as shipped) against summed by a
    scan in every run (as before stop 77); each side's time and median run; the twins must
    hold the same offsets.
+24. ``time_boundary``: the ``cuts`` section's minutes with ``--time-boundary-records``
+   records a minute (500,000), A B B A: time retention's boundary from the files'
+   statistics, reading only the files that straddle it (as shipped,
+   ``retention._time_boundary``), against one pass over the whole log (as before stop 78);
+   each side's maintain time, busy and idle; the same checks as ``cuts``.
+25. ``retention_packing``: the same minutes and records, A B B A: bin-packing keeping a
+   packed file within a tenth of what retention keeps (as shipped,
+   ``optimize.packing_bounds``) against packing up to ``segment.bytes`` whatever its
+   timestamps (as before stop 78), so that the cut rewrites one file packed from every
+   append of the window; the same measures and checks.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -183,7 +193,8 @@ from framework.log.warehouse import delta_table_sql  # noqa: E402
 DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
-            "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention")
+            "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
+            "time_boundary", "retention_packing")
 
 
 def _timed(label, results, action):
@@ -849,8 +860,8 @@ def _bytes_scanned():
     in every run, due or not."""
     from framework.stages import retention
 
-    return mock.patch.object(retention, "_bytes_from", lambda snap, rest, start: rest.selectExpr(
-        "sum(_size) AS b").collect()[0]["b"] or 0)
+    return mock.patch.object(retention, "_bytes_from", lambda snap, records, start: records().where(
+        f"`offset` >= {int(start)}").selectExpr("sum(_size) AS b").collect()[0]["b"] or 0)
 
 
 def bench_size_retention(spark, warehouse, runs: int, now: int, results: dict) -> dict:
@@ -884,9 +895,11 @@ def bench_size_retention(spark, warehouse, runs: int, now: int, results: dict) -
     return {"label": label, "median_label": median_label, "same_offsets": _same_offsets(twins, 1)}
 
 
-def bench_cuts(spark, warehouse, runs: int, now: int, results: dict) -> dict:
+def bench_cuts(spark, warehouse, runs: int, now: int, results: dict, kind: TwinKind = CUT_TWINS,
+               per_minute: int = 50_000) -> dict:
     """``runs`` minutes of a delete-only topic (five minutes' retention) on twin topics of one
-    partition: a produce of 50,000 records a minute, their timestamps spread over it, then a
+    partition (after a warm-up topic's cut): a produce of ``per_minute`` records a minute,
+    their timestamps spread over it, then a
     maintain (history on, as shipped) half a minute on, so that every retention cut lands
     inside an append; then idle maintains at the last run's clock. The twins interleaved
     A B B A each round; each side's maintain time, busy and idle. The twins must hold the
@@ -897,14 +910,21 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     from framework.stages.maintenance import Maintenance
 
     minute = 60_000
-    kind, label = CUT_TWINS, f"{runs} maintain runs of a delete-only topic, each cutting inside an append"
-    twins = {name: Topic(spark, warehouse, _spec(f"cuts-{name}", 1, "delete", retention_ms=5 * minute))
+    label = f"{runs} maintain runs of a delete-only topic, each cutting inside an append"
+    twins = {name: Topic(spark, warehouse, _spec(f"{kind.name}-{name}", 1, "delete", retention_ms=5 * minute))
              for name in ("a1", "b1", "b2", "a2")}
+    # a warm-up topic first, cut inside an append once: the process's first cut compiles
+    # Spark's planner for every twin's path, and would land on the first twin's clock
+    warm_up = Topic(spark, warehouse, _spec(f"{kind.name}-warm-up", 1, "delete", retention_ms=5 * minute))
+    for minutes_ago in (7, 3):
+        produce(warm_up, parse_records([(i, {"key": f"user-{i}", "value": "w", "timestamp": now - minutes_ago * minute
+                                             + i * 10}) for i in range(1000)], warm_up.spec, "benchmark"), now)
+    Maintenance(spark, warehouse, [warm_up.spec]).run(now)
     spent = dict.fromkeys(twins, 0.0)
     for run in range(runs):
         start = now + run * minute
-        lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{run}.{i}", "timestamp": start + i})
-                 for i in range(50_000)]
+        lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{run}.{i}",
+                      "timestamp": start + i * minute // per_minute}) for i in range(per_minute)]
         for name, twin in twins.items():
             produce(twin, parse_records(lines, twin.spec, "benchmark"), start)
             with kind.way(name.startswith("b")):
@@ -924,6 +944,34 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     return {"label": label, "idle_label": idle_label, "same_offsets": _same_offsets(twins, 1),
             "same_sizes": len(set(sizes.values())) == 1 and len(sizes["a1"]) == runs + IDLE_CUT_RUNS,
             "cuts": sum(1 for r in sizes["a1"] if r[-1])}
+
+
+#: How time retention finds its boundary (``time_boundary``).
+TIME_BOUNDARY_TWINS = TwinKind("time_boundary", ("the boundary from the files' statistics", "the whole log read"),
+                               "the time boundary from the statistics / the whole log read",
+                               lambda: _time_boundary_by_a_whole_pass())
+
+
+def _time_boundary_by_a_whole_pass():
+    """Time retention's boundary as topiclake found it before stop 78: one pass over the whole log."""
+    from framework.stages import retention
+
+    return mock.patch.object(retention, "_time_boundary", lambda log, snap, threshold, young, start, end, records:
+                             retention._boundary(records(), young, start, end, snap.state.log_end_offset))
+
+
+#: How bin-packing lays out a log under retention (``retention_packing``).
+RETENTION_PACKING_TWINS = TwinKind("retention_packing",
+                                   ("packed within a tenth of retention", "packed to segment.bytes"),
+                                   "packed within a tenth of retention / to segment.bytes",
+                                   lambda: _packed_to_segment_bytes())
+
+
+def _packed_to_segment_bytes():
+    """Bin-packing as before stop 78: files up to ``segment.bytes`` whatever retention keeps."""
+    from framework.stages import optimize
+
+    return mock.patch.object(optimize, "packing_bounds", lambda config: (config.segment_bytes, None))
 
 
 def _history_sizes(spark, warehouse, twins: dict, stage: str, *columns: str) -> dict[str, tuple]:
@@ -1989,6 +2037,8 @@ def run(argv) -> int:
     parser.add_argument("--checkpoint-calls", type=int, default=20, help="produce calls of the checkpoints section")
     parser.add_argument("--page-rounds", type=int, default=5, help="maintain runs of the pages section")
     parser.add_argument("--cut-runs", type=int, default=16, help="maintain runs of the cuts section")
+    parser.add_argument("--time-boundary-records", type=int, default=500_000,
+                        help="records a minute of the time_boundary and retention_packing sections")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
@@ -2038,6 +2088,12 @@ def run(argv) -> int:
                                                       results)
         if "cuts" in sections:
             others["cuts"] = bench_cuts(spark, warehouse, args.cut_runs, now, results)
+        if "time_boundary" in sections:
+            others["time_boundary"] = bench_cuts(spark, warehouse, args.cut_runs, now, results, TIME_BOUNDARY_TWINS,
+                                                 args.time_boundary_records)
+        if "retention_packing" in sections:
+            others["retention_packing"] = bench_cuts(spark, warehouse, args.cut_runs, now, results,
+                                                     RETENTION_PACKING_TWINS, args.time_boundary_records)
         if "size_retention" in sections:
             others["size_retention"] = bench_size_retention(spark, warehouse, args.cut_runs, now, results)
         if "pages" in sections:
@@ -2078,6 +2134,9 @@ def run(argv) -> int:
             ratios[f"maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(others["cuts"]["label"], results)
             ratios[f"idle maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(
                 others["cuts"]["idle_label"], results)
+        for name, kind in (("time_boundary", TIME_BOUNDARY_TWINS), ("retention_packing", RETENTION_PACKING_TWINS)):
+            for key in ("label", "idle_label") if name in others else ():
+                ratios[f"{others[name][key]}, {kind.ratio}"] = kind.ratio_of(others[name][key], results)
         if "size_retention" in others:
             for key in ("label", "median_label"):
                 ratios[f"{others['size_retention'][key]}, {SIZE_TWINS.ratio}"] = \
@@ -2104,7 +2163,7 @@ def run(argv) -> int:
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
-    for name in ("cuts", "pages", "size_retention"):
+    for name in ("cuts", "pages", "size_retention", "time_boundary", "retention_packing"):
         section = others.get(name, {})
         failed = failed or not (section.get("same_offsets", True) and section.get("same_sizes", True))
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -76,6 +77,49 @@ def test_groups_follow_offsets_and_never_cross_a_segment():
     mixed = files(10, 10, segment=0) + files(10, 10, segment=500, start=500)
     groups = pack_groups(list(reversed(mixed)), 100)
     assert [[f.path for f in g] for g in groups] == [["f0-0", "f0-1"], ["f500-0", "f500-1"]]
+
+
+def timed(*spans: tuple[int, int]) -> list[DataFile]:
+    """Files of 10 B, 10 records each, in offset order, with these (oldest, newest) timestamps."""
+    return [replace(f, min_timestamp_ms=oldest, max_timestamp_ms=newest)
+            for f, (oldest, newest) in zip(files(*[10] * len(spans)), spans)]
+
+
+def test_under_retention_a_bin_spans_at_most_its_share_of_the_time():
+    """With time retention a bin's timestamps span at most a tenth of ``retention.ms``: the
+    cut, which rewrites the file its offset falls in, then rewrites a bounded share of the
+    log, not one file packed from every append of the window."""
+    minutes = timed(*[(60 * i, 60 * i + 59) for i in range(6)])
+    assert sizes(pack_groups(minutes, 100)) == [[10] * 6]  # no span limit: one bin
+    assert [[f.path for f in g] for g in pack_groups(minutes, 100, 120)] == [
+        ["f0-0", "f0-1"], ["f0-2", "f0-3"], ["f0-4", "f0-5"]]
+    assert pack_groups(minutes, 100, 100) == []  # two files span 119 ms: none packs
+    # a file with no timestamps in its statistics, or one that spans more alone, is left alone
+    # and ends a run
+    gap = minutes[:2] + [replace(minutes[2], min_timestamp_ms=None)] + minutes[3:5]
+    assert [[f.path for f in g] for g in pack_groups(gap, 100, 1000)] == [["f0-0", "f0-1"], ["f0-3", "f0-4"]]
+    wide = timed((0, 10), (0, 5000), (20, 30), (25, 40))
+    assert [[f.path for f in g] for g in pack_groups(wide, 100, 1000)] == [["f0-2", "f0-3"]]
+    # out of order timestamps: the span is the newest less the oldest of the bin
+    assert pack_groups(timed((500, 600), (0, 100)), 100, 550) == []
+    assert len(pack_groups(timed((500, 600), (0, 100)), 100, 600)) == 1
+
+
+def test_packing_bounds_follow_retention_only_where_it_deletes():
+    def bounds(**config):
+        return optimize.packing_bounds(parse_spec({"topic": "t", "partitions": 1, "config": config}, "test").config)
+
+    assert bounds(**{"cleanup.policy": "compact"}) == (1024 * MIB, None)
+    assert bounds(**{"cleanup.policy": "compact", "retention.ms": 600_000}) == (1024 * MIB, None)
+    assert bounds(**{"cleanup.policy": "delete"}) == (1024 * MIB, 60_480_000)  # Kafka's 7 days
+    assert bounds(**{"cleanup.policy": "delete", "retention.ms": -1}) == (1024 * MIB, None)
+    assert bounds(**{"cleanup.policy": "compact,delete", "retention.ms": 600_000,
+                     "retention.bytes": 50 * MIB}) == (5 * MIB, 60_000)
+    assert bounds(**{"cleanup.policy": "delete", "retention.ms": -1, "retention.bytes": 100 * 1024 * MIB}) == (
+        1024 * MIB, None)
+    # never under Kafka's least segment.bytes: retention.bytes counts record bytes, a file's
+    # size holds its Parquet overhead too
+    assert bounds(**{"cleanup.policy": "delete", "retention.ms": -1, "retention.bytes": 120}) == (MIB, None)
 
 
 def test_cost_follows_the_small_files_and_the_count_stays_logarithmic():

@@ -167,6 +167,55 @@ def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts
     assert retention._counted(log.read_snapshot(snapshot), 3, 0)["oldest_kept"] == 50  # in the third file
 
 
+def test_time_retention_reads_only_the_files_that_straddle_its_boundary(spark, warehouse, monkeypatch):
+    """Time retention's boundary (the first record young enough to keep) from the files'
+    statistics: a file all young gives its lowest offset unread, a file all old is skipped,
+    and only a file with both, below the lowest all-young file, is read. Wherever the
+    threshold falls, the boundary and whether anything lies below it equal one pass over the
+    whole log, and so does the plan (the statistics taken away)."""
+    from framework.cleaner import spark_sql
+    from framework.log import version_checksum
+    from framework.stages import retention
+
+    topic = make_topic(spark, warehouse, **{"retention.ms": 1})
+    log = topic.partition(0)
+    # three files, two records each; timestamps out of order within and across files
+    send(topic, [{"key": "a", "value": "1", "timestamp": 500}, {"key": "b", "value": "2", "timestamp": 100}])
+    send(topic, [{"key": "c", "value": "3", "timestamp": 700}, {"key": "d", "value": "4", "timestamp": 900}])
+    send(topic, [{"key": "e", "value": None, "timestamp": 50}, {"key": "f", "value": "5", "timestamp": 800}])
+    snapshot = log.snapshot()
+    records = log.read_snapshot(snapshot).select("offset", "timestamp", "_size")
+    read = version_checksum.frame_of
+
+    def whole(threshold, end=6):
+        return retention._boundary(records, spark_sql.newer_than_sql(threshold), 0, end, 6)
+
+    files_read = {}
+    for threshold in range(0, 1001, 25):
+        for end in (6, 3):
+            seen = []
+            monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
+                seen.append(len(files.paths)), read(spark, files))[1])
+            narrowed = retention._time_boundary(log, snapshot, threshold, spark_sql.newer_than_sql(threshold), 0, end,
+                                                lambda: records)
+            monkeypatch.setattr(version_checksum, "frame_of", read)
+            assert narrowed == whole(threshold, end), (threshold, end)
+            files_read[threshold, end] = sum(seen)
+    # 100..499: the first file straddles, the second is all young: one file read
+    assert files_read[200, 6] == 1 and whole(200) == (0, False)
+    # 500..699: the second file is all young, the first all old, the third above it: none read
+    assert files_read[600, 6] == 0 and whole(600) == (2, True)
+    # 800..899: the second file straddles, the third is all old: one file read
+    assert files_read[850, 6] == 1 and whole(850) == (3, True)
+    # nothing young: no file read, the boundary is the end
+    assert files_read[950, 6] == 0 and files_read[950, 3] == 0 and whole(950, 3) == (3, True)
+    for now in range(0, 1101, 50):
+        planned = retention.plan(log, now, None, snapshot)
+        with monkeypatch.context() as scanning:
+            scanning.setattr(version_checksum, "plain_files", lambda *args: None)
+            assert retention.plan(log, now, None, snapshot).boundaries == planned.boundaries, now
+
+
 def test_consumed_retention_safety(spark, warehouse):
     topic = make_topic(spark, warehouse, **{"consumed.retention.ms": 1000,
                                            "consumed.retention.groups": ["billing", "audit"]})

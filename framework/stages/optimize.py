@@ -21,6 +21,14 @@ is at most twice the rest of it, so a rewrite grows every file it touches by hal
 every byte is rewritten at most log1.5(segment.bytes / smallest file) times over its life,
 and a big packed file is never rewritten to absorb one small one.
 
+On a topic with retention, a packed file is also kept to a tenth of what retention keeps
+(:func:`packing_bounds`): its timestamps span at most a tenth of ``retention.ms``, its bytes
+at most a tenth of ``retention.bytes`` (at least 1 MiB). Retention cuts the log's prefix at an exact offset
+and rewrites the file that offset falls in; Kafka deletes whole segments, which
+``segment.ms`` and ``segment.bytes`` bound. A file packed from every append of the
+retention window would be rewritten almost whole by every cut (docs/performance-log.md,
+stop 78); at a tenth, a cut rewrites about a tenth of the log at most.
+
 Delta's public OPTIMIZE cannot do this: its WHERE takes partition columns only (the whole
 ``_segment`` here) and it bins files by size, which scatters offsets across files and
 defeats file skipping on ``offset``. So this module drives Delta's own transaction API
@@ -40,6 +48,7 @@ from framework.log.delta_commits import commit_metadata
 from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog, Snapshot
+from framework.spec import MIB
 from framework.stages.file_rewrite import ONE_TASK_BYTES
 
 
@@ -56,9 +65,29 @@ class DataFile:
     records: int
     #: False for a file without offset statistics (written by another engine): left alone
     packable: bool = True
+    #: its records' oldest and newest timestamps (epoch ms; None when its statistics lack them)
+    min_timestamp_ms: int | None = None
+    max_timestamp_ms: int | None = None
 
 
-def pack_groups(files: Sequence[DataFile], target_bytes: int) -> list[tuple[DataFile, ...]]:
+#: A packed file holds at most this fraction of what retention keeps (:func:`packing_bounds`).
+RETENTION_GRAIN = 10
+
+
+def packing_bounds(config) -> tuple[int, int | None]:
+    """The most bytes a packed file may have (``segment.bytes``, or a tenth of
+    ``retention.bytes``, at least 1 MiB, when less) and the widest span of timestamps it may
+    hold (a tenth of ``retention.ms``; None: any), for a topic's config (pure)."""
+    target, span = config.segment_bytes, None
+    if config.delete and config.retention_bytes > 0:  # never under Kafka's least segment.bytes
+        target = min(target, max(MIB, config.retention_bytes // RETENTION_GRAIN))
+    if config.delete and config.retention_ms >= 0:
+        span = config.retention_ms // RETENTION_GRAIN
+    return target, span
+
+
+def pack_groups(files: Sequence[DataFile], target_bytes: int, max_span_ms: int | None = None
+                ) -> list[tuple[DataFile, ...]]:
     """The groups of files worth rewriting into one file each (pure).
 
     Files are taken per ``_segment`` (a file belongs to one) in offset order. As Kafka's
@@ -66,6 +95,8 @@ def pack_groups(files: Sequence[DataFile], target_bytes: int) -> list[tuple[Data
     their bytes stay within ``target_bytes``; files of that size or more are left alone and
     end a bin. A bin pays only with two files or more and when its largest file is at most
     twice the rest; otherwise it is split at its largest file and each side judged alike.
+    With ``max_span_ms``, a bin's timestamps also span at most that (newest less oldest); a
+    file whose statistics give no timestamps, or that spans more alone, is left alone.
     """
     groups: list[tuple[DataFile, ...]] = []
     for segment in sorted({f.segment for f in files}):
@@ -73,14 +104,24 @@ def pack_groups(files: Sequence[DataFile], target_bytes: int) -> list[tuple[Data
         run: list[DataFile] = []
         run_bytes = 0
         for file in ordered + [None]:
-            small = file is not None and file.packable and file.size_bytes < target_bytes
-            if not small or run_bytes + file.size_bytes > target_bytes:
+            small = (file is not None and file.packable and file.size_bytes < target_bytes
+                     and _spans_within([file], max_span_ms))
+            if not small or run_bytes + file.size_bytes > target_bytes or not _spans_within([*run, file], max_span_ms):
                 groups.extend(_worth_rewriting(run))
                 run, run_bytes = [], 0
             if small:
                 run.append(file)
                 run_bytes += file.size_bytes
     return groups
+
+
+def _spans_within(files: Sequence[DataFile], max_span_ms: int | None) -> bool:
+    """Whether ``files`` together span at most ``max_span_ms`` of timestamps (None: any)."""
+    if max_span_ms is None:
+        return True
+    if any(f.min_timestamp_ms is None or f.max_timestamp_ms is None for f in files):
+        return False
+    return max(f.max_timestamp_ms for f in files) - min(f.min_timestamp_ms for f in files) <= max_span_ms
 
 
 def _worth_rewriting(run: list[DataFile]) -> list[tuple[DataFile, ...]]:
@@ -132,9 +173,9 @@ class PackPlan:
         if self.unavailable:
             return f"skipped: {self.unavailable}"
         if not self.groups:
-            return f"{self.files_before} file(s), none worth bin-packing (segment.bytes {self.target_bytes})"
+            return f"{self.files_before} file(s), none worth bin-packing (up to {self.target_bytes} B a file)"
         return (f"would bin-pack {self.packed_files} of {self.files_before} file(s) ({self.packed_bytes} B) "
-                f"into {len(self.groups)} (segment.bytes {self.target_bytes}); "
+                f"into {len(self.groups)} (up to {self.target_bytes} B a file); "
                 f"{self.files_before} -> {self.files_after} file(s)")
 
 
@@ -173,7 +214,8 @@ def _data_file(path: str, segment, size, stats: file_stats.FileStats, hidden: in
     if None in (stats.records, stats.min_offset, stats.max_offset):  # no statistics to check a rewrite by
         return DataFile(path, int(segment), int(size), -1, -1, -1, packable=False)
     return DataFile(path=path, segment=int(segment), size_bytes=int(size), min_offset=stats.min_offset,
-                    max_offset=stats.max_offset, records=stats.records - int(hidden or 0))
+                    max_offset=stats.max_offset, records=stats.records - int(hidden or 0),
+                    min_timestamp_ms=stats.min_timestamp_ms, max_timestamp_ms=stats.max_timestamp_ms)
 
 
 def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
@@ -196,9 +238,9 @@ def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
         delta = DeltaJvm(log.spark)
         table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
         files = _data_files(log.spark, table.allFiles())
-    target = log.spec.config.segment_bytes
+    target, span = packing_bounds(log.spec.config)
     return PackPlan(snapshot=snap, target_bytes=target, files=tuple(files),
-                    groups=tuple(pack_groups(files, target)))
+                    groups=tuple(pack_groups(files, target, span)))
 
 
 def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResult:
