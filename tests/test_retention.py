@@ -216,6 +216,38 @@ def test_time_retention_reads_only_the_files_that_straddle_its_boundary(spark, w
             assert retention.plan(log, now, None, snapshot).boundaries == planned.boundaries, now
 
 
+def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(spark, warehouse):
+    """Size retention's boundary in two passes (the bytes of each range of offsets, then a
+    window over the one range the boundary falls in) is ``cleaner.size_boundary``'s, for
+    every limit, with ranges of one offset, of a few, and of more than the log, and with the
+    records past the log start only."""
+    from framework.cleaner import rules as cleaner
+    from framework.stages import retention
+
+    topic = make_topic(spark, warehouse)
+    log = topic.partition(0)
+    send(topic, [{"key": "a", "value": "1" * 7, "timestamp": 1}, {"key": "b", "value": None, "timestamp": 2}])
+    send(topic, [{"key": "c", "value": "3" * 30, "timestamp": 3}, {"key": "d", "value": "4", "timestamp": 4},
+                 {"key": "e", "value": "5" * 12, "timestamp": 5}])
+    send(topic, [{"key": "f", "value": "", "timestamp": 6}, {"key": "g", "value": "7" * 3, "timestamp": 7}])
+    records = log.read_snapshot(log.snapshot())
+    sizes = sorted((r["offset"], r["_size"]) for r in records.select("offset", "_size").collect())
+    total = sum(size for _, size in sizes)
+    limits = sorted({0, 1, 2, 5, 13, 20, 31, 45, 50, total - 1, total, total + 1})
+    compared = 0
+    for start in (0, 2):
+        rest = records.where(f"`offset` >= {start}")
+        tail = [(o, size) for o, size in sizes if o >= start]
+        for max_bytes in limits:
+            expected = cleaner.size_boundary(tail, max_bytes, 7)
+            for width in (1, 3, 1 << 16):
+                boundary, moved = retention._size_boundary(rest, max_bytes, 7, 7, width)
+                assert (boundary, moved) == (expected, expected > start), (start, max_bytes, width)
+                compared += 1
+        assert retention._size_boundary(rest, 0, 5, 7, 3) == (5, True)  # bounded by the end given
+    assert compared == 2 * 3 * len(limits)
+
+
 def test_consumed_retention_safety(spark, warehouse):
     topic = make_topic(spark, warehouse, **{"consumed.retention.ms": 1000,
                                            "consumed.retention.groups": ["billing", "audit"]})

@@ -102,26 +102,34 @@ def pack_groups(files: Sequence[DataFile], target_bytes: int, max_span_ms: int |
     for segment in sorted({f.segment for f in files}):
         ordered = sorted((f for f in files if f.segment == segment), key=lambda f: (f.min_offset, f.max_offset, f.path))
         run: list[DataFile] = []
-        run_bytes = 0
+        run_bytes, run_span = 0, None
         for file in ordered + [None]:
+            span = None if file is None else _joined_span(run_span, file)
             small = (file is not None and file.packable and file.size_bytes < target_bytes
-                     and _spans_within([file], max_span_ms))
-            if not small or run_bytes + file.size_bytes > target_bytes or not _spans_within([*run, file], max_span_ms):
+                     and _within(_joined_span(None, file), max_span_ms))
+            if not small or run_bytes + file.size_bytes > target_bytes or not _within(span, max_span_ms):
                 groups.extend(_worth_rewriting(run))
-                run, run_bytes = [], 0
+                run, run_bytes, span = [], 0, None if file is None else _joined_span(None, file)
             if small:
                 run.append(file)
                 run_bytes += file.size_bytes
+                run_span = span
     return groups
 
 
-def _spans_within(files: Sequence[DataFile], max_span_ms: int | None) -> bool:
-    """Whether ``files`` together span at most ``max_span_ms`` of timestamps (None: any)."""
-    if max_span_ms is None:
-        return True
-    if any(f.min_timestamp_ms is None or f.max_timestamp_ms is None for f in files):
-        return False
-    return max(f.max_timestamp_ms for f in files) - min(f.min_timestamp_ms for f in files) <= max_span_ms
+def _joined_span(span: tuple[int, int] | None, file: DataFile) -> tuple[int, int] | None:
+    """The (oldest, newest) timestamps of a bin spanning ``span`` with ``file`` added; None
+    when the file's statistics do not give them."""
+    if file.min_timestamp_ms is None or file.max_timestamp_ms is None:
+        return None
+    if span is None:
+        return file.min_timestamp_ms, file.max_timestamp_ms
+    return min(span[0], file.min_timestamp_ms), max(span[1], file.max_timestamp_ms)
+
+
+def _within(span: tuple[int, int] | None, max_span_ms: int | None) -> bool:
+    """Whether a bin's timestamps (``span``; None: not known) may be packed (None: any span)."""
+    return max_span_ms is None or (span is not None and span[1] - span[0] <= max_span_ms)
 
 
 def _worth_rewriting(run: list[DataFile]) -> list[tuple[DataFile, ...]]:

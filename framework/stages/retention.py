@@ -60,6 +60,44 @@ def _time_boundary(log: PartitionLog, snap: Snapshot, threshold_ms: int, young: 
     return boundary, any(s.min_offset < boundary for s in stats)
 
 
+#: Offsets per range of size retention's first pass (:func:`_size_boundary`).
+SIZE_RANGE_OFFSETS = 1 << 16
+
+
+def _size_boundary(rest, max_bytes: int, end: int, log_end_offset: int,
+                   width: int = SIZE_RANGE_OFFSETS) -> tuple[int, bool]:
+    """Size retention's :func:`_boundary` over ``rest`` (the records from where it starts):
+    the first record whose bytes to the log end fit in ``max_bytes``. A window over every
+    record would sort the whole log in one task; instead, one parallel pass sums the bytes
+    of each range of ``width`` offsets, the ranges' suffixes show the one range the
+    boundary falls in (a record of an earlier range has more than its range's suffix to
+    the end, one of a later range no more than the next range's), and the window runs over
+    that range alone, its suffix offset by the bytes of the ranges after it."""
+    from pyspark.sql import functions as F
+
+    ranges = sorted(rest.selectExpr(f"floor(`offset` / {int(width)}) AS r", "_size", "`offset`").groupBy("r")
+                    .agg(F.expr("sum(_size) AS bytes"), F.expr("min(`offset`) AS first")).collect())
+    after, straddled = 0, None
+    for index in range(len(ranges) - 1, -1, -1):
+        if after + ranges[index]["bytes"] > max_bytes:
+            straddled = index
+            break
+        after += ranges[index]["bytes"]
+    if straddled is None:  # every record fits: the first is kept
+        kept = ranges[0]["first"] if ranges else None
+    else:
+        suffix = (f"sum(_size) OVER (ORDER BY `offset` DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+                  f"+ {int(after)}")
+        first = int(ranges[straddled]["r"]) * int(width)  # a range of offsets, so file skipping applies
+        inside = rest.where(f"`offset` >= {first} AND `offset` < {first + int(width)}")
+        kept = inside.selectExpr("`offset`", f"{suffix} AS _suffix").selectExpr(
+            f"min(CASE WHEN _suffix <= {int(max_bytes)} THEN `offset` END) AS kept").collect()[0]["kept"]
+        if kept is None and straddled + 1 < len(ranges):
+            kept = ranges[straddled + 1]["first"]
+    boundary = min(end, log_end_offset if kept is None else kept)
+    return boundary, bool(ranges) and ranges[0]["first"] < boundary
+
+
 def _bytes_from(snap: Snapshot, records, start: int) -> int:
     """The bytes of the records from ``start`` (of ``records()``): when that is the whole
     log, the commit metadata's count (``Snapshot.size_from_metadata``), else one aggregate pass."""
@@ -121,11 +159,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     if rules.max_bytes is not None:
         total = _bytes_from(snap, records, start)
         if total > rules.max_bytes:
-            rest = records().where(f"`offset` >= {int(start)}")
-            # bytes from each record to the end; the first record whose suffix fits is kept
-            suffix = "sum(_size) OVER (ORDER BY `offset` DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-            boundary, moved = _boundary(rest.selectExpr("*", f"{suffix} AS _suffix"),
-                                        f"_suffix <= {int(rules.max_bytes)}", start, end, state.log_end_offset)
+            boundary, moved = _size_boundary(records().where(f"`offset` >= {int(start)}"), rules.max_bytes, end,
+                                             state.log_end_offset)
             if moved:
                 start = boundaries["size"] = boundary
 
