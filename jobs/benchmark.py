@@ -899,9 +899,9 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict, kind: TwinK
                per_minute: int = 50_000) -> dict:
     """``runs`` minutes of a delete-only topic (five minutes' retention) on twin topics of one
     partition (after a warm-up topic's cut): a produce of ``per_minute`` records a minute,
-    their timestamps spread over it, then a
-    maintain (history on, as shipped) half a minute on, so that every retention cut lands
-    inside an append; then idle maintains at the last run's clock. The twins interleaved
+    their timestamps spread over it, then a maintain (history on, as shipped) half a minute
+    on, so that every retention cut lands inside an append; then idle maintains at the last
+    run's clock. The twins interleaved
     A B B A each round; each side's maintain time, busy and idle. The twins must hold the
     same offsets, and the history's size columns must agree."""
     from framework.clients.produce import produce
