@@ -954,10 +954,12 @@ TIME_BOUNDARY_TWINS = TwinKind("time_boundary", ("the boundary from the files' s
 
 def _time_boundary_by_a_whole_pass():
     """Time retention's boundary as topiclake found it before stop 78: one pass over the whole log."""
+    from framework.cleaner import spark_sql
     from framework.stages import retention
 
-    return mock.patch.object(retention, "_time_boundary", lambda log, snap, threshold, young, start, end, records:
-                             retention._boundary(records(), young, start, end, snap.state.log_end_offset))
+    return mock.patch.object(retention, "_time_boundary", lambda log, snap, threshold, start, end, records:
+                             retention._boundary(records(), spark_sql.newer_than_sql(threshold), start, end,
+                                                 snap.state.log_end_offset))
 
 
 #: How bin-packing lays out a log under retention (``retention_packing``).

@@ -196,8 +196,7 @@ def test_time_retention_reads_only_the_files_that_straddle_its_boundary(spark, w
             seen = []
             monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
                 seen.append(len(files.paths)), read(spark, files))[1])
-            narrowed = retention._time_boundary(log, snapshot, threshold, spark_sql.newer_than_sql(threshold), 0, end,
-                                                lambda: records)
+            narrowed = retention._time_boundary(log, snapshot, threshold, 0, end, lambda: records)
             monkeypatch.setattr(version_checksum, "frame_of", read)
             assert narrowed == whole(threshold, end), (threshold, end)
             files_read[threshold, end] = sum(seen)

@@ -104,16 +104,16 @@ def pack_groups(files: Sequence[DataFile], target_bytes: int, max_span_ms: int |
         run: list[DataFile] = []
         run_bytes, run_span = 0, None
         for file in ordered + [None]:
-            span = None if file is None else _joined_span(run_span, file)
             small = (file is not None and file.packable and file.size_bytes < target_bytes
                      and _within(_joined_span(None, file), max_span_ms))
-            if not small or run_bytes + file.size_bytes > target_bytes or not _within(span, max_span_ms):
+            if (not small or run_bytes + file.size_bytes > target_bytes
+                    or not _within(_joined_span(run_span, file), max_span_ms)):
                 groups.extend(_worth_rewriting(run))
-                run, run_bytes, span = [], 0, None if file is None else _joined_span(None, file)
+                run, run_bytes, run_span = [], 0, None
             if small:
                 run.append(file)
                 run_bytes += file.size_bytes
-                run_span = span
+                run_span = _joined_span(run_span, file)
     return groups
 
 

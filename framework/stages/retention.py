@@ -34,7 +34,7 @@ def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> 
     return boundary, row["first"] is not None and row["first"] < boundary
 
 
-def _time_boundary(log: PartitionLog, snap: Snapshot, threshold_ms: int, young: str, start: int, end: int,
+def _time_boundary(log: PartitionLog, snap: Snapshot, threshold_ms: int, start: int, end: int,
                    records) -> tuple[int, bool]:
     """Time retention's :func:`_boundary` (the first record newer than ``threshold_ms``),
     reading only the files that may hold it: a file whose statistics show every record newer
@@ -42,6 +42,7 @@ def _time_boundary(log: PartitionLog, snap: Snapshot, threshold_ms: int, young: 
     with both, below the lowest such offset, are read. Every file's statistics must give its
     offsets and timestamps, and no file hold an offset below ``start`` (then a file starting
     below the boundary holds a record the rule removes). Otherwise one pass over ``records()``."""
+    young = spark_sql.newer_than_sql(threshold_ms)
     listed = version_checksum.plain_files(log.path, snap.version)
     stats = [file_stats.of(add) for add in listed.adds] if listed is not None else None
     if not stats or any(s.min_offset is None or s.min_offset < start or s.min_timestamp_ms is None
@@ -149,8 +150,7 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     keeps_all = rules.keep_since_ms is None or cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1)
     if not keeps_all:
         if rules.keep_since_ms > 0:
-            young = spark_sql.newer_than_sql(rules.keep_since_ms - 1)
-            boundary, moved = _time_boundary(log, snap, rules.keep_since_ms - 1, young, start, end, records)
+            boundary, moved = _time_boundary(log, snap, rules.keep_since_ms - 1, start, end, records)
         else:
             boundary, moved = _boundary(records(), "true", start, end, state.log_end_offset)
         if moved:
