@@ -140,7 +140,8 @@
    half a minute on, so that each retention cut lands inside an append, A B B A: the log's
    size for the history counted by the cut and the appends since (as shipped,
    ``log_state.size_after_cut``) against scanned (as before stop 77); each side's maintain
-   time, then that of five idle maintains at the last run's clock (nothing due); the twins
+   time, then that of five idle maintains at the last run's clock (nothing due; their sum
+   and the median run, as the history's prune lands on one twin's run); the twins
    must hold the same offsets and the history the same sizes.
 22. ``pages``: twin compacted topics of one partition (100,000 keys compacted), then
    ``--page-rounds`` rounds of 30 produce calls of 100 records and a maintain (history on)
@@ -156,13 +157,19 @@
 24. ``time_boundary``: the ``cuts`` section's minutes with ``--time-boundary-records``
    records a minute (500,000), A B B A: time retention's boundary from the files'
    statistics, reading only the files that straddle it (as shipped,
-   ``retention._time_boundary``), against one pass over the whole log (as before stop 78);
+   ``retention._first_kept``), against one pass over the whole log (as before stop 78);
    each side's maintain time, busy and idle; the same checks as ``cuts``.
 25. ``retention_packing``: the same minutes and records, A B B A: bin-packing keeping a
    packed file within a tenth of what retention keeps (as shipped,
    ``optimize.packing_bounds``) against packing up to ``segment.bytes`` whatever its
    timestamps (as before stop 78), so that the cut rewrites one file packed from every
    append of the window; the same measures and checks.
+26. ``consumed_retention``: the same minutes and records under consumed retention (KIP-68:
+   ``consumed.retention.ms`` five minutes, no time retention), a group that has read the
+   whole log committing its offset before each maintain, A B B A: the boundary from the
+   files' statistics, reading only the files that straddle it, and no read while every
+   record is young enough (as shipped, ``retention._first_kept``), against one pass over
+   the whole log in every run (as before stop 79); the same measures and checks.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -194,7 +201,7 @@ DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
-            "time_boundary", "retention_packing")
+            "time_boundary", "retention_packing", "consumed_retention")
 
 
 def _timed(label, results, action):
@@ -205,10 +212,10 @@ def _timed(label, results, action):
     return value
 
 
-def _spec(topic: str, partitions: int = 1, policy: str = "compact", retention_ms: int | None = None):
+def _spec(topic: str, partitions: int = 1, policy: str = "compact", retention_ms: int | None = None, **more):
     from framework.spec import parse_spec
 
-    config = {"cleanup.policy": policy, "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}
+    config = {"cleanup.policy": policy, "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS, **more}
     if retention_ms is not None:
         config["retention.ms"] = retention_ms
     return parse_spec({"topic": topic, "partitions": partitions, "config": config}, "benchmark")
@@ -896,29 +903,41 @@ def bench_size_retention(spark, warehouse, runs: int, now: int, results: dict) -
 
 
 def bench_cuts(spark, warehouse, runs: int, now: int, results: dict, kind: TwinKind = CUT_TWINS,
-               per_minute: int = 50_000) -> dict:
+               per_minute: int = 50_000, consumed: bool = False) -> dict:
     """``runs`` minutes of a delete-only topic (five minutes' retention) on twin topics of one
     partition (after a warm-up topic's cut): a produce of ``per_minute`` records a minute,
     their timestamps spread over it, then a maintain (history on, as shipped) half a minute
     on, so that every retention cut lands inside an append; then idle maintains at the last
-    run's clock. The twins interleaved
+    run's clock. With ``consumed``, the five minutes are consumed retention's (KIP-68, no
+    time retention), and a consumer group that has read the whole log commits its offset
+    before each maintain. The twins interleaved
     A B B A each round; each side's maintain time, busy and idle. The twins must hold the
     same offsets, and the history's size columns must agree."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
+    from framework.log.consumer_offsets import ConsumerOffsets
     from framework.log.topic import Topic
     from framework.stages.maintenance import Maintenance
 
     minute = 60_000
     label = f"{runs} maintain runs of a delete-only topic, each cutting inside an append"
-    twins = {name: Topic(spark, warehouse, _spec(f"{kind.name}-{name}", 1, "delete", retention_ms=5 * minute))
+    retention = ({"retention_ms": -1, "consumed.retention.ms": 5 * minute, "consumed.retention.groups": ["reader"]}
+                 if consumed else {"retention_ms": 5 * minute})
+    twins = {name: Topic(spark, warehouse, _spec(f"{kind.name}-{name}", 1, "delete", **retention))
              for name in ("a1", "b1", "b2", "a2")}
+    offsets = ConsumerOffsets(spark, warehouse)
+
+    def read_to_the_end(topic):  # the group has read every record produced so far
+        if consumed:
+            offsets.commit("reader", topic.spec.topic, 0, topic.partition(0).snapshot().state.log_end_offset)
+
     # a warm-up topic first, cut inside an append once: the process's first cut compiles
     # Spark's planner for every twin's path, and would land on the first twin's clock
-    warm_up = Topic(spark, warehouse, _spec(f"{kind.name}-warm-up", 1, "delete", retention_ms=5 * minute))
+    warm_up = Topic(spark, warehouse, _spec(f"{kind.name}-warm-up", 1, "delete", **retention))
     for minutes_ago in (7, 3):
         produce(warm_up, parse_records([(i, {"key": f"user-{i}", "value": "w", "timestamp": now - minutes_ago * minute
                                              + i * 10}) for i in range(1000)], warm_up.spec, "benchmark"), now)
+    read_to_the_end(warm_up)
     Maintenance(spark, warehouse, [warm_up.spec]).run(now)
     spent = dict.fromkeys(twins, 0.0)
     for run in range(runs):
@@ -927,21 +946,26 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict, kind: TwinK
                       "timestamp": start + i * minute // per_minute}) for i in range(per_minute)]
         for name, twin in twins.items():
             produce(twin, parse_records(lines, twin.spec, "benchmark"), start)
+            read_to_the_end(twin)
             with kind.way(name.startswith("b")):
                 started = time.perf_counter()
                 Maintenance(spark, warehouse, [twin.spec]).run(start + minute // 2)
                 spent[name] += time.perf_counter() - started
     # then idle runs at the last run's clock: nothing due, only the history's size to know
-    idle_label, idle = f"{IDLE_CUT_RUNS} idle maintain runs after them", dict.fromkeys(twins, 0.0)
+    idle_label, idle = f"{IDLE_CUT_RUNS} idle maintain runs after them", {name: [] for name in twins}
     for _ in range(IDLE_CUT_RUNS):
         for name, twin in twins.items():
             with kind.way(name.startswith("b")):
                 started = time.perf_counter()
                 Maintenance(spark, warehouse, [twin.spec]).run(now + (runs - 1) * minute + minute // 2)
-                idle[name] += time.perf_counter() - started
-    _twin_results(results, kind, {label: spent, idle_label: idle})
+                idle[name].append(time.perf_counter() - started)
+    # the median too: the history's prune (every 50th of its commits) lands on one twin's run
+    median_label = "the median idle maintain run after them"
+    _twin_results(results, kind, {label: spent, idle_label: {name: sum(times) for name, times in idle.items()},
+                                  median_label: {name: statistics.median(times) for name, times in idle.items()}})
     sizes = _history_sizes(spark, warehouse, twins, "retain", "removed_records")
-    return {"label": label, "idle_label": idle_label, "same_offsets": _same_offsets(twins, 1),
+    return {"label": label, "idle_label": idle_label, "median_label": median_label,
+            "same_offsets": _same_offsets(twins, 1),
             "same_sizes": len(set(sizes.values())) == 1 and len(sizes["a1"]) == runs + IDLE_CUT_RUNS,
             "cuts": sum(1 for r in sizes["a1"] if r[-1])}
 
@@ -957,9 +981,26 @@ def _time_boundary_by_a_whole_pass():
     from framework.cleaner import spark_sql
     from framework.stages import retention
 
-    return mock.patch.object(retention, "_time_boundary", lambda log, snap, threshold, start, end, records:
-                             retention._boundary(records(), spark_sql.newer_than_sql(threshold), start, end,
-                                                 snap.state.log_end_offset))
+    return mock.patch.object(retention, "_first_kept", lambda log, snap, start, end, records, since, keep_from=None:
+                             retention._boundary(records(), spark_sql.retention_keeps_sql(since, keep_from), start,
+                                                 end, snap.state.log_end_offset))
+
+
+#: How consumed retention (KIP-68) finds its boundary (``consumed_retention``).
+CONSUMED_TWINS = TwinKind("consumed_retention", ("the boundary from the files' statistics", "the whole log read"),
+                          "the consumed boundary from the statistics / the whole log read",
+                          lambda: _consumed_boundary_by_a_whole_pass())
+
+
+@contextlib.contextmanager
+def _consumed_boundary_by_a_whole_pass():
+    """Consumed retention as topiclake planned it before stop 79: one pass over the whole log
+    in every run, even when every record was young enough to keep (the retention plan is
+    the only reader of the oldest-timestamp shortcut, and this section has no time retention)."""
+    from framework.cleaner import rules
+
+    with _time_boundary_by_a_whole_pass(), mock.patch.object(rules, "all_newer_than", lambda bound, since: False):
+        yield
 
 
 #: How bin-packing lays out a log under retention (``retention_packing``).
@@ -2040,7 +2081,8 @@ def run(argv) -> int:
     parser.add_argument("--page-rounds", type=int, default=5, help="maintain runs of the pages section")
     parser.add_argument("--cut-runs", type=int, default=16, help="maintain runs of the cuts section")
     parser.add_argument("--time-boundary-records", type=int, default=500_000,
-                        help="records a minute of the time_boundary and retention_packing sections")
+                        help="records a minute of the time_boundary, retention_packing and consumed_retention "
+                             "sections")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
@@ -2096,6 +2138,9 @@ def run(argv) -> int:
         if "retention_packing" in sections:
             others["retention_packing"] = bench_cuts(spark, warehouse, args.cut_runs, now, results,
                                                      RETENTION_PACKING_TWINS, args.time_boundary_records)
+        if "consumed_retention" in sections:
+            others["consumed_retention"] = bench_cuts(spark, warehouse, args.cut_runs, now, results, CONSUMED_TWINS,
+                                                      args.time_boundary_records, consumed=True)
         if "size_retention" in sections:
             others["size_retention"] = bench_size_retention(spark, warehouse, args.cut_runs, now, results)
         if "pages" in sections:
@@ -2136,8 +2181,11 @@ def run(argv) -> int:
             ratios[f"maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(others["cuts"]["label"], results)
             ratios[f"idle maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(
                 others["cuts"]["idle_label"], results)
-        for name, kind in (("time_boundary", TIME_BOUNDARY_TWINS), ("retention_packing", RETENTION_PACKING_TWINS)):
-            for key in ("label", "idle_label") if name in others else ():
+            ratios[f"median idle maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(
+                others["cuts"]["median_label"], results)
+        for name, kind in (("time_boundary", TIME_BOUNDARY_TWINS), ("retention_packing", RETENTION_PACKING_TWINS),
+                           ("consumed_retention", CONSUMED_TWINS)):
+            for key in ("label", "idle_label", "median_label") if name in others else ():
                 ratios[f"{others[name][key]}, {kind.ratio}"] = kind.ratio_of(others[name][key], results)
         if "size_retention" in others:
             for key in ("label", "median_label"):
@@ -2165,7 +2213,7 @@ def run(argv) -> int:
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
-    for name in ("cuts", "pages", "size_retention", "time_boundary", "retention_packing"):
+    for name in ("cuts", "pages", "size_retention", "time_boundary", "retention_packing", "consumed_retention"):
         section = others.get(name, {})
         failed = failed or not (section.get("same_offsets", True) and section.get("same_sizes", True))
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)

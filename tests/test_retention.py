@@ -167,17 +167,20 @@ def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts
     assert retention._counted(log.read_snapshot(snapshot), 3, 0)["oldest_kept"] == 50  # in the third file
 
 
-def test_time_retention_reads_only_the_files_that_straddle_its_boundary(spark, warehouse, monkeypatch):
-    """Time retention's boundary (the first record young enough to keep) from the files'
-    statistics: a file all young gives its lowest offset unread, a file all old is skipped,
-    and only a file with both, below the lowest all-young file, is read. Wherever the
-    threshold falls, the boundary and whether anything lies below it equal one pass over the
-    whole log, and so does the plan (the statistics taken away)."""
-    from framework.cleaner import spark_sql
+def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_boundary(spark, warehouse, monkeypatch):
+    """Time and consumed retention's boundary (the first record at or after the start that
+    the rule keeps) from the files' statistics: a file kept whole gives its lowest offset
+    unread, a file with nothing kept is skipped, and only a file with both below the lowest
+    whole-kept one, or one across the start, is read. Wherever the thresholds, the start,
+    the end and the committed offset fall, the boundary and whether a record lies below it
+    are the pure rule's (``cleaner.retention_keeps``) over the records, with the statistics
+    and without them, and so is the plan of both rules in turn."""
+    from framework.cleaner import rules as cleaner
     from framework.log import version_checksum
     from framework.stages import retention
 
-    topic = make_topic(spark, warehouse, **{"retention.ms": 1})
+    topic = make_topic(spark, warehouse, **{"retention.ms": 300, "consumed.retention.ms": 100,
+                                           "consumed.retention.groups": ["g"]})
     log = topic.partition(0)
     # three files, two records each; timestamps out of order within and across files
     send(topic, [{"key": "a", "value": "1", "timestamp": 500}, {"key": "b", "value": "2", "timestamp": 100}])
@@ -185,34 +188,58 @@ def test_time_retention_reads_only_the_files_that_straddle_its_boundary(spark, w
     send(topic, [{"key": "e", "value": None, "timestamp": 50}, {"key": "f", "value": "5", "timestamp": 800}])
     snapshot = log.snapshot()
     records = log.read_snapshot(snapshot).select("offset", "timestamp", "_size")
+    stamps = {r["offset"]: r["ms"] for r in records.selectExpr("`offset`", "unix_millis(`timestamp`) AS ms").collect()}
+    assert stamps == {0: 500, 1: 100, 2: 700, 3: 900, 4: 50, 5: 800}
     read = version_checksum.frame_of
 
-    def whole(threshold, end=6):
-        return retention._boundary(records, spark_sql.newer_than_sql(threshold), 0, end, 6)
+    def expected(since, keep_from, start, end):
+        kept = min((o for o, ms in stamps.items() if o >= start and cleaner.retention_keeps(o, ms, since, keep_from)),
+                   default=6)
+        boundary = min(end, kept)
+        return boundary, any(start <= o < boundary for o in stamps)
 
-    files_read = {}
-    for threshold in range(0, 1001, 25):
-        for end in (6, 3):
-            seen = []
-            monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
-                seen.append(len(files.paths)), read(spark, files))[1])
-            narrowed = retention._time_boundary(log, snapshot, threshold, 0, end, lambda: records)
-            monkeypatch.setattr(version_checksum, "frame_of", read)
-            assert narrowed == whole(threshold, end), (threshold, end)
-            files_read[threshold, end] = sum(seen)
-    # 100..499: the first file straddles, the second is all young: one file read
-    assert files_read[200, 6] == 1 and whole(200) == (0, False)
-    # 500..699: the second file is all young, the first all old, the third above it: none read
-    assert files_read[600, 6] == 0 and whole(600) == (2, True)
-    # 800..899: the second file straddles, the third is all old: one file read
-    assert files_read[850, 6] == 1 and whole(850) == (3, True)
-    # nothing young: no file read, the boundary is the end
-    assert files_read[950, 6] == 0 and files_read[950, 3] == 0 and whole(950, 3) == (3, True)
-    for now in range(0, 1101, 50):
-        planned = retention.plan(log, now, None, snapshot)
-        with monkeypatch.context() as scanning:
+    files_read, compared = {}, 0
+    for since in sorted({0, 1000, *(ms + d for ms in stamps.values() for d in (0, 1))}):
+        for keep_from in (None, 2, 4):
+            for start in (0, 1):
+                for end in ((6, 3) if start == 0 and keep_from is None else (6,)):
+                    seen = []
+                    monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
+                        seen.append(len(files.paths)), read(spark, files))[1])
+                    narrowed = retention._first_kept(log, snapshot, start, end, lambda: records, since, keep_from)
+                    monkeypatch.setattr(version_checksum, "frame_of", read)
+                    assert narrowed == expected(since, keep_from, start, end), (since, keep_from, start, end)
+                    files_read[since, keep_from, start, end] = sum(seen)
+                    compared += 1
+    for since, keep_from, start in [(101, None, 0), (850, 2, 1), (950, None, 1), (0, 4, 0)]:
+        with monkeypatch.context() as scanning:  # no statistics: one pass over the records
             scanning.setattr(version_checksum, "plain_files", lambda *args: None)
-            assert retention.plan(log, now, None, snapshot).boundaries == planned.boundaries, now
+            whole = retention._first_kept(log, snapshot, start, 6, lambda: records, since, keep_from)
+        assert whole == expected(since, keep_from, start, 6), (since, keep_from, start)
+    assert compared == 14 * (2 + 1 + 2 + 2)
+    # time, 101..500: the first file straddles, the second is kept whole: one file read
+    assert files_read[101, None, 0, 6] == 1 and expected(101, None, 0, 6) == (0, False)
+    # time, 501..700: the second file kept whole, the first has nothing kept, the third above it: none read
+    assert files_read[501, None, 0, 6] == 0 and expected(501, None, 0, 6) == (2, True)
+    # time, 801..900: the second file straddles, the third has nothing kept: one file read
+    assert files_read[801, None, 0, 6] == 1 and expected(801, None, 0, 6) == (3, True)
+    # nothing young: no file read, the boundary is the end
+    assert files_read[1000, None, 0, 6] == 0 and files_read[1000, None, 0, 3] == 0
+    # consumed up to 2, nothing young: the second file is kept whole by its offsets, none read
+    assert files_read[1000, 2, 0, 6] == 0 and expected(1000, 2, 0, 6) == (2, True)
+    # a start inside the first file: that file is read, whatever its records' ages
+    assert files_read[1000, 2, 1, 6] == 1 and expected(1000, 2, 1, 6) == (2, True)
+    # both rules in turn (time retention's cut is consumed retention's start): the plan
+    # with the statistics is the plan without them, at clocks where neither, one or both cut
+    planned = 0
+    for now in (600, 850, 1000, 1050, 1300):
+        for committed in ({"g": 3}, {"g": 5}):
+            plan = retention.plan(log, now, committed, snapshot)
+            with monkeypatch.context() as scanning:
+                scanning.setattr(version_checksum, "plain_files", lambda *args: None)
+                assert retention.plan(log, now, committed, snapshot).boundaries == plan.boundaries, (now, committed)
+            planned += "consumed" in plan.boundaries
+    assert planned == 5, planned
 
 
 def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(spark, warehouse):
@@ -439,3 +466,27 @@ def test_the_young_predicate_is_plain_millisecond_arithmetic(spark):
         # U's shortcut from the commit metadata agrees: no record newer exactly when the newest is not
         assert cleaner.none_newer_than(max(stamps), threshold) == (not got), threshold
         assert not cleaner.none_newer_than(None, threshold)
+
+
+def test_what_time_and_consumed_retention_keep_is_one_rule_in_python_and_in_spark(spark):
+    """``retention_keeps_sql`` selects exactly the records ``cleaner.retention_keeps`` keeps,
+    for time retention (no committed offset) and consumed retention, at the edges of an
+    offset and of a millisecond, and past Spark's range."""
+    from pyspark.sql import functions as F
+
+    from framework.cleaner import rules as cleaner
+    from framework.cleaner.spark_sql import retention_keeps_sql
+
+    stamps = [0, 1, 999, 1000, 1001, MAX_TIMESTAMP_MS - 1, MAX_TIMESTAMP_MS]
+    rows = [(offset, ms) for offset in (0, 4, 5, 6, 1 << 40) for ms in stamps]
+    frame = spark.createDataFrame(rows, "offset long, ms long").select(
+        "offset", "ms", F.timestamp_millis("ms").alias("timestamp"))
+    cases = [(since, keep_from) for since in (-10, 0, 1, 1000, 1001, MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 10)
+             for keep_from in (None, 0, 5, 1 << 40, 1 << 41)]
+    # every case a column of one query
+    kept = frame.select("offset", "ms", *[F.expr(retention_keeps_sql(*case)).alias(f"c{i}")
+                                          for i, case in enumerate(cases)]).collect()
+    assert len(kept) == len(rows) == 35
+    for i, (since, keep_from) in enumerate(cases):
+        got = sorted((r["offset"], r["ms"]) for r in kept if r[f"c{i}"])
+        assert got == sorted(row for row in rows if cleaner.retention_keeps(*row, since, keep_from)), (since, keep_from)

@@ -246,6 +246,16 @@ def retention_rules(config: TopicConfig, now_ms: int, committed: dict[str, int] 
     return RetentionRules(keep_since, max_bytes, consumed_since, smallest, blocked)
 
 
+def retention_keeps(offset: int, timestamp_ms: int, keep_since_ms: int, keep_from_offset: int | None = None) -> bool:
+    """Whether time or consumed retention keeps a record: one with a timestamp at or after
+    ``keep_since_ms`` and, for consumed retention (KIP-68), every one at or after
+    ``keep_from_offset`` (the smallest committed offset). The rule only grows with the
+    offset and the timestamp, so a file whose lowest offset and oldest timestamp it keeps is
+    kept whole, and a file whose highest and newest it does not keep holds no kept record.
+    ``spark_sql.retention_keeps_sql`` is this rule in Spark (a parity test pins the two)."""
+    return (keep_from_offset is not None and offset >= keep_from_offset) or newer_than(timestamp_ms, keep_since_ms - 1)
+
+
 def size_boundary(sizes: Sequence[tuple[int, int]], max_bytes: int, log_end_offset: int) -> int:
     """Where size retention cuts, given (offset, size) in offset order: remove the oldest
     records while the partition holds more than ``max_bytes``. (Reference version; the

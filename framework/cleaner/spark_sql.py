@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from framework.spec import TopicConfig
 
-__all__ = ["header_version", "header_version_sql", "last_header_sql", "newer_than_sql", "sql_string", "winner_rank_sql"]
+__all__ = ["header_version", "header_version_sql", "last_header_sql", "newer_than_sql", "retention_keeps_sql",
+           "sql_string", "winner_rank_sql"]
 
 #: Spark's largest TIMESTAMP, in epoch milliseconds (9999-12-31T23:59:59.999).
 _MAX_TIMESTAMP_MS = 253402300799999
@@ -30,6 +31,12 @@ def newer_than_sql(ms: int) -> str:
     newest timestamp is older; the millisecond comparison keeps the rule exact."""
     floor = max(0, min(ms, _MAX_TIMESTAMP_MS))
     return f"`timestamp` >= timestamp_millis({floor}) AND unix_millis(`timestamp`) > {ms}"
+
+
+def retention_keeps_sql(keep_since_ms: int, keep_from_offset: int | None = None) -> str:
+    """The records time or consumed retention keeps (``rules.retention_keeps``)."""
+    young = newer_than_sql(keep_since_ms - 1)
+    return young if keep_from_offset is None else f"(`offset` >= {int(keep_from_offset)} OR ({young}))"
 
 
 def last_header_sql(name: str) -> str:

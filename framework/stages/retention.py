@@ -23,42 +23,62 @@ from framework.log.small_partitions import small_partition_settings
 from framework.stages import file_rewrite, retention_rewrite
 
 
-def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> tuple[int, bool]:
-    """Where a rule cuts: the first offset of a record it keeps (``keep``, SQL), bounded by
-    ``end`` (the log end offset when it keeps none), and whether any record lies in [start,
-    that boundary): a rule with no record below its boundary changes nothing. One aggregate
-    pass. (SQL text, not Column trees, here and below: one call into the JVM each.)"""
-    row = records.selectExpr(f"min(CASE WHEN ({keep}) THEN `offset` END) AS kept",
+def _first_offsets(records, keep: str, start: int) -> tuple[int | None, int | None]:
+    """One aggregate pass over ``records``: the first offset of a record at or after
+    ``start`` that ``keep`` (SQL) keeps, and the first offset at or after ``start``. (SQL
+    text, not Column trees, here and below: one call into the JVM each.)"""
+    row = records.selectExpr(f"min(CASE WHEN `offset` >= {int(start)} AND ({keep}) THEN `offset` END) AS kept",
                              f"min(CASE WHEN `offset` >= {int(start)} THEN `offset` END) AS first").collect()[0]
-    boundary = min(end, log_end_offset if row["kept"] is None else row["kept"])
-    return boundary, row["first"] is not None and row["first"] < boundary
+    return row["kept"], row["first"]
 
 
-def _time_boundary(log: PartitionLog, snap: Snapshot, threshold_ms: int, start: int, end: int,
-                   records) -> tuple[int, bool]:
-    """Time retention's :func:`_boundary` (the first record newer than ``threshold_ms``),
-    reading only the files that may hold it: a file whose statistics show every record newer
-    gives its lowest offset unread, a file with none newer is skipped, and only the files
-    with both, below the lowest such offset, are read. Every file's statistics must give its
-    offsets and timestamps, and no file hold an offset below ``start`` (then a file starting
-    below the boundary holds a record the rule removes). Otherwise one pass over ``records()``."""
-    young = spark_sql.newer_than_sql(threshold_ms)
+def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> tuple[int, bool]:
+    """Where a rule cuts: the first offset of a record at or after ``start`` it keeps
+    (``keep``, SQL), bounded by ``end`` (the log end offset when it keeps none), and whether
+    any record lies in [start, that boundary): a rule with no record below its boundary
+    changes nothing. One aggregate pass."""
+    kept, first = _first_offsets(records, keep, start)
+    boundary = min(end, log_end_offset if kept is None else kept)
+    return boundary, first is not None and first < boundary
+
+
+def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, keep_since_ms: int,
+                keep_from_offset: int | None = None) -> tuple[int, bool]:
+    """Time or consumed retention's :func:`_boundary` (``cleaner.retention_keeps``), reading
+    only the files that may hold it: a file the rule keeps whole (by its lowest offset and
+    oldest timestamp) gives its lowest offset unread, a file it keeps none of is skipped, and
+    only the files with both below the lowest such offset are read, and any file that also
+    holds offsets below ``start``. One pass over ``records()`` when a file's statistics lack
+    its offsets or timestamps, or there is no file list (deletion vectors)."""
+    log_end_offset = snap.state.log_end_offset
+    keep = spark_sql.retention_keeps_sql(keep_since_ms, keep_from_offset)
     listed = version_checksum.plain_files(log.path, snap.version)
     stats = [file_stats.of(add) for add in listed.adds] if listed is not None else None
-    if not stats or any(s.min_offset is None or s.min_offset < start or s.min_timestamp_ms is None
-                        or s.max_timestamp_ms is None for s in stats):
-        return _boundary(records(), young, start, end, snap.state.log_end_offset)
-    all_newer = [s.min_offset for s in stats if cleaner.newer_than(s.min_timestamp_ms, threshold_ms)]
-    first_newer = min(all_newer, default=snap.state.log_end_offset)
-    straddling = [(path, add) for path, add, s in zip(listed.paths, listed.adds, stats)
-                  if s.min_offset < first_newer and cleaner.newer_than(s.max_timestamp_ms, threshold_ms)
-                  and not cleaner.newer_than(s.min_timestamp_ms, threshold_ms)]
-    if straddling:
-        read = replace(listed, paths=tuple(p for p, _ in straddling), adds=tuple(a for _, a in straddling))
-        found, _ = _boundary(version_checksum.frame_of(log.spark, read), young, start, first_newer, first_newer)
-        first_newer = min(first_newer, found)
-    boundary = min(end, first_newer)
-    return boundary, any(s.min_offset < boundary for s in stats)
+    if not stats or any(None in (s.min_offset, s.max_offset, s.min_timestamp_ms, s.max_timestamp_ms) for s in stats):
+        return _boundary(records(), keep, start, end, log_end_offset)
+
+    def keeps(offset, timestamp_ms):
+        return cleaner.retention_keeps(offset, timestamp_ms, keep_since_ms, keep_from_offset)
+
+    files = [(path, add, s) for path, add, s in zip(listed.paths, listed.adds, stats) if s.max_offset >= start]
+    whole = [s.min_offset for _, _, s in files if s.min_offset >= start and keeps(s.min_offset, s.min_timestamp_ms)]
+    first_kept = min(whole, default=log_end_offset)
+
+    def straddles(s):  # records kept and records not, or records below the start
+        return s.min_offset < start or (keeps(s.max_offset, s.max_timestamp_ms)
+                                        and not keeps(s.min_offset, s.min_timestamp_ms))
+
+    read = [(path, add) for path, add, s in files if s.min_offset < first_kept and straddles(s)]
+    first_read = None
+    if read:
+        frame = version_checksum.frame_of(log.spark, replace(listed, paths=tuple(p for p, _ in read),
+                                                             adds=tuple(a for _, a in read)))
+        kept, first_read = _first_offsets(frame, keep, start)
+        first_kept = first_kept if kept is None else min(first_kept, kept)
+    boundary = min(end, first_kept)
+    # a file's lowest offset is a record's; a file across ``start`` was read
+    firsts = [s.min_offset for _, _, s in files if s.min_offset >= start] + [o for o in (first_read,) if o is not None]
+    return boundary, any(o < boundary for o in firsts)
 
 
 #: Offsets per range of size retention's first pass (:func:`_size_boundary`).
@@ -128,10 +148,12 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     """Where retention would cut at ``now_ms``; writes nothing.
 
     ``committed``: the listed groups' committed offsets for this partition, or None when
-    they could not be read. ``cap`` bounds the boundary (after a segment roll). Time
-    retention reads no record when the state's oldest-timestamp bound shows every record
-    young enough to keep; size retention none when the log's size is known from the commit
-    metadata (``Snapshot.size_from_metadata``) and fits.
+    they could not be read. ``cap`` bounds the boundary (after a segment roll). Time and
+    consumed retention read no record when the state's oldest-timestamp bound shows every
+    record young enough to keep (consumed retention none either when no group has committed
+    past the start), and otherwise only the files their boundary may fall in (:func:`_first_kept`);
+    size retention none when the log's size is known from the commit metadata
+    (``Snapshot.size_from_metadata``) and fits.
     """
     snap = snapshot or log.snapshot()
     state = snap.state
@@ -147,12 +169,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
         return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
     # At or after keep_since is newer than keep_since - 1: U's predicate (data skipping included).
-    keeps_all = rules.keep_since_ms is None or cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1)
-    if not keeps_all:
-        if rules.keep_since_ms > 0:
-            boundary, moved = _time_boundary(log, snap, rules.keep_since_ms - 1, start, end, records)
-        else:
-            boundary, moved = _boundary(records(), "true", start, end, state.log_end_offset)
+    if rules.keep_since_ms is not None and not cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1):
+        boundary, moved = _first_kept(log, snap, start, end, records, rules.keep_since_ms)
         if moved:
             start = boundaries["time"] = boundary
 
@@ -164,10 +182,12 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
             if moved:
                 start = boundaries["size"] = boundary
 
-    if rules.smallest_committed_offset is not None:
-        keep = (f"(`offset` >= {int(rules.smallest_committed_offset)} OR unix_millis(`timestamp`) >= "
-                f"{int(rules.consumed_keep_since_ms)}) AND `offset` >= {int(start)}")
-        boundary, moved = _boundary(records(), keep, start, end, state.log_end_offset)
+    # every record at or after the smallest committed offset is kept: none below ``start``
+    # (the first record from there is kept), or every record young enough: nothing to read
+    if (rules.smallest_committed_offset is not None and rules.smallest_committed_offset > start
+            and not cleaner.all_newer_than(state.min_timestamp_ms, rules.consumed_keep_since_ms - 1)):
+        boundary, moved = _first_kept(log, snap, start, end, records, rules.consumed_keep_since_ms,
+                                      rules.smallest_committed_offset)
         if moved:
             start = boundaries["consumed"] = boundary
     return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
