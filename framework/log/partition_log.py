@@ -315,7 +315,7 @@ class PartitionLog:
         With no table yet, the append's commit creates it (version 0, :meth:`definition`);
         a writer that creates it first makes this one conflict and plan again.
         """
-        producer_id = uuid.uuid4().hex
+        producer_id, lost_to = uuid.uuid4().hex, ""  # lost_to: how the last attempt was lost
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             new_table = None if self.exists() else self.definition()
             if new_table is not None:
@@ -330,13 +330,13 @@ class PartitionLog:
             metadata = to_metadata(after, operation, read_version, producer_id=producer_id, **fields)
             faults.reached(f"{operation}.before_commit", log=self, base_offset=base, count=count)
             try:
-                # The claim's version is base + 1: bases only grow, so one app id serves every
-                # append and the version checksum's list of them stays short.
+                # claim base + 1: bases only grow, so one app id serves all appends (the checksum lists it once)
                 landed = claimed_commit(self.spark, self.path, table_schema(self.spec), APPEND_APP_ID, base + 1,
                                         metadata, frame, new_table, appended_rows.RECORDS_PER_APPEND_FILE)
             except Exception as error:  # noqa: BLE001
                 if not is_retryable_conflict(error):
                     raise
+                lost_to = f"a commit conflict, {type(error).__name__}, reading version {read_version}"
                 backoff(attempt)
                 continue
             if landed == WRITTEN_OR_SKIPPED:
@@ -344,10 +344,10 @@ class PartitionLog:
             if landed is not None:
                 faults.reached(f"{operation}.after_commit", log=self, base_offset=base, count=count, version=landed)
                 return AppendResult(self.partition, base, count, landed)
+            lost_to = f"base offset {base} already claimed, planned from version {read_version}"
             backoff(attempt)  # Delta skipped it: another writer already wrote this base
-        raise ConcurrentWriteError(
-            f"{self.name}: gave up appending after {MAX_COMMIT_ATTEMPTS} attempts lost to other writers"
-        )
+        raise ConcurrentWriteError(f"{self.name}: gave up appending after {MAX_COMMIT_ATTEMPTS} attempts lost to "
+                                   f"other writers (the last: {lost_to})")
 
     def _landed(self, producer_id: str, read_version: int) -> int | None:
         return self.find_commit("producer_id", producer_id, read_version)
