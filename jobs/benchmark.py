@@ -141,8 +141,9 @@
    size for the history counted by the cut and the appends since (as shipped,
    ``log_state.size_after_cut``) against scanned (as before stop 77); each side's maintain
    time, then that of five idle maintains at the last run's clock (nothing due; their sum
-   and the median run, as the history's prune lands on one twin's run); the twins
-   must hold the same offsets and the history the same sizes.
+   and the median run, as the history's prune lands on one twin's run), then the median of
+   five retention plans alone (no write) after one more minute's records; the twins
+   must hold the same offsets, the history the same sizes, and the plans the same cuts.
 22. ``pages``: twin compacted topics of one partition (100,000 keys compacted), then
    ``--page-rounds`` rounds of 30 produce calls of 100 records and a maintain (history on)
    that is never due, A B B A: the records past the checkpoint measured from the next
@@ -170,6 +171,11 @@
    files' statistics, reading only the files that straddle it, and no read while every
    record is young enough (as shipped, ``retention._first_kept``), against one pass over
    the whole log in every run (as before stop 79); the same measures and checks.
+27. ``size_cuts``: the same minutes and records under size retention (``retention.bytes``
+   about five minutes of records, no time retention), so that every busy run cuts inside
+   an append, A B B A: the boundary from the oldest files only, the log's bytes known from
+   the commits (as shipped, ``retention._size_boundary_from_oldest``), against one pass
+   over the whole log's offsets and sizes (as before stop 80); the same measures and checks.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -201,7 +207,7 @@ DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
-            "time_boundary", "retention_packing", "consumed_retention")
+            "time_boundary", "retention_packing", "consumed_retention", "size_cuts")
 
 
 def _timed(label, results, action):
@@ -902,27 +908,36 @@ def bench_size_retention(spark, warehouse, runs: int, now: int, results: dict) -
     return {"label": label, "median_label": median_label, "same_offsets": _same_offsets(twins, 1)}
 
 
+#: About the bytes (``_size``: key and value) of a record ``bench_cuts`` produces.
+CUT_RECORD_BYTES = 17
+
+
 def bench_cuts(spark, warehouse, runs: int, now: int, results: dict, kind: TwinKind = CUT_TWINS,
-               per_minute: int = 50_000, consumed: bool = False) -> dict:
+               per_minute: int = 50_000, rule: str = "time") -> dict:
     """``runs`` minutes of a delete-only topic (five minutes' retention) on twin topics of one
     partition (after a warm-up topic's cut): a produce of ``per_minute`` records a minute,
     their timestamps spread over it, then a maintain (history on, as shipped) half a minute
     on, so that every retention cut lands inside an append; then idle maintains at the last
-    run's clock. With ``consumed``, the five minutes are consumed retention's (KIP-68, no
-    time retention), and a consumer group that has read the whole log commits its offset
-    before each maintain. The twins interleaved
+    run's clock. With ``rule`` "consumed", the five minutes are consumed retention's (KIP-68,
+    no time retention), and a consumer group that has read the whole log commits its offset
+    before each maintain; with "size", size retention keeps about five minutes' bytes (no
+    time retention). The twins interleaved
     A B B A each round; each side's maintain time, busy and idle. The twins must hold the
     same offsets, and the history's size columns must agree."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.consumer_offsets import ConsumerOffsets
     from framework.log.topic import Topic
+    from framework.stages import retention as retention_stage
     from framework.stages.maintenance import Maintenance
 
     minute = 60_000
     label = f"{runs} maintain runs of a delete-only topic, each cutting inside an append"
-    retention = ({"retention_ms": -1, "consumed.retention.ms": 5 * minute, "consumed.retention.groups": ["reader"]}
-                 if consumed else {"retention_ms": 5 * minute})
+    consumed = rule == "consumed"
+    retention = {"time": {"retention_ms": 5 * minute},
+                 "consumed": {"retention_ms": -1, "consumed.retention.ms": 5 * minute,
+                              "consumed.retention.groups": ["reader"]},
+                 "size": {"retention_ms": -1, "retention.bytes": 5 * per_minute * CUT_RECORD_BYTES}}[rule]
     twins = {name: Topic(spark, warehouse, _spec(f"{kind.name}-{name}", 1, "delete", **retention))
              for name in ("a1", "b1", "b2", "a2")}
     offsets = ConsumerOffsets(spark, warehouse)
@@ -959,13 +974,32 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict, kind: TwinK
                 started = time.perf_counter()
                 Maintenance(spark, warehouse, [twin.spec]).run(now + (runs - 1) * minute + minute // 2)
                 idle[name].append(time.perf_counter() - started)
+    # then one more minute's records, and the retention plan alone (it writes nothing), timed
+    # apart from the cut's rewrite: what the boundary's read costs
+    plan_label, plans, planned = f"the median of {IDLE_CUT_RUNS} retention plans of one more minute", {}, {}
+    clock = now + runs * minute + minute // 2
+    for name, twin in twins.items():
+        lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{runs}.{i}",
+                      "timestamp": clock - minute // 2 + i * minute // per_minute}) for i in range(per_minute)]
+        produce(twin, parse_records(lines, twin.spec, "benchmark"), clock)
+        plans[name] = []
+    for _ in range(IDLE_CUT_RUNS):
+        for name, twin in twins.items():
+            log = twin.partition(0)
+            committed = {"reader": log.snapshot().state.log_end_offset} if consumed else None
+            with kind.way(name.startswith("b")):
+                started = time.perf_counter()
+                planned[name] = retention_stage.plan(log, clock, committed).boundaries
+                plans[name].append(time.perf_counter() - started)
     # the median too: the history's prune (every 50th of its commits) lands on one twin's run
     median_label = "the median idle maintain run after them"
     _twin_results(results, kind, {label: spent, idle_label: {name: sum(times) for name, times in idle.items()},
-                                  median_label: {name: statistics.median(times) for name, times in idle.items()}})
+                                  median_label: {name: statistics.median(times) for name, times in idle.items()},
+                                  plan_label: {name: statistics.median(times) for name, times in plans.items()}})
     sizes = _history_sizes(spark, warehouse, twins, "retain", "removed_records")
-    return {"label": label, "idle_label": idle_label, "median_label": median_label,
-            "same_offsets": _same_offsets(twins, 1),
+    return {"label": label, "idle_label": idle_label, "median_label": median_label, "plan_label": plan_label,
+            "same_plans": len({tuple(sorted(b.items())) for b in planned.values()}) == 1
+            and all(planned.values()), "same_offsets": _same_offsets(twins, 1),
             "same_sizes": len(set(sizes.values())) == 1 and len(sizes["a1"]) == runs + IDLE_CUT_RUNS,
             "cuts": sum(1 for r in sizes["a1"] if r[-1])}
 
@@ -999,8 +1033,22 @@ def _consumed_boundary_by_a_whole_pass():
     the only reader of the oldest-timestamp shortcut, and this section has no time retention)."""
     from framework.cleaner import rules
 
-    with _time_boundary_by_a_whole_pass(), mock.patch.object(rules, "all_newer_than", lambda bound, since: False):
+    with _time_boundary_by_a_whole_pass(), mock.patch.object(rules, "all_kept_by_time", lambda bound, since: False):
         yield
+
+
+#: How size retention finds its boundary over its limit (``size_cuts``).
+SIZE_CUT_TWINS = TwinKind("size_cuts", ("the boundary from the oldest files", "the whole log read"),
+                          "the size boundary from the oldest files / the whole log read",
+                          lambda: _size_boundary_by_a_whole_pass())
+
+
+def _size_boundary_by_a_whole_pass():
+    """Size retention over its limit as topiclake planned it before stop 80: one pass over the
+    whole log's offsets and sizes, then a window over the range the boundary falls in."""
+    from framework.stages import retention
+
+    return mock.patch.object(retention, "_size_boundary_from_oldest", lambda *args: None)
 
 
 #: How bin-packing lays out a log under retention (``retention_packing``).
@@ -1145,7 +1193,7 @@ def _retention_scanned():
     from framework.cleaner import rules
     from framework.log import partition_log
 
-    with mock.patch.object(rules, "all_newer_than", lambda bound, threshold: False), \
+    with mock.patch.object(rules, "all_kept_by_time", lambda bound, threshold: False), \
             mock.patch.object(partition_log.Snapshot, "size_from_metadata", lambda self: None):
         yield
 
@@ -2081,8 +2129,8 @@ def run(argv) -> int:
     parser.add_argument("--page-rounds", type=int, default=5, help="maintain runs of the pages section")
     parser.add_argument("--cut-runs", type=int, default=16, help="maintain runs of the cuts section")
     parser.add_argument("--time-boundary-records", type=int, default=500_000,
-                        help="records a minute of the time_boundary, retention_packing and consumed_retention "
-                             "sections")
+                        help="records a minute of the time_boundary, retention_packing, consumed_retention "
+                             "and size_cuts sections")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
@@ -2140,7 +2188,10 @@ def run(argv) -> int:
                                                      RETENTION_PACKING_TWINS, args.time_boundary_records)
         if "consumed_retention" in sections:
             others["consumed_retention"] = bench_cuts(spark, warehouse, args.cut_runs, now, results, CONSUMED_TWINS,
-                                                      args.time_boundary_records, consumed=True)
+                                                      args.time_boundary_records, rule="consumed")
+        if "size_cuts" in sections:
+            others["size_cuts"] = bench_cuts(spark, warehouse, args.cut_runs, now, results, SIZE_CUT_TWINS,
+                                             args.time_boundary_records, rule="size")
         if "size_retention" in sections:
             others["size_retention"] = bench_size_retention(spark, warehouse, args.cut_runs, now, results)
         if "pages" in sections:
@@ -2184,8 +2235,8 @@ def run(argv) -> int:
             ratios[f"median idle maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(
                 others["cuts"]["median_label"], results)
         for name, kind in (("time_boundary", TIME_BOUNDARY_TWINS), ("retention_packing", RETENTION_PACKING_TWINS),
-                           ("consumed_retention", CONSUMED_TWINS)):
-            for key in ("label", "idle_label", "median_label") if name in others else ():
+                           ("consumed_retention", CONSUMED_TWINS), ("size_cuts", SIZE_CUT_TWINS)):
+            for key in ("label", "idle_label", "median_label", "plan_label") if name in others else ():
                 ratios[f"{others[name][key]}, {kind.ratio}"] = kind.ratio_of(others[name][key], results)
         if "size_retention" in others:
             for key in ("label", "median_label"):
@@ -2213,9 +2264,10 @@ def run(argv) -> int:
     failed = failed or not others.get("commands", {}).get("commands_succeeded", True)
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
-    for name in ("cuts", "pages", "size_retention", "time_boundary", "retention_packing", "consumed_retention"):
+    for name in ("cuts", "pages", "size_retention", "time_boundary", "retention_packing", "consumed_retention",
+                 "size_cuts"):
         section = others.get(name, {})
-        failed = failed or not (section.get("same_offsets", True) and section.get("same_sizes", True))
+        failed = failed or not all(section.get(same, True) for same in ("same_offsets", "same_sizes", "same_plans"))
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("produce_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("batch_commands", {}).get("same_tables_every_way", True)

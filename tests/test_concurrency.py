@@ -205,13 +205,21 @@ def test_an_append_before_the_merge_starts_is_no_conflict(spark, busy_topic):
 def test_producer_loop_while_the_cleaner_runs(spark, busy_topic):
     topic, producer = busy_topic
     result = {}
-    thread = threading.Thread(target=lambda: result.setdefault("loop", producer.ask("loop 15 stream")))
+
+    def loop():
+        try:
+            result["loop"] = producer.ask("loop 15 stream")
+        except AssertionError as error:  # the producer's "error ..." line, for the assertion below
+            result["error"] = str(error)
+
+    thread = threading.Thread(target=loop)
     thread.start()
     runs = []
     maintenance = Maintenance(spark, topic.warehouse, [topic.spec], record_history=False)
     while thread.is_alive():
         runs.append(maintenance.run(1000, stages=("compact",), force=True))
     thread.join()
+    assert "error" not in result, f"{result['error']} (while {len(runs)} compaction runs committed beside it)"
     assert all(not run.failed for run in runs), [r.partitions[0].error for r in runs if r.failed]
     batches = int(result["loop"].split()[1])
     assert batches > 0 and len(runs) > 0

@@ -1,5 +1,6 @@
 """Retention (time, size, consumed), deleteRecords, time travel and vacuum, on real Delta tables."""
 
+import dataclasses
 import glob
 import json
 import os
@@ -274,6 +275,75 @@ def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(sp
     assert compared == 2 * 3 * len(limits)
 
 
+def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, warehouse, monkeypatch):
+    """Over ``retention.bytes``, the log's bytes known from the commits, size retention's
+    boundary reads only the files below a candidate offset past what the excess would take
+    (and moves the candidate further out when that was too near): for every limit, start
+    and end it is ``cleaner.size_boundary``'s over the records, it reads no file when the log
+    fits, and the oldest files only when a little is over; and without the statistics the
+    plan falls back to the pass over the log and plans the same. (A boundary with no record
+    below it cuts nothing, whatever its offset.)"""
+    from framework.cleaner import rules as cleaner
+    from framework.log import version_checksum
+    from framework.stages import retention
+
+    topic = make_topic(spark, warehouse)
+    log = topic.partition(0)
+    for first in range(0, 12, 2):  # six files of two records each, sizes growing with the offset
+        send(topic, [{"key": f"k{o}", "value": "v" * o, "timestamp": o} for o in (first, first + 1)])
+    snapshot = log.snapshot()
+    assert snapshot.size_from_metadata() is not None
+    records = log.read_snapshot(snapshot)
+    sizes = sorted((r["offset"], r["_size"]) for r in records.select("offset", "_size").collect())
+    total = sum(size for _, size in sizes)
+    assert snapshot.size_from_metadata() == (12, total)
+    assert len(version_checksum.plain_files(log.path, snapshot.version).paths) == 6
+    read = version_checksum.frame_of
+
+    def expected(max_bytes, start, end):
+        tail = [(o, size) for o, size in sizes if o >= start]
+        boundary = min(end, cleaner.size_boundary(tail, max_bytes, 12))
+        return boundary, any(start <= o < boundary for o, _ in sizes)
+
+    files_read, compared = {}, 0
+    # limits at and just below what keeps the records from a file's start, its middle, the last
+    suffixes = {sum(size for o, size in sizes if o >= first) for first in (2, 3, 8, 11)}
+    for max_bytes in sorted({0, 1, *suffixes, *(b - 1 for b in suffixes), total - 1, total, total + 1}):
+        for start, end in ((0, 12), (0, 5), (7, 12)):
+            seen = []
+            monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
+                seen.append(len(files.paths)), read(spark, files))[1])
+            got = retention._size_boundary_from_oldest(log, snapshot, start, end, max_bytes)
+            monkeypatch.setattr(version_checksum, "frame_of", read)
+            boundary, moved = expected(max_bytes, start, end)
+            # the boundary is a cut only when a record lies below it
+            assert got == (boundary, True) if moved else not got[1], (max_bytes, start, end, got)
+            files_read[max_bytes, start, end] = seen
+            compared += 1
+    assert compared == len(files_read) == 13 * 3
+    # the log fits: nothing read
+    assert files_read[total, 0, 12] == [] and files_read[total + 1, 7, 12] == []
+    # one byte over: the first file, and the one after it that may straddle
+    assert files_read[total - 1, 0, 12] == [2] and expected(total - 1, 0, 12) == (1, True)
+    # everything over: every file, in one read
+    assert files_read[0, 0, 12] == [6] and expected(0, 0, 12) == (12, True)
+    # a limit that keeps the newest two files: the four below them read, in one read
+    keeps_two = sum(size for o, size in sizes if o >= 8)
+    assert expected(keeps_two, 0, 12) == (8, True) and files_read[keeps_two, 0, 12] == [4]
+    # a byte less: the boundary lies past that candidate, so the files are read again, further out
+    assert expected(keeps_two - 1, 0, 12) == (9, True) and files_read[keeps_two - 1, 0, 12] == [4, 6]
+    # the plan: with the statistics as without them (one pass over the log)
+    rules_of = cleaner.retention_rules
+    for max_bytes in (0, 1, keeps_two, total - 1, total):
+        with monkeypatch.context() as limited:
+            limited.setattr(cleaner, "retention_rules", lambda *args: dataclasses.replace(
+                rules_of(*args), max_bytes=max_bytes))
+            plan = retention.plan(log, 100, None, snapshot)
+            limited.setattr(version_checksum, "plain_files", lambda *args: None)
+            assert retention.plan(log, 100, None, snapshot).boundaries == plan.boundaries, max_bytes
+        assert plan.new_log_start == expected(max_bytes, 0, 12)[0], max_bytes
+
+
 def test_consumed_retention_safety(spark, warehouse):
     topic = make_topic(spark, warehouse, **{"consumed.retention.ms": 1000,
                                            "consumed.retention.groups": ["billing", "audit"]})
@@ -490,3 +560,7 @@ def test_what_time_and_consumed_retention_keep_is_one_rule_in_python_and_in_spar
     for i, (since, keep_from) in enumerate(cases):
         got = sorted((r["offset"], r["ms"]) for r in kept if r[f"c{i}"])
         assert got == sorted(row for row in rows if cleaner.retention_keeps(*row, since, keep_from)), (since, keep_from)
+        # the plan's shortcut from the oldest-timestamp bound: time keeps all exactly when it keeps the oldest
+        kept_by_time = [row for row in rows if cleaner.retention_keeps(*row, since)]
+        assert cleaner.all_kept_by_time(min(stamps), since) == (len(kept_by_time) == len(rows)), since
+        assert not cleaner.all_kept_by_time(None, since)

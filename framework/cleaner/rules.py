@@ -44,11 +44,17 @@ def none_newer_than(max_timestamp_ms: int | None, threshold_ms: int) -> bool:
     return max_timestamp_ms is not None and not newer_than(max_timestamp_ms, threshold_ms)
 
 
-def all_newer_than(min_timestamp_ms: int | None, threshold_ms: int) -> bool:
-    """Every record is newer than the threshold: the oldest-timestamp bound (a lower bound of
-    every record's, None when unknown) is. Then time retention keeps the whole log without
+def kept_by_time(timestamp_ms: int, keep_since_ms: int) -> bool:
+    """Time retention keeps a record whose timestamp is at or after ``keep_since_ms``: newer
+    than the millisecond before it (the one place the "at or after" becomes "newer than")."""
+    return newer_than(timestamp_ms, keep_since_ms - 1)
+
+
+def all_kept_by_time(min_timestamp_ms: int | None, keep_since_ms: int) -> bool:
+    """Time retention keeps every record: the oldest-timestamp bound (a lower bound of every
+    record's, None when unknown) is kept. Then retention keeps the whole log by time without
     reading a record."""
-    return min_timestamp_ms is not None and newer_than(min_timestamp_ms, threshold_ms)
+    return min_timestamp_ms is not None and kept_by_time(min_timestamp_ms, keep_since_ms)
 
 
 def max_lag_deadline_ms(now_ms: int, config: TopicConfig) -> int:
@@ -253,7 +259,7 @@ def retention_keeps(offset: int, timestamp_ms: int, keep_since_ms: int, keep_fro
     offset and the timestamp, so a file whose lowest offset and oldest timestamp it keeps is
     kept whole, and a file whose highest and newest it does not keep holds no kept record.
     ``spark_sql.retention_keeps_sql`` is this rule in Spark (a parity test pins the two)."""
-    return (keep_from_offset is not None and offset >= keep_from_offset) or newer_than(timestamp_ms, keep_since_ms - 1)
+    return (keep_from_offset is not None and offset >= keep_from_offset) or kept_by_time(timestamp_ms, keep_since_ms)
 
 
 def size_boundary(sizes: Sequence[tuple[int, int]], max_bytes: int, log_end_offset: int) -> int:

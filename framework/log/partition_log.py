@@ -336,7 +336,7 @@ class PartitionLog:
             except Exception as error:  # noqa: BLE001
                 if not is_retryable_conflict(error):
                     raise
-                lost_to = f"a commit conflict, {type(error).__name__}, reading version {read_version}"
+                lost_to = f"a commit conflict, {type(error).__name__}, planned from version {read_version}"
                 backoff(attempt)
                 continue
             if landed == WRITTEN_OR_SKIPPED:

@@ -85,19 +85,26 @@ def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records
 SIZE_RANGE_OFFSETS = 1 << 16
 
 
+def _byte_ranges(rest, width: int = SIZE_RANGE_OFFSETS) -> list:
+    """One parallel pass over ``rest``: each range of ``width`` offsets' bytes and first
+    offset, in offset order (rows ``r``, ``bytes``, ``first``)."""
+    from pyspark.sql import functions as F
+
+    return sorted(rest.selectExpr(f"floor(`offset` / {int(width)}) AS r", "_size", "`offset`").groupBy("r")
+                  .agg(F.expr("sum(_size) AS bytes"), F.expr("min(`offset`) AS first")).collect())
+
+
 def _size_boundary(rest, max_bytes: int, end: int, log_end_offset: int,
-                   width: int = SIZE_RANGE_OFFSETS) -> tuple[int, bool]:
+                   width: int = SIZE_RANGE_OFFSETS, ranges: list | None = None) -> tuple[int, bool]:
     """Size retention's :func:`_boundary` over ``rest`` (the records from where it starts):
     the first record whose bytes to the log end fit in ``max_bytes``. A window over every
     record would sort the whole log in one task; instead, one parallel pass sums the bytes
     of each range of ``width`` offsets, the ranges' suffixes show the one range the
     boundary falls in (a record of an earlier range has more than its range's suffix to
     the end, one of a later range no more than the next range's), and the window runs over
-    that range alone, its suffix offset by the bytes of the ranges after it."""
-    from pyspark.sql import functions as F
-
-    ranges = sorted(rest.selectExpr(f"floor(`offset` / {int(width)}) AS r", "_size", "`offset`").groupBy("r")
-                    .agg(F.expr("sum(_size) AS bytes"), F.expr("min(`offset`) AS first")).collect())
+    that range alone, its suffix offset by the bytes of the ranges after it. ``ranges``:
+    :func:`_byte_ranges` of ``rest`` when the caller has them."""
+    ranges = _byte_ranges(rest, width) if ranges is None else ranges
     after, straddled = 0, None
     for index in range(len(ranges) - 1, -1, -1):
         if after + ranges[index]["bytes"] > max_bytes:
@@ -117,6 +124,55 @@ def _size_boundary(rest, max_bytes: int, end: int, log_end_offset: int,
             kept = ranges[straddled + 1]["first"]
     boundary = min(end, log_end_offset if kept is None else kept)
     return boundary, bool(ranges) and ranges[0]["first"] < boundary
+
+
+def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int,
+                               max_bytes: int) -> tuple[int, bool] | None:
+    """Size retention's boundary reading only the oldest files, those that hold what it cuts:
+    the log's bytes are known from the commits (``Snapshot.size_from_metadata``), so the cut
+    is the first record whose bytes from the log start reach the excess over ``max_bytes``
+    (``cleaner.size_boundary``), and only the files below a candidate offset C are read, C
+    a file's lowest offset past what the excess would take by the files' record counts. Every
+    record below C lies in them; the bytes from C to the end are the log's less theirs, so
+    :func:`_size_boundary` over [start, C) finds the boundary, or shows it lies at or past C
+    (then C moves further out). Reads nothing when the log fits; None when there is no file
+    list (deletion vectors), a file's statistics lack its offsets or record count, or the
+    commits do not say the log's size (then the caller's pass over the log). Like
+    :func:`_size_boundary`'s, the boundary is a cut only when a record lies below it."""
+    size = snap.size_from_metadata()
+    if size is None:
+        return None
+    records, total = size
+    excess = total - max_bytes
+    if excess <= 0:  # the whole log fits: so does every part of it
+        return start, False
+    listed = version_checksum.plain_files(log.path, snap.version)
+    stats = [file_stats.of(add) for add in listed.adds] if listed is not None else None
+    if not stats or any(None in (s.min_offset, s.records) for s in stats):
+        return None
+    files = sorted(zip(stats, listed.paths, listed.adds), key=lambda f: f[0].min_offset)
+    wanted = -(-excess * records // total)  # the excess in records at the log's mean size, rounded up
+    while True:
+        # the files up to the one whose record counts pass what is wanted, and C the next one's lowest offset
+        taken, counted = 0, 0
+        while taken < len(files) and counted < wanted:
+            counted += files[taken][0].records
+            taken += 1
+        below = files[:taken + 1]  # ... and one more, which may straddle the boundary
+        cut_at = files[taken + 1][0].min_offset if taken + 1 < len(files) else None
+        frame = version_checksum.frame_of(log.spark, replace(listed, paths=tuple(p for _, p, _ in below),
+                                                             adds=tuple(a for _, _, a in below)))
+        if cut_at is None:
+            return _size_boundary(frame.where(f"`offset` >= {int(start)}"), max_bytes, end, snap.state.log_end_offset)
+        rest = frame.where(f"`offset` >= {int(start)} AND `offset` < {int(cut_at)}")
+        ranges = _byte_ranges(rest)
+        # the bytes below C: [start, C)'s ranges, and below the start what an earlier rule cuts
+        below_start = 0 if start == snap.state.log_start_offset else frame.where(
+            f"`offset` < {int(start)}").selectExpr("coalesce(sum(_size), 0) AS b").collect()[0]["b"]
+        fits = max_bytes - (total - below_start - sum(r["bytes"] for r in ranges))  # [start, C) may keep this
+        if fits >= 0:
+            return _size_boundary(rest, fits, end, cut_at, ranges=ranges)
+        wanted = 2 * counted + 1  # C was too near: the boundary lies past it
 
 
 def _bytes_from(snap: Snapshot, records, start: int) -> int:
@@ -153,7 +209,8 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     record young enough to keep (consumed retention none either when no group has committed
     past the start), and otherwise only the files their boundary may fall in (:func:`_first_kept`);
     size retention none when the log's size is known from the commit metadata
-    (``Snapshot.size_from_metadata``) and fits.
+    (``Snapshot.size_from_metadata``) and fits, and over its limit only the oldest files,
+    those that hold what it cuts (:func:`_size_boundary_from_oldest`).
     """
     snap = snapshot or log.snapshot()
     state = snap.state
@@ -168,24 +225,24 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     if not config.delete:
         return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
-    # At or after keep_since is newer than keep_since - 1: U's predicate (data skipping included).
-    if rules.keep_since_ms is not None and not cleaner.all_newer_than(state.min_timestamp_ms, rules.keep_since_ms - 1):
+    if rules.keep_since_ms is not None and not cleaner.all_kept_by_time(state.min_timestamp_ms, rules.keep_since_ms):
         boundary, moved = _first_kept(log, snap, start, end, records, rules.keep_since_ms)
         if moved:
             start = boundaries["time"] = boundary
 
     if rules.max_bytes is not None:
-        total = _bytes_from(snap, records, start)
-        if total > rules.max_bytes:
-            boundary, moved = _size_boundary(records().where(f"`offset` >= {int(start)}"), rules.max_bytes, end,
-                                             state.log_end_offset)
-            if moved:
-                start = boundaries["size"] = boundary
+        found = _size_boundary_from_oldest(log, snap, start, end, rules.max_bytes)
+        if found is None and _bytes_from(snap, records, start) > rules.max_bytes:
+            found = _size_boundary(records().where(f"`offset` >= {int(start)}"), rules.max_bytes, end,
+                                   state.log_end_offset)
+        boundary, moved = found or (start, False)
+        if moved:
+            start = boundaries["size"] = boundary
 
     # every record at or after the smallest committed offset is kept: none below ``start``
     # (the first record from there is kept), or every record young enough: nothing to read
     if (rules.smallest_committed_offset is not None and rules.smallest_committed_offset > start
-            and not cleaner.all_newer_than(state.min_timestamp_ms, rules.consumed_keep_since_ms - 1)):
+            and not cleaner.all_kept_by_time(state.min_timestamp_ms, rules.consumed_keep_since_ms)):
         boundary, moved = _first_kept(log, snap, start, end, records, rules.consumed_keep_since_ms,
                                       rules.smallest_committed_offset)
         if moved:
