@@ -166,9 +166,11 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
             return _size_boundary(frame.where(f"`offset` >= {int(start)}"), max_bytes, end, snap.state.log_end_offset)
         rest = frame.where(f"`offset` >= {int(start)} AND `offset` < {int(cut_at)}")
         ranges = _byte_ranges(rest)
-        # the bytes below C: [start, C)'s ranges, and below the start what an earlier rule cuts
-        below_start = 0 if start == snap.state.log_start_offset else frame.where(
-            f"`offset` < {int(start)}").selectExpr("coalesce(sum(_size), 0) AS b").collect()[0]["b"]
+        # the bytes below C: [start, C)'s ranges, and from the log start what an earlier rule cuts
+        log_start = snap.state.log_start_offset
+        below_start = 0 if start == log_start else frame.where(
+            f"`offset` >= {int(log_start)} AND `offset` < {int(start)}").selectExpr(
+            "coalesce(sum(_size), 0) AS b").collect()[0]["b"]
         fits = max_bytes - (total - below_start - sum(r["bytes"] for r in ranges))  # [start, C) may keep this
         if fits >= 0:
             return _size_boundary(rest, fits, end, cut_at, ranges=ranges)
