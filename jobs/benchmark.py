@@ -441,9 +441,10 @@ class TwinKind:
         return dict(self.b_options if b else self.a_options)
 
     def ratio_of(self, label: str, results: dict) -> float | None:
-        """The ratio of the two sides' means of ``label`` (None if the kind did not run)."""
+        """The ratio of the two sides' means of ``label`` (None if the kind did not run, or the
+        side it divides by took no measurable time, as a plan with nothing to read may)."""
         a, b = (results.get(f"{label}, {side}") for side in self.sides)
-        if a is None or b is None:
+        if a is None or b is None or (a if self.b_over_a else b) == 0:
             return None
         return round(b / a if self.b_over_a else a / b, 2)
 
@@ -998,8 +999,8 @@ def bench_cuts(spark, warehouse, runs: int, now: int, results: dict, kind: TwinK
                                   plan_label: {name: statistics.median(times) for name, times in plans.items()}})
     sizes = _history_sizes(spark, warehouse, twins, "retain", "removed_records")
     return {"label": label, "idle_label": idle_label, "median_label": median_label, "plan_label": plan_label,
-            "same_plans": len({tuple(sorted(b.items())) for b in planned.values()}) == 1
-            and all(planned.values()), "same_offsets": _same_offsets(twins, 1),
+            "same_plans": len({tuple(sorted(b.items())) for b in planned.values()}) == 1,
+            "plan_cuts": bool(planned["a1"]), "same_offsets": _same_offsets(twins, 1),
             "same_sizes": len(set(sizes.values())) == 1 and len(sizes["a1"]) == runs + IDLE_CUT_RUNS,
             "cuts": sum(1 for r in sizes["a1"] if r[-1])}
 
