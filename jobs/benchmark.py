@@ -1016,7 +1016,8 @@ def _time_boundary_by_a_whole_pass():
     from framework.cleaner import spark_sql
     from framework.stages import retention
 
-    return mock.patch.object(retention, "_first_kept", lambda log, snap, start, end, records, since, keep_from=None:
+    return mock.patch.object(retention, "_first_kept", lambda log, snap, start, end, records, listed, since,
+                             keep_from=None:
                              retention._boundary(records(), spark_sql.retention_keeps_sql(since, keep_from), start,
                                                  end, snap.state.log_end_offset))
 

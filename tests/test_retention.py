@@ -1,6 +1,7 @@
 """Retention (time, size, consumed), deleteRecords, time travel and vacuum, on real Delta tables."""
 
 import dataclasses
+import functools
 import glob
 import json
 import os
@@ -192,6 +193,7 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
     stamps = {r["offset"]: r["ms"] for r in records.selectExpr("`offset`", "unix_millis(`timestamp`) AS ms").collect()}
     assert stamps == {0: 500, 1: 100, 2: 700, 3: 900, 4: 50, 5: 800}
     read = version_checksum.frame_of
+    listed = functools.partial(retention._listed_with_stats, log, snapshot)
 
     def expected(since, keep_from, start, end):
         kept = min((o for o, ms in stamps.items() if o >= start and cleaner.retention_keeps(o, ms, since, keep_from)),
@@ -207,7 +209,8 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
                     seen = []
                     monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
                         seen.append(len(files.paths)), read(spark, files))[1])
-                    narrowed = retention._first_kept(log, snapshot, start, end, lambda: records, since, keep_from)
+                    narrowed = retention._first_kept(log, snapshot, start, end, lambda: records, listed, since,
+                                                     keep_from)
                     monkeypatch.setattr(version_checksum, "frame_of", read)
                     assert narrowed == expected(since, keep_from, start, end), (since, keep_from, start, end)
                     files_read[since, keep_from, start, end] = sum(seen)
@@ -215,7 +218,7 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
     for since, keep_from, start in [(101, None, 0), (850, 2, 1), (950, None, 1), (0, 4, 0)]:
         with monkeypatch.context() as scanning:  # no statistics: one pass over the records
             scanning.setattr(version_checksum, "plain_files", lambda *args: None)
-            whole = retention._first_kept(log, snapshot, start, 6, lambda: records, since, keep_from)
+            whole = retention._first_kept(log, snapshot, start, 6, lambda: records, listed, since, keep_from)
         assert whole == expected(since, keep_from, start, 6), (since, keep_from, start)
     assert compared == 14 * (2 + 1 + 2 + 2)
     # time, 101..500: the first file straddles, the second is kept whole: one file read
@@ -231,16 +234,26 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
     # a start inside the first file: that file is read, whatever its records' ages
     assert files_read[1000, 2, 1, 6] == 1 and expected(1000, 2, 1, 6) == (2, True)
     # both rules in turn (time retention's cut is consumed retention's start): the plan
-    # with the statistics is the plan without them, at clocks where neither, one or both cut
-    planned = 0
+    # with the statistics is the plan without them, at clocks where neither, one or both cut;
+    # the version's files are listed once a plan, however many rules read them
+    planned, both_read = 0, 0
+    list_files, first_kept = version_checksum.plain_files, retention._first_kept
     for now in (600, 850, 1000, 1050, 1300):
         for committed in ({"g": 3}, {"g": 5}):
-            plan = retention.plan(log, now, committed, snapshot)
+            listings, searches = [], []
+            with monkeypatch.context() as counting:
+                counting.setattr(version_checksum, "plain_files", lambda *args: (
+                    listings.append(args), list_files(*args))[1])
+                counting.setattr(retention, "_first_kept", lambda *args: (
+                    searches.append(args), first_kept(*args))[1])
+                plan = retention.plan(log, now, committed, snapshot)
+            assert len(listings) == (1 if searches else 0), (now, committed, listings, len(searches))
+            both_read += len(searches) == 2
             with monkeypatch.context() as scanning:
                 scanning.setattr(version_checksum, "plain_files", lambda *args: None)
                 assert retention.plan(log, now, committed, snapshot).boundaries == plan.boundaries, (now, committed)
             planned += "consumed" in plan.boundaries
-    assert planned == 5, planned
+    assert planned == 5 and both_read > 0, (planned, both_read)
 
 
 def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(spark, warehouse):
@@ -299,6 +312,7 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
     assert snapshot.size_from_metadata() == (12, total)
     assert len(version_checksum.plain_files(log.path, snapshot.version).paths) == 6
     read = version_checksum.frame_of
+    listed = functools.partial(retention._listed_with_stats, log, snapshot)
 
     def expected(max_bytes, start, end):
         tail = [(o, size) for o, size in sizes if o >= start]
@@ -313,7 +327,7 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
             seen = []
             monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
                 seen.append(len(files.paths)), read(spark, files))[1])
-            got = retention._size_boundary_from_oldest(log, snapshot, start, end, max_bytes)
+            got = retention._size_boundary_from_oldest(log, snapshot, start, end, listed, max_bytes)
             monkeypatch.setattr(version_checksum, "frame_of", read)
             boundary, moved = expected(max_bytes, start, end)
             # the boundary is a cut only when a record lies below it

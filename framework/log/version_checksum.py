@@ -51,6 +51,11 @@ class PlainFiles:
     #: the reader and writer features of the table's protocol
     features: frozenset = frozenset()
 
+    def only(self, files) -> PlainFiles:
+        """These of the files (``(path, add)`` pairs of this listing), in their order."""
+        files = tuple(files)
+        return replace(self, paths=tuple(path for path, _ in files), adds=tuple(add for _, add in files))
+
 
 def _checksum(path: str, version: int) -> tuple[str, dict] | None:
     """The table's folder and the checksum of ``version``, when it is the checksum of that
@@ -201,9 +206,8 @@ def record_count(files: PlainFiles | None) -> int | None:
 def holding_offsets(files: PlainFiles, start: int | None, end: int | None) -> PlainFiles:
     """``files`` less those whose offset statistics put every record outside ``[start, end)``
     (None: unbounded): what Delta's file skipping leaves of a scan with that offset filter."""
-    kept = [(path, add) for path, add in zip(files.paths, files.adds)
-            if file_stats.may_hold_offsets(file_stats.of(add), start, end)]
-    return replace(files, paths=tuple(p for p, _ in kept), adds=tuple(a for _, a in kept))
+    return files.only((path, add) for path, add in zip(files.paths, files.adds)
+                      if file_stats.may_hold_offsets(file_stats.of(add), start, end))
 
 
 def offsets_reader(spark, path: str, version: int, through_delta):

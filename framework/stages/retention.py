@@ -17,9 +17,11 @@ from framework.cleaner import spark_sql
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
 from framework.log import file_stats, version_checksum
+from framework.log.file_stats import FileStats
 from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
 from framework.log.small_partitions import small_partition_settings
+from framework.log.version_checksum import PlainFiles
 from framework.stages import file_rewrite, retention_rewrite
 
 
@@ -42,18 +44,25 @@ def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> 
     return boundary, first is not None and first < boundary
 
 
-def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, keep_since_ms: int,
+def _listed_with_stats(log: PartitionLog, snap: Snapshot) -> tuple[PlainFiles, list[FileStats]] | None:
+    """The version's files (``version_checksum.plain_files``) and each one's statistics, or
+    None when there is no such list (deletion vectors, no checksum). A plan asks at most
+    once (``plan``'s ``listed``), for whichever rules read files."""
+    listed = version_checksum.plain_files(log.path, snap.version)
+    return None if listed is None else (listed, [file_stats.of(add) for add in listed.adds])
+
+
+def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, listed, keep_since_ms: int,
                 keep_from_offset: int | None = None) -> tuple[int, bool]:
     """Time or consumed retention's :func:`_boundary` (``cleaner.retention_keeps``), reading
     only the files that may hold it: a file the rule keeps whole (by its lowest offset and
     oldest timestamp) gives its lowest offset unread, a file it keeps none of is skipped, and
     only the files with both below the lowest such offset are read, and any file that also
     holds offsets below ``start``. One pass over ``records()`` when a file's statistics lack
-    its offsets or timestamps, or there is no file list (deletion vectors)."""
+    its offsets or timestamps, or there is no file list (``listed()``, :func:`_listed_with_stats`)."""
     log_end_offset = snap.state.log_end_offset
     keep = spark_sql.retention_keeps_sql(keep_since_ms, keep_from_offset)
-    listed = version_checksum.plain_files(log.path, snap.version)
-    stats = [file_stats.of(add) for add in listed.adds] if listed is not None else None
+    listed, stats = listed() or (None, None)
     if not stats or any(None in (s.min_offset, s.max_offset, s.min_timestamp_ms, s.max_timestamp_ms) for s in stats):
         return _boundary(records(), keep, start, end, log_end_offset)
 
@@ -71,8 +80,7 @@ def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records
     read = [(path, add) for path, add, s in files if s.min_offset < first_kept and straddles(s)]
     first_read = None
     if read:
-        frame = version_checksum.frame_of(log.spark, replace(listed, paths=tuple(p for p, _ in read),
-                                                             adds=tuple(a for _, a in read)))
+        frame = version_checksum.frame_of(log.spark, listed.only(read))
         kept, first_read = _first_offsets(frame, keep, start)
         first_kept = first_kept if kept is None else min(first_kept, kept)
     boundary = min(end, first_kept)
@@ -126,7 +134,7 @@ def _size_boundary(rest, max_bytes: int, end: int, log_end_offset: int,
     return boundary, bool(ranges) and ranges[0]["first"] < boundary
 
 
-def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int,
+def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int, listed,
                                max_bytes: int) -> tuple[int, bool] | None:
     """Size retention's boundary reading only the oldest files, those that hold what it cuts:
     the log's bytes are known from the commits (``Snapshot.size_from_metadata``), so the cut
@@ -138,7 +146,8 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     (then C moves further out). Reads nothing when the log fits; None when there is no file
     list (deletion vectors), a file's statistics lack its offsets or record count, or the
     commits do not say the log's size (then the caller's pass over the log). Like
-    :func:`_size_boundary`'s, the boundary is a cut only when a record lies below it."""
+    :func:`_size_boundary`'s, the boundary is a cut only when a record lies below it.
+    ``listed()``: :func:`_listed_with_stats`."""
     size = snap.size_from_metadata()
     if size is None:
         return None
@@ -146,12 +155,12 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     excess = total - max_bytes
     if excess <= 0:  # the whole log fits: so does every part of it
         return start, False
-    listed = version_checksum.plain_files(log.path, snap.version)
-    stats = [file_stats.of(add) for add in listed.adds] if listed is not None else None
+    listed, stats = listed() or (None, None)
     if not stats or any(None in (s.min_offset, s.records) for s in stats):
         return None
     files = sorted(zip(stats, listed.paths, listed.adds), key=lambda f: f[0].min_offset)
     wanted = -(-excess * records // total)  # the excess in records at the log's mean size, rounded up
+    log_start = snap.state.log_start_offset
     while True:
         # the files up to the one whose record counts pass what is wanted, and C the next one's lowest offset
         taken, counted = 0, 0
@@ -160,14 +169,12 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
             taken += 1
         below = files[:taken + 1]  # ... and one more, which may straddle the boundary
         cut_at = files[taken + 1][0].min_offset if taken + 1 < len(files) else None
-        frame = version_checksum.frame_of(log.spark, replace(listed, paths=tuple(p for _, p, _ in below),
-                                                             adds=tuple(a for _, _, a in below)))
+        frame = version_checksum.frame_of(log.spark, listed.only((path, add) for _, path, add in below))
         if cut_at is None:
             return _size_boundary(frame.where(f"`offset` >= {int(start)}"), max_bytes, end, snap.state.log_end_offset)
         rest = frame.where(f"`offset` >= {int(start)} AND `offset` < {int(cut_at)}")
         ranges = _byte_ranges(rest)
         # the bytes below C: [start, C)'s ranges, and from the log start what an earlier rule cuts
-        log_start = snap.state.log_start_offset
         below_start = 0 if start == log_start else frame.where(
             f"`offset` >= {int(log_start)} AND `offset` < {int(start)}").selectExpr(
             "coalesce(sum(_size), 0) AS b").collect()[0]["b"]
@@ -222,18 +229,19 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     # the records as a DataFrame only when a rule reads them: building it resolves the
     # Delta table, 40 to 110 ms, most of an idle partition's plan
     records = functools.cache(lambda: log.read_snapshot(snap).select("offset", "timestamp", "_size"))
+    listed = functools.cache(lambda: _listed_with_stats(log, snap))  # likewise, read and parsed once
     start = state.log_start_offset
     boundaries: dict[str, int] = {}
     if not config.delete:
         return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
     if rules.keep_since_ms is not None and not cleaner.all_kept_by_time(state.min_timestamp_ms, rules.keep_since_ms):
-        boundary, moved = _first_kept(log, snap, start, end, records, rules.keep_since_ms)
+        boundary, moved = _first_kept(log, snap, start, end, records, listed, rules.keep_since_ms)
         if moved:
             start = boundaries["time"] = boundary
 
     if rules.max_bytes is not None:
-        found = _size_boundary_from_oldest(log, snap, start, end, rules.max_bytes)
+        found = _size_boundary_from_oldest(log, snap, start, end, listed, rules.max_bytes)
         if found is None and _bytes_from(snap, records, start) > rules.max_bytes:
             found = _size_boundary(records().where(f"`offset` >= {int(start)}"), rules.max_bytes, end,
                                    state.log_end_offset)
@@ -245,7 +253,7 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     # (the first record from there is kept), or every record young enough: nothing to read
     if (rules.smallest_committed_offset is not None and rules.smallest_committed_offset > start
             and not cleaner.all_kept_by_time(state.min_timestamp_ms, rules.consumed_keep_since_ms)):
-        boundary, moved = _first_kept(log, snap, start, end, records, rules.consumed_keep_since_ms,
+        boundary, moved = _first_kept(log, snap, start, end, records, listed, rules.consumed_keep_since_ms,
                                       rules.smallest_committed_offset)
         if moved:
             start = boundaries["consumed"] = boundary
