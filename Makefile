@@ -33,8 +33,8 @@ test: setup .kafka/lib/.fetched
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
-# Every named fault point and two random moments, each a real process SIGKILLed (5 to 6
-# minutes alone; `make test` runs ten steps of this matrix).
+# Every named fault point and two random moments, each a real process SIGKILLed (4 to 6
+# minutes alone; `make test` runs sixteen steps of this matrix).
 test-crashes: setup
 	TOPICLAKE_CRASH_MATRIX=all $(PY) -m pytest -q -s tests/test_crashes.py
 

@@ -11,8 +11,9 @@
    and on one without the change data feed; the guarantee checks (Great Expectations) as they run (only the
    change paired, from one read of the after version's files, the touched keys joined by
    their 64-bit hash, U from the pairing where the file statistics allow, planned up
-   front, the bounds counted with the violations), as they ran until stop 73 (the bounds
-   in a Spark job of their own), with the session's adaptive plan (as until stop 60) and with whole
+   front, the bounds counted with the violations, the touched keys computed in the same
+   query), as they ran until stop 81 (the touched keys counted in a Spark job of their
+   own), with the session's adaptive plan (as until stop 60) and with whole
    versions paired (each twice, A B C D D C B A; the faster kept); the naive rewrite. All
    must keep the same key -> offset set, and every check route must pass with the same
    verdict.
@@ -310,20 +311,25 @@ def _scoped_check_adaptive():
 
 @contextlib.contextmanager
 def _scoped_check_as_before():
-    """The scoped stage check as it was until stop 73: the pairing's bounds counted in a
-    Spark job of their own, then the violations (now: one job, the bounds riding along
-    with the violations counted under the stage's own bounds, as whole versions' were)."""
-    from framework.checks import guarantees
+    """The scoped stage check as it was until stop 81: the touched keys persisted and counted
+    in a Spark job of their own before the check's query (now: computed in that query, as
+    its broadcast). (Until stop 73 "as before" was the pairing's bounds in a job of their own.)"""
+    from framework.checks import changes
 
-    shipped = guarantees.Guarantees._compare
+    shipped, counted = changes.touched_keys, []
 
-    def compare(self, *args, **kwargs):
-        if kwargs.get("changes") is not None:
-            kwargs["expected"] = None
-        return shipped(self, *args, **kwargs)
+    def touched_keys(keys):
+        found = shipped(keys).persist()
+        found.count()
+        counted.append(found)
+        return found
 
-    with mock.patch.object(guarantees.Guarantees, "_compare", compare):
-        yield
+    try:
+        with mock.patch.object(changes, "touched_keys", touched_keys):
+            yield
+    finally:
+        for frame in counted:
+            frame.unpersist()
 
 
 def _tag(clean: int) -> str:
