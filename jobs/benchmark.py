@@ -13,7 +13,7 @@
    their 64-bit hash, U from the pairing where the file statistics allow, planned up
    front, the bounds counted with the violations, the touched keys computed in the same
    query), as they ran until stop 81 (the touched keys counted in a Spark job of their
-   own), with the session's adaptive plan (as until stop 60) and with whole
+   own, the changed offsets persisted), with the session's adaptive plan (as until stop 60) and with whole
    versions paired (each twice, A B C D D C B A; the faster kept); the naive rewrite. All
    must keep the same key -> offset set, and every check route must pass with the same
    verdict.
@@ -312,23 +312,30 @@ def _scoped_check_adaptive():
 @contextlib.contextmanager
 def _scoped_check_as_before():
     """The scoped stage check as it was until stop 81: the touched keys persisted and counted
-    in a Spark job of their own before the check's query (now: computed in that query, as
-    its broadcast). (Until stop 73 "as before" was the pairing's bounds in a job of their own.)"""
+    in a Spark job of their own before the check's query, the changed offsets persisted (now:
+    both computed in that query, as its broadcasts). (Until stop 73 "as before" was the
+    pairing's bounds in a job of their own.)"""
     from framework.checks import changes
 
-    shipped, counted = changes.touched_keys, []
+    shipped_keys, shipped_offsets, persisted = changes.touched_keys, changes.changed_offsets, []
 
     def touched_keys(keys):
-        found = shipped(keys).persist()
+        found = shipped_keys(keys).persist()
         found.count()
-        counted.append(found)
+        persisted.append(found)
+        return found
+
+    def changed_offsets(changed):
+        found = shipped_offsets(changed).persist()
+        persisted.append(found)
         return found
 
     try:
-        with mock.patch.object(changes, "touched_keys", touched_keys):
+        with mock.patch.object(changes, "touched_keys", touched_keys), \
+                mock.patch.object(changes, "changed_offsets", changed_offsets):
             yield
     finally:
-        for frame in counted:
+        for frame in persisted:
             frame.unpersist()
 
 
