@@ -1029,7 +1029,7 @@ def _time_boundary_by_a_whole_pass():
     from framework.cleaner import spark_sql
     from framework.stages import retention
 
-    return mock.patch.object(retention, "_first_kept", lambda log, snap, start, end, records, listed, since,
+    return mock.patch.object(retention, "_first_kept", lambda log, snap, start, end, records, listing, since,
                              keep_from=None:
                              retention._boundary(records(), spark_sql.retention_keeps_sql(since, keep_from), start,
                                                  end, snap.state.log_end_offset))

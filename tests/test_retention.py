@@ -193,7 +193,7 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
     stamps = {r["offset"]: r["ms"] for r in records.selectExpr("`offset`", "unix_millis(`timestamp`) AS ms").collect()}
     assert stamps == {0: 500, 1: 100, 2: 700, 3: 900, 4: 50, 5: 800}
     read = version_checksum.frame_of
-    listed = functools.partial(retention._listed_with_stats, log, snapshot)
+    listing = functools.partial(retention._listed_with_stats, log, snapshot)
 
     def expected(since, keep_from, start, end):
         kept = min((o for o, ms in stamps.items() if o >= start and cleaner.retention_keeps(o, ms, since, keep_from)),
@@ -209,7 +209,7 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
                     seen = []
                     monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
                         seen.append(len(files.paths)), read(spark, files))[1])
-                    narrowed = retention._first_kept(log, snapshot, start, end, lambda: records, listed, since,
+                    narrowed = retention._first_kept(log, snapshot, start, end, lambda: records, listing, since,
                                                      keep_from)
                     monkeypatch.setattr(version_checksum, "frame_of", read)
                     assert narrowed == expected(since, keep_from, start, end), (since, keep_from, start, end)
@@ -218,7 +218,7 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
     for since, keep_from, start in [(101, None, 0), (850, 2, 1), (950, None, 1), (0, 4, 0)]:
         with monkeypatch.context() as scanning:  # no statistics: one pass over the records
             scanning.setattr(version_checksum, "plain_files", lambda *args: None)
-            whole = retention._first_kept(log, snapshot, start, 6, lambda: records, listed, since, keep_from)
+            whole = retention._first_kept(log, snapshot, start, 6, lambda: records, listing, since, keep_from)
         assert whole == expected(since, keep_from, start, 6), (since, keep_from, start)
     assert compared == 14 * (2 + 1 + 2 + 2)
     # time, 101..500: the first file straddles, the second is kept whole: one file read
@@ -312,7 +312,7 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
     assert snapshot.size_from_metadata() == (12, total)
     assert len(version_checksum.plain_files(log.path, snapshot.version).paths) == 6
     read = version_checksum.frame_of
-    listed = functools.partial(retention._listed_with_stats, log, snapshot)
+    listing = functools.partial(retention._listed_with_stats, log, snapshot)
 
     def expected(max_bytes, start, end):
         tail = [(o, size) for o, size in sizes if o >= start]
@@ -327,7 +327,7 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
             seen = []
             monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
                 seen.append(len(files.paths)), read(spark, files))[1])
-            got = retention._size_boundary_from_oldest(log, snapshot, start, end, listed, max_bytes)
+            got = retention._size_boundary_from_oldest(log, snapshot, start, end, listing, max_bytes)
             monkeypatch.setattr(version_checksum, "frame_of", read)
             boundary, moved = expected(max_bytes, start, end)
             # the boundary is a cut only when a record lies below it

@@ -47,22 +47,22 @@ def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> 
 def _listed_with_stats(log: PartitionLog, snap: Snapshot) -> tuple[PlainFiles, list[FileStats]] | None:
     """The version's files (``version_checksum.plain_files``) and each one's statistics, or
     None when there is no such list (deletion vectors, no checksum). A plan asks at most
-    once (``plan``'s ``listed``), for whichever rules read files."""
+    once (``plan``'s ``listing``), for whichever rules read files."""
     listed = version_checksum.plain_files(log.path, snap.version)
     return None if listed is None else (listed, [file_stats.of(add) for add in listed.adds])
 
 
-def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, listed, keep_since_ms: int,
+def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, listing, keep_since_ms: int,
                 keep_from_offset: int | None = None) -> tuple[int, bool]:
     """Time or consumed retention's :func:`_boundary` (``cleaner.retention_keeps``), reading
     only the files that may hold it: a file the rule keeps whole (by its lowest offset and
     oldest timestamp) gives its lowest offset unread, a file it keeps none of is skipped, and
     only the files with both below the lowest such offset are read, and any file that also
     holds offsets below ``start``. One pass over ``records()`` when a file's statistics lack
-    its offsets or timestamps, or there is no file list (``listed()``, :func:`_listed_with_stats`)."""
+    its offsets or timestamps, or there is no file list (``listing()``, :func:`_listed_with_stats`)."""
     log_end_offset = snap.state.log_end_offset
     keep = spark_sql.retention_keeps_sql(keep_since_ms, keep_from_offset)
-    listed, stats = listed() or (None, None)
+    listed, stats = listing() or (None, None)
     if not stats or any(None in (s.min_offset, s.max_offset, s.min_timestamp_ms, s.max_timestamp_ms) for s in stats):
         return _boundary(records(), keep, start, end, log_end_offset)
 
@@ -134,7 +134,7 @@ def _size_boundary(rest, max_bytes: int, end: int, log_end_offset: int,
     return boundary, bool(ranges) and ranges[0]["first"] < boundary
 
 
-def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int, listed,
+def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int, listing,
                                max_bytes: int) -> tuple[int, bool] | None:
     """Size retention's boundary reading only the oldest files, those that hold what it cuts:
     the log's bytes are known from the commits (``Snapshot.size_from_metadata``), so the cut
@@ -147,7 +147,7 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     list (deletion vectors), a file's statistics lack its offsets or record count, or the
     commits do not say the log's size (then the caller's pass over the log). Like
     :func:`_size_boundary`'s, the boundary is a cut only when a record lies below it.
-    ``listed()``: :func:`_listed_with_stats`."""
+    ``listing()``: :func:`_listed_with_stats`."""
     size = snap.size_from_metadata()
     if size is None:
         return None
@@ -155,7 +155,7 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     excess = total - max_bytes
     if excess <= 0:  # the whole log fits: so does every part of it
         return start, False
-    listed, stats = listed() or (None, None)
+    listed, stats = listing() or (None, None)
     if not stats or any(None in (s.min_offset, s.records) for s in stats):
         return None
     files = sorted(zip(stats, listed.paths, listed.adds), key=lambda f: f[0].min_offset)
@@ -229,19 +229,19 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     # the records as a DataFrame only when a rule reads them: building it resolves the
     # Delta table, 40 to 110 ms, most of an idle partition's plan
     records = functools.cache(lambda: log.read_snapshot(snap).select("offset", "timestamp", "_size"))
-    listed = functools.cache(lambda: _listed_with_stats(log, snap))  # likewise, read and parsed once
+    listing = functools.cache(lambda: _listed_with_stats(log, snap))  # likewise, read and parsed once
     start = state.log_start_offset
     boundaries: dict[str, int] = {}
     if not config.delete:
         return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
 
     if rules.keep_since_ms is not None and not cleaner.all_kept_by_time(state.min_timestamp_ms, rules.keep_since_ms):
-        boundary, moved = _first_kept(log, snap, start, end, records, listed, rules.keep_since_ms)
+        boundary, moved = _first_kept(log, snap, start, end, records, listing, rules.keep_since_ms)
         if moved:
             start = boundaries["time"] = boundary
 
     if rules.max_bytes is not None:
-        found = _size_boundary_from_oldest(log, snap, start, end, listed, rules.max_bytes)
+        found = _size_boundary_from_oldest(log, snap, start, end, listing, rules.max_bytes)
         if found is None and _bytes_from(snap, records, start) > rules.max_bytes:
             found = _size_boundary(records().where(f"`offset` >= {int(start)}"), rules.max_bytes, end,
                                    state.log_end_offset)
@@ -253,7 +253,7 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     # (the first record from there is kept), or every record young enough: nothing to read
     if (rules.smallest_committed_offset is not None and rules.smallest_committed_offset > start
             and not cleaner.all_kept_by_time(state.min_timestamp_ms, rules.consumed_keep_since_ms)):
-        boundary, moved = _first_kept(log, snap, start, end, records, listed, rules.consumed_keep_since_ms,
+        boundary, moved = _first_kept(log, snap, start, end, records, listing, rules.consumed_keep_since_ms,
                                       rules.smallest_committed_offset)
         if moved:
             start = boundaries["consumed"] = boundary
