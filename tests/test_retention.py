@@ -163,7 +163,8 @@ def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts
         files_read = []
         monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
             files_read.append(len(files.paths)), read(spark, files))[1])
-        assert retention._cut_counts(log, snapshot, new_start, 0) == whole, new_start
+        listing = functools.partial(retention._listed_with_stats, log, snapshot)
+        assert retention._cut_counts(log, snapshot, new_start, 0, listing) == whole, new_start
         monkeypatch.setattr(version_checksum, "frame_of", read)
         assert files_read == [(new_start + 1) // 2], (new_start, files_read)  # two records an append
     assert retention._counted(log.read_snapshot(snapshot), 3, 0)["oldest_kept"] == 50  # in the third file
@@ -254,6 +255,16 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
                 assert retention.plan(log, now, committed, snapshot).boundaries == plan.boundaries, (now, committed)
             planned += "consumed" in plan.boundaries
     assert planned == 5 and both_read > 0, (planned, both_read)
+    # and the cut that follows a plan counts what it removes from the plan's listing: a
+    # planned and executed cut lists the planned version's files once, and the commit lists
+    # the version its transaction reads (the same one here: no writer came between)
+    listings = []
+    with monkeypatch.context() as counting:
+        counting.setattr(version_checksum, "plain_files", lambda *args: (listings.append(args), list_files(*args))[1])
+        plan = retention.plan(log, 1050, {"g": 5}, log.snapshot())
+        result = retention.execute(log, plan)
+    assert plan.boundaries and result.committed and result.removed_records > 0, (plan.boundaries, result)
+    assert [version for _, version in listings] == [plan.snapshot.version] * 2, listings
 
 
 def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(spark, warehouse):

@@ -52,9 +52,11 @@ _KEPT, _DELETED, _PREIMAGE, _POSTIMAGE = 0, 1, 2, 3
 ONE_TASK_BYTES = 128 * 1024 * 1024
 
 
-def available(spark, path: str, version: int) -> bool:
-    """Whether a version's maintenance can be written as a rewrite of its files."""
-    return jvm_of(spark) is not None and version_checksum.rewritable(version_checksum.plain_files(path, version))
+def available(spark, path: str, version: int, listed: version_checksum.PlainFiles | None = None) -> bool:
+    """Whether a version's maintenance can be written as a rewrite of its files (``listed``:
+    the version's ``plain_files``, when the caller has them)."""
+    files = listed if listed is not None else version_checksum.plain_files(path, version)
+    return jvm_of(spark) is not None and version_checksum.rewritable(files)
 
 
 def file_name(path: str) -> str:

@@ -10,7 +10,7 @@ boundary changes nothing.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from framework.cleaner import rules as cleaner
 from framework.cleaner import spark_sql
@@ -202,6 +202,9 @@ class RetentionPlan:
     #: per rule that moved the boundary: "time" | "size" | "consumed" -> its boundary
     boundaries: dict
     new_log_start: int
+    #: the version's files and statistics, listed at most once (:func:`_listed_with_stats`);
+    #: the cut reuses what the plan listed
+    listing: object = field(default=None, compare=False, repr=False)
 
     @property
     def due(self) -> bool:
@@ -233,7 +236,7 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
     start = state.log_start_offset
     boundaries: dict[str, int] = {}
     if not config.delete:
-        return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
+        return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start, listing)
 
     if rules.keep_since_ms is not None and not cleaner.all_kept_by_time(state.min_timestamp_ms, rules.keep_since_ms):
         boundary, moved = _first_kept(log, snap, start, end, records, listing, rules.keep_since_ms)
@@ -257,7 +260,7 @@ def plan(log: PartitionLog, now_ms: int, committed: dict[str, int] | None,
                                       rules.smallest_committed_offset)
         if moved:
             start = boundaries["consumed"] = boundary
-    return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start)
+    return RetentionPlan(log.partition, snap, rules, now_ms, boundaries, start, listing)
 
 
 @dataclass(frozen=True)
@@ -296,18 +299,18 @@ def _counted(records, new_start: int, checkpoint: int) -> dict:
     return row.asDict()
 
 
-def _cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: int) -> dict:
+def _cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: int, listing) -> dict:
     """:func:`_counted` for a cut of ``snap`` at ``new_start``, reading only the files that
     may hold a record below it when the rest is known without a read: every other file's
     oldest timestamp from its statistics, and the log's size from the commits (what stays is
-    that less what goes). Otherwise one pass over the whole log."""
-    listed = version_checksum.plain_files(log.path, snap.version)
+    that less what goes). Otherwise one pass over the whole log. ``listing()``:
+    :func:`_listed_with_stats`."""
     size = snap.size_from_metadata()
-    if listed is not None and size is not None:
+    listed, stats = (listing() or (None, None)) if size is not None else (None, None)
+    if listed is not None:
         touched = version_checksum.holding_offsets(listed, None, new_start)
         read = set(touched.paths)
-        untouched = [file_stats.of(add) for path, add in zip(listed.paths, listed.adds) if path not in read]
-        oldest = [stats.min_timestamp_ms for stats in untouched]
+        oldest = [stat.min_timestamp_ms for path, stat in zip(listed.paths, stats) if path not in read]
         if None not in oldest:
             row = _counted(version_checksum.frame_of(log.spark, touched), new_start, checkpoint)
             known = [t for t in (row["oldest_kept"], *oldest) if t is not None]
@@ -317,11 +320,13 @@ def _cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: i
 
 
 def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_id: str,
-         move_start_without_records: bool = False) -> tuple[int | None, LogState, int, int]:
-    """Remove every record below ``new_start`` and move the log start there, in one commit."""
+         move_start_without_records: bool = False, listing=None) -> tuple[int | None, LogState, int, int]:
+    """Remove every record below ``new_start`` and move the log start there, in one commit.
+    ``listing``: a plan's (:class:`RetentionPlan`), so the cut does not list the files again."""
     state = snap.state
     checkpoint = max(state.checkpoint, state.log_start_offset)
-    row = _cut_counts(log, snap, new_start, checkpoint)
+    listing = listing or functools.cache(lambda: _listed_with_stats(log, snap))
+    row = _cut_counts(log, snap, new_start, checkpoint, listing)
     if row["n"] == 0 and not move_start_without_records:
         return None, state, 0, 0
     new_checkpoint = max(checkpoint, new_start)
@@ -349,7 +354,7 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
             log.delta_table().delete(retention_rewrite.predicate(new_start))
 
         action = delete
-        if file_rewrite.available(log.spark, log.path, snap.version):
+        if file_rewrite.available(log.spark, log.path, snap.version, (listing() or (None,))[0]):
             def action():
                 return retention_rewrite.cut(log, new_start, MAINTENANCE_APP_ID, after.clean.epoch, row["n"], delete)
         version = log.commit_maintenance(after, operation, action, snap.version, **extra)
@@ -363,7 +368,8 @@ def execute(log: PartitionLog, retention: RetentionPlan, run_id: str = "") -> Re
     snap = retention.snapshot
     if not retention.due:
         return RetentionResult(retention, "retain", snap.version, None, snap.state, snap.state)
-    version, after, removed, removed_bytes = _cut(log, snap, retention.new_log_start, "retain", run_id)
+    version, after, removed, removed_bytes = _cut(log, snap, retention.new_log_start, "retain", run_id,
+                                                  listing=retention.listing)
     return RetentionResult(retention, "retain", snap.version, version, snap.state, after, removed, removed_bytes)
 
 
