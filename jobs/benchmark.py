@@ -177,6 +177,11 @@
    an append, A B B A: the boundary from the oldest files only, the log's bytes known from
    the commits (as shipped, ``retention._size_boundary_from_oldest``), against one pass
    over the whole log's offsets and sizes (as before stop 80); the same measures and checks.
+28. ``prunes``: ``--prunes`` prunes of the maintenance history (one every six appends of a
+   run's rows, each append beside a consumer-offset commit), A B B A: topiclake's own
+   tables vacuumed only when their commits show something a VACUUM could delete (as
+   shipped, ``cleaner.vacuum_due`` over each table's commits) against at every prune (as
+   before stop 82); each pair must keep the same history rows.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -208,7 +213,7 @@ DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
-            "time_boundary", "retention_packing", "consumed_retention", "size_cuts")
+            "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes")
 
 
 def _timed(label, results, action):
@@ -519,6 +524,10 @@ PACKING_TWINS = TwinKind("packing", ("files from the version checksum, coalesced
 OFFSETS_TWINS = TwinKind("offsets", ("read and written by Arrow", "written and read by Spark"),
                          "by Arrow / by Spark", lambda: _offsets_by_spark())
 OFFSETS_LABEL = "offset commits and reads"
+#: The ways a history prune vacuums topiclake's own tables (the ``prunes`` section).
+PRUNE_TWINS = TwinKind("prunes", ("own tables vacuumed when due", "own tables vacuumed at every prune"),
+                       "vacuumed when due / at every prune", lambda: _own_tables_always_vacuumed())
+PRUNES_LABEL = "history appends and prunes"
 #: The way ``_produce_twins`` creates the tables of new twin topics.
 CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's table builder"),
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
@@ -1115,6 +1124,56 @@ def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
     _mean_of_twins(results, label, kind.sides)
     return {"commits": commits, "same_offsets": all(twins[a].committed("t", p) == twins[b].committed("t", p)
                                 for a, b in (("a1", "b1"), ("a2", "b2")) for p in (0, 1))}
+
+
+def bench_prunes(spark, warehouse, prunes: int, results: dict) -> dict:
+    """``6 * prunes`` appends of a run's rows to the maintenance history, each beside a
+    consumer-offset commit (as ``maintain`` and consumers make them), and a prune whenever
+    one is due (every six history versions), in this process: a warm-up, then twins A B B A
+    (``PRUNE_TWINS``). Each prune is followed by the vacuum of topiclake's own tables, which
+    nothing could delete from yet here (their window is a week). Each pair of twins must
+    keep the same history rows; each twin's prunes are counted."""
+    from framework.log.consumer_offsets import ConsumerOffsets
+    from framework.log.history import HistoryRow, MaintenanceHistory
+    from framework.log.warehouse import Warehouse
+
+    label, kind = PRUNES_LABEL, PRUNE_TWINS
+    twins, pruned = {}, {}
+    for name in ("warm-up", "a1", "b1", "b2", "a2"):
+        place = Warehouse.resolve(os.path.join(warehouse.root, f"prunes-{name}"))
+        history, offsets = twins[name] = MaintenanceHistory(spark, place), ConsumerOffsets(spark, place)
+        offsets.commit("g", "t", 0, 0)  # the tables' creates, outside the timing
+        history.append([HistoryRow(run_id="r0", run_started_ms=0, now_ms=0, topic="t", partition=0, stage="compact",
+                                   committed=True, version_before=0, version_after=1)])
+        as_before = name.startswith("b")
+
+        def append_and_prune():
+            for run in range(1, 6 * prunes + 1):
+                history.append([HistoryRow(run_id=f"r{run}", run_started_ms=run, now_ms=run, topic="t", partition=0,
+                                           stage="compact", committed=run % 5 == 0, version_before=run,
+                                           version_after=run + 1)])
+                offsets.commit("g", "t", 0, run)
+                if history.prune_if_due(runs_kept=3, every=6) is not None:
+                    pruned[name] = pruned.get(name, 0) + 1
+
+        with kind.way(as_before):
+            _timed(f"{label}, {kind.sides[as_before]} ({name})", results, append_and_prune)
+    _mean_of_twins(results, label, kind.sides)
+    kept = {name: sorted(r["run_id"] for r in history.read().collect()) for name, (history, _) in twins.items()}
+    # the cadence counts the history's versions, so the VACUUM's own two commits (as before)
+    # brought each next prune sooner: the same appends, more prunes
+    return {"appends": 6 * prunes, "prunes_done": pruned,
+            "same_history": kept["a1"] == kept["b1"] == kept["b2"] == kept["a2"]}
+
+
+@contextlib.contextmanager
+def _own_tables_always_vacuumed():
+    """Vacuum topiclake's own tables at every prune, as until stop 82, whether or not their
+    commits show anything a VACUUM could delete."""
+    from framework.log import warehouse as warehouse_module
+
+    with mock.patch.object(warehouse_module, "_deleted_file_window_ms", lambda *args: None):
+        yield
 
 
 @contextlib.contextmanager
@@ -2089,6 +2148,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     offsets = OFFSETS_TWINS.ratio_of(OFFSETS_LABEL, results)
     if offsets is not None:
         ratios[f"offset commits and reads, {OFFSETS_TWINS.ratio}"] = offsets
+    prunes = PRUNE_TWINS.ratio_of(PRUNES_LABEL, results)
+    if prunes is not None:
+        ratios[f"history appends and prunes, {PRUNE_TWINS.ratio}"] = prunes
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
@@ -2143,6 +2205,7 @@ def run(argv) -> int:
     parser.add_argument("--checkpoint-calls", type=int, default=20, help="produce calls of the checkpoints section")
     parser.add_argument("--page-rounds", type=int, default=5, help="maintain runs of the pages section")
     parser.add_argument("--cut-runs", type=int, default=16, help="maintain runs of the cuts section")
+    parser.add_argument("--prunes", type=int, default=6, help="history prunes of the prunes section")
     parser.add_argument("--time-boundary-records", type=int, default=500_000,
                         help="records a minute of the time_boundary, retention_packing, consumed_retention "
                              "and size_cuts sections")
@@ -2215,6 +2278,8 @@ def run(argv) -> int:
             others["packing"] = bench_packing(spark, warehouse, args.partitions, now, results)
         if "offsets" in sections:
             others["offsets"] = bench_offsets(spark, warehouse, args.runs, results)
+        if "prunes" in sections:
+            others["prunes"] = bench_prunes(spark, warehouse, args.prunes, results)
         if "files" in sections:
             others["files"] = bench_files(spark, warehouse, args.calls, now, results)
         if "metadata" in sections:

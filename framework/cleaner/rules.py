@@ -272,3 +272,68 @@ def size_boundary(sizes: Sequence[tuple[int, int]], max_bytes: int, log_end_offs
             return offset
         total -= size
     return log_end_offset
+
+
+# ------------------------------------------------------------------ vacuum
+# Over a table's commits as ``framework.log.commit_log.Commit`` gives them (version,
+# timestamp_ms, operation, metrics), in any order; for the partition tables and
+# topiclake's own tables alike.
+
+#: Operations that never remove a file: appends, table creation, property changes, vacuum itself.
+KEEPS_FILES = ("WRITE", "STREAMING UPDATE", "CREATE TABLE", "CREATE OR REPLACE TABLE", "SET TBLPROPERTIES",
+               "VACUUM START", "VACUUM END", "CHANGE COLUMN", "ADD COLUMNS")
+DV_METRICS = ("numDeletionVectorsAdded", "numTargetDeletionVectorsAdded", "numDeletionVectorsUpdated",
+              "numTargetDeletionVectorsUpdated")
+
+
+def removes_files(commit) -> bool:
+    """Whether a commit removed files (which a VACUUM may delete once they leave the window)."""
+    if commit.operation == "WRITE":
+        return (commit.metrics or {}).get("numRemovedFiles", "0") not in ("0", None)
+    return commit.operation not in KEEPS_FILES
+
+
+def purge_due(commits: Sequence, window_ms: int, wall_now_ms: int) -> bool:
+    """Is a deletion vector left since the last purge (REORG) half a window old?
+
+    A purge rewrites every file that carries one, which after a compaction of random keys
+    is nearly the whole table; doing it at every run would make each run cost a rewrite.
+    Waiting half the time-travel window bounds that to two rewrites per window, and a
+    deleted value still leaves the disk within 1.5 windows of its deletion (the purge,
+    then the vacuum one window later). An OPTIMIZE (bin-packing) is no purge: it rewrites
+    only the small files it packs, and a deletion vector on any other file stays.
+    """
+    due_before = wall_now_ms - window_ms // 2
+    for commit in sorted(commits, key=lambda c: c.version, reverse=True):
+        if commit.operation.startswith("REORG"):
+            return False
+        if commit.timestamp_ms <= due_before and any(
+                int((commit.metrics or {}).get(name, 0) or 0) > 0 for name in DV_METRICS):
+            return True
+    return False
+
+
+def vacuum_due(commits: Sequence, window_ms: int, wall_now_ms: int, complete: bool) -> str | None:
+    """Why a VACUUM now could delete something, or None when it could not.
+
+    A file removed at time r becomes deletable at r + window; the last VACUUM, at T,
+    deleted everything removed before T - window. So a vacuum is useful when some commit
+    removed files in (T - window, now - window], or, to sweep files no commit tracks
+    (a crashed write), when the last vacuum (or the table's creation) is a window old.
+    ``complete`` says whether ``commits`` reach back to the table's creation.
+    """
+    deletable_before = wall_now_ms - window_ms
+    ordered = sorted(commits, key=lambda c: c.version, reverse=True)
+    last_vacuum = next((c for c in ordered if c.operation == "VACUUM END"), None)
+    if last_vacuum is None and not complete:
+        return "no vacuum in the recent history"
+    since = last_vacuum.timestamp_ms - window_ms if last_vacuum else None
+    oldest = last_vacuum if last_vacuum else ordered[-1]
+    if oldest.timestamp_ms <= deletable_before:
+        return "the last sweep is older than the time-travel window"
+    for commit in ordered:
+        if since is not None and commit.timestamp_ms <= since:
+            break
+        if removes_files(commit) and commit.timestamp_ms <= deletable_before:
+            return f"version {commit.version} ({commit.operation}) removed files now outside the window"
+    return None

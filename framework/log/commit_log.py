@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field
 
 DELTA_LOG = "_delta_log"
+#: How many of a table's newest commits vacuum's rules read (fewer than this: all it has).
+HISTORY_PAGE = 500
 _COMMIT_NAME_LENGTH = 20 + len(".json")
 
 

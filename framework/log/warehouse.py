@@ -40,15 +40,62 @@ def create_own_table(spark, path: str, schema) -> None:
     create_table(spark, path, schema, OWN_TABLE_PROPERTIES)
 
 
-def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
+def vacuum_own_tables(spark, warehouse: "Warehouse", wall_now_ms: int | None = None) -> None:
     """VACUUM each of topiclake's own tables that exists, with its own window
     (``delta.deletedFileRetentionDuration``: a week), so the files their prunes, upserts and
-    auto compaction replace leave the disk."""
+    auto compaction replace leave the disk. A table whose commits show nothing a VACUUM
+    could delete yet (``cleaner.vacuum_due``, the partition tables' rule) is left alone: a
+    VACUUM lists the table's whole folder and runs a Spark job to find nothing."""
+    import time
+
+    from framework.cleaner.rules import vacuum_due
+    from framework.log.commit_log import HISTORY_PAGE, read_commits
     from framework.log.delta_create import is_delta_table
 
+    wall_now = int(time.time() * 1000) if wall_now_ms is None else wall_now_ms
     for path in (warehouse.maintenance_history_path, warehouse.consumer_offsets_path):
-        if is_delta_table(spark, path):
-            spark.sql(f"VACUUM {delta_table_sql(path)}").collect()
+        if not is_delta_table(spark, path):
+            continue
+        commits = read_commits(spark, path, HISTORY_PAGE)
+        window = _deleted_file_window_ms(path, commits[0].version) if commits else None
+        if window is not None and vacuum_due(commits, window, wall_now, len(commits) < HISTORY_PAGE) is None:
+            continue
+        spark.sql(f"VACUUM {delta_table_sql(path)}").collect()
+
+
+#: Delta's default ``delta.deletedFileRetentionDuration``.
+_DELTA_DEFAULT_WINDOW = "interval 1 week"
+_INTERVAL_UNIT_MS = {"week": 604_800_000, "day": 86_400_000, "hour": 3_600_000, "minute": 60_000, "second": 1_000,
+                     "millisecond": 1}
+
+
+def _deleted_file_window_ms(path: str, version: int) -> int | None:
+    """A table's VACUUM window at ``version`` from its checksum's properties, or None when
+    the checksum does not say or the interval is in a form this does not read."""
+    from framework.log import version_checksum
+
+    properties = version_checksum.configuration(path, version)
+    if properties is None:
+        return None
+    return interval_ms(properties.get("delta.deletedFileRetentionDuration", _DELTA_DEFAULT_WINDOW))
+
+
+def interval_ms(text: str) -> int | None:
+    """A Delta interval property ("interval 7 days", "interval 1 week 2 hours",
+    "interval 3600000 milliseconds") in milliseconds, or None for any other form (months,
+    fractions, signs: the caller then does not rely on it)."""
+    words = text.lower().split()
+    if words[:1] == ["interval"]:
+        words = words[1:]
+    if not words or len(words) % 2:
+        return None
+    total = 0
+    for number, unit in zip(words[::2], words[1::2]):
+        unit_ms = _INTERVAL_UNIT_MS.get(unit[:-1] if unit.endswith("s") else unit)
+        if not (number.isascii() and number.isdigit()) or unit_ms is None:
+            return None
+        total += int(number) * unit_ms
+    return total
 
 
 def delta_table_sql(path: str) -> str:

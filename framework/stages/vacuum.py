@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from framework import faults
+from framework.cleaner.rules import purge_due, vacuum_due
 from framework.errors import ArgumentError
-from framework.log.commit_log import Commit, read_commits
+from framework.log.commit_log import HISTORY_PAGE, Commit, read_commits
 from framework.log.delta_commits import commit_metadata, session_confs
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog
@@ -67,65 +68,6 @@ def check_window(spec_window_ms: int, requested_ms: int | None, unsafe: bool) ->
     return 0
 
 
-#: Operations that never remove a file: appends, table creation, property changes, vacuum itself.
-_KEEPS_FILES = ("WRITE", "STREAMING UPDATE", "CREATE TABLE", "CREATE OR REPLACE TABLE", "SET TBLPROPERTIES",
-                "VACUUM START", "VACUUM END", "CHANGE COLUMN", "ADD COLUMNS")
-_DV_METRICS = ("numDeletionVectorsAdded", "numTargetDeletionVectorsAdded", "numDeletionVectorsUpdated",
-               "numTargetDeletionVectorsUpdated")
-
-
-def _removes_files(commit: Commit) -> bool:
-    if commit.operation == "WRITE":
-        return (commit.metrics or {}).get("numRemovedFiles", "0") not in ("0", None)
-    return commit.operation not in _KEEPS_FILES
-
-
-def purge_due(commits: list[Commit], window_ms: int, wall_now_ms: int) -> bool:
-    """Is a deletion vector left since the last purge (REORG) half a window old?
-
-    A purge rewrites every file that carries one, which after a compaction of random keys
-    is nearly the whole table; doing it at every run would make each run cost a rewrite.
-    Waiting half the time-travel window bounds that to two rewrites per window, and a
-    deleted value still leaves the disk within 1.5 windows of its deletion (the purge,
-    then the vacuum one window later). An OPTIMIZE (bin-packing) is no purge: it rewrites
-    only the small files it packs, and a deletion vector on any other file stays.
-    """
-    due_before = wall_now_ms - window_ms // 2
-    for commit in sorted(commits, key=lambda c: c.version, reverse=True):
-        if commit.operation.startswith("REORG"):
-            return False
-        if commit.timestamp_ms <= due_before and any(
-                int((commit.metrics or {}).get(name, 0) or 0) > 0 for name in _DV_METRICS):
-            return True
-    return False
-
-
-def vacuum_due(commits: list[Commit], window_ms: int, wall_now_ms: int, complete: bool) -> str | None:
-    """Why a VACUUM now could delete something, or None when it could not.
-
-    A file removed at time r becomes deletable at r + window; the last VACUUM, at T,
-    deleted everything removed before T - window. So a vacuum is useful when some commit
-    removed files in (T - window, now - window], or, to sweep files no commit tracks
-    (a crashed write), when the last vacuum (or the table's creation) is a window old.
-    ``complete`` says whether ``commits`` reach back to the table's creation.
-    """
-    deletable_before = wall_now_ms - window_ms
-    ordered = sorted(commits, key=lambda c: c.version, reverse=True)
-    last_vacuum = next((c for c in ordered if c.operation == "VACUUM END"), None)
-    if last_vacuum is None and not complete:
-        return "no vacuum in the recent history"
-    since = last_vacuum.timestamp_ms - window_ms if last_vacuum else None
-    oldest = last_vacuum if last_vacuum else ordered[-1]
-    if oldest.timestamp_ms <= deletable_before:
-        return "the last sweep is older than the time-travel window"
-    for commit in ordered:
-        if since is not None and commit.timestamp_ms <= since:
-            break
-        if _removes_files(commit) and commit.timestamp_ms <= deletable_before:
-            return f"version {commit.version} ({commit.operation}) removed files now outside the window"
-    return None
-
-
 def _commit_summaries(log: PartitionLog, limit: int | None) -> list[Commit]:
     return read_commits(log.spark, log.path, limit)
 
@@ -136,7 +78,6 @@ def oldest_readable_version(log: PartitionLog, window_ms: int, now_wall_ms: int)
     return min(inside) if inside else None
 
 
-HISTORY_PAGE = 500
 
 
 def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = False,
