@@ -40,7 +40,7 @@ def create_own_table(spark, path: str, schema) -> None:
     create_table(spark, path, schema, OWN_TABLE_PROPERTIES)
 
 
-def vacuum_own_tables(spark, warehouse: "Warehouse", wall_now_ms: int | None = None) -> None:
+def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
     """VACUUM each of topiclake's own tables that exists, with its own window
     (``delta.deletedFileRetentionDuration``: a week), so the files their prunes, upserts and
     auto compaction replace leave the disk. A table whose commits show nothing a VACUUM
@@ -52,7 +52,7 @@ def vacuum_own_tables(spark, warehouse: "Warehouse", wall_now_ms: int | None = N
     from framework.log.commit_log import HISTORY_PAGE, read_commits
     from framework.log.delta_create import is_delta_table
 
-    wall_now = int(time.time() * 1000) if wall_now_ms is None else wall_now_ms
+    wall_now = int(time.time() * 1000)  # Delta's commit times are wall-clock
     for path in (warehouse.maintenance_history_path, warehouse.consumer_offsets_path):
         if not is_delta_table(spark, path):
             continue
