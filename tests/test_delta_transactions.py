@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.spark_jobs import spark_jobs  # noqa: E402
 
+from framework.cleaner.rules import removes_files  # noqa: E402
+from framework.log.commit_log import read_commits  # noqa: E402
 from framework.log.delta_commits import is_retryable_conflict  # noqa: E402
 from framework.log.delta_transactions import DeltaJvm, claimed_commit  # noqa: E402
 
@@ -265,6 +267,13 @@ def test_committed_offsets_are_upserted_by_one_overwrite_as_a_merge_upserts_them
         assert info["operation"] == ("MERGE" if way == "merged" else "WRITE"), (way, info)
         if way != "merged":
             assert info["operationParameters"]["mode"] == "Overwrite" and len([a for a in newest if "add" in a]) == 1
+            # as Delta's own overwrite records them: vacuum's rules read what a WRITE removed
+            removed = [a["remove"] for a in newest if "remove" in a]
+            metrics = info["operationMetrics"]
+            assert metrics["numRemovedFiles"] == str(len(removed)) == "1", (way, metrics)
+            assert metrics["numRemovedBytes"] == str(sum(r["size"] for r in removed)), (way, metrics)
+            assert metrics["numOutputRows"] == "3" and metrics["numFiles"] == "1", (way, metrics)
+        assert removes_files(read_commits(spark, offsets.path, 1)[0]), way
         assert offsets.committed("orders", 0) == {"billing": 3, "audit": 9}  # by Arrow
         with monkeypatch.context() as patch:
             patch.setattr("framework.log.consumer_offsets.read_locally", lambda *args: None)

@@ -306,5 +306,14 @@ def _replaced_in(delta: DeltaJvm, path: str, replace) -> bool:
     rows = version_checksum.frame_of(delta.spark, files)
     new_rows = replace(rows).select(*rows.columns).coalesce(1)
     written = delta.items(txn.writeFiles(new_rows._jdf, delta.none(), False, delta.seq([])))
+    delta.register_metrics(txn, removed_metrics(files.adds))
     txn.commit(delta.seq([*written, *delta.removes(files.adds)]), operation)
     return True
+
+
+def removed_metrics(adds) -> dict:
+    """The operation metrics Delta's own overwrite registers for the files it removes
+    (``add`` actions as dicts): vacuum's rules read them to know a WRITE removed files
+    (``framework.cleaner.rules.removes_files``)."""
+    adds = list(adds)
+    return {"numRemovedFiles": len(adds), "numRemovedBytes": sum(int(add.get("size", 0)) for add in adds)}

@@ -29,7 +29,7 @@ from typing import Iterable
 from framework.local_rows import arrow_rows, struct_of
 from framework.log import arrow_files, version_checksum
 from framework.log.commit_log import local_folder, read_commits
-from framework.log.delta_transactions import DeltaJvm, through_the_jvm
+from framework.log.delta_transactions import DeltaJvm, removed_metrics, through_the_jvm
 from framework.log.warehouse import delta_table_sql
 
 
@@ -77,6 +77,8 @@ def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bo
     adds = arrow_files.data_files(delta, txn, folder, replace(rows).select(rows.schema.names).cast(rows.schema))
     if adds is None:
         return None
+    # as Delta's own overwrite records them (vacuum's rules read what a WRITE removed)
+    delta.register_metrics(txn, {**arrow_files.write_metrics(adds), **removed_metrics(files.adds)})
     txn.commit(delta.seq([*adds, *delta.removes(files.adds)]), operation)
     return True
 
