@@ -44,12 +44,12 @@ def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> 
     return boundary, first is not None and first < boundary
 
 
-def _listed_with_stats(log: PartitionLog, snap: Snapshot) -> tuple[PlainFiles, list[FileStats]] | None:
+def _listed_with_stats(log: PartitionLog, snap: Snapshot) -> tuple[PlainFiles | None, list[FileStats] | None]:
     """The version's files (``version_checksum.plain_files``) and each one's statistics, or
-    None when there is no such list (deletion vectors, no checksum). A plan asks at most
-    once (``plan``'s ``listing``), for whichever rules read files."""
+    (None, None) when there is no such list (deletion vectors, no checksum). A plan asks at
+    most once (``plan``'s ``listing``), for whichever rules read files, and its cut reuses it."""
     listed = version_checksum.plain_files(log.path, snap.version)
-    return None if listed is None else (listed, [file_stats.of(add) for add in listed.adds])
+    return (None, None) if listed is None else (listed, [file_stats.of(add) for add in listed.adds])
 
 
 def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, listing, keep_since_ms: int,
@@ -62,7 +62,7 @@ def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records
     its offsets or timestamps, or there is no file list (``listing()``, :func:`_listed_with_stats`)."""
     log_end_offset = snap.state.log_end_offset
     keep = spark_sql.retention_keeps_sql(keep_since_ms, keep_from_offset)
-    listed, stats = listing() or (None, None)
+    listed, stats = listing()
     if not stats or any(None in (s.min_offset, s.max_offset, s.min_timestamp_ms, s.max_timestamp_ms) for s in stats):
         return _boundary(records(), keep, start, end, log_end_offset)
 
@@ -155,7 +155,7 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     excess = total - max_bytes
     if excess <= 0:  # the whole log fits: so does every part of it
         return start, False
-    listed, stats = listing() or (None, None)
+    listed, stats = listing()
     if not stats or any(None in (s.min_offset, s.records) for s in stats):
         return None
     files = sorted(zip(stats, listed.paths, listed.adds), key=lambda f: f[0].min_offset)
@@ -306,7 +306,7 @@ def _cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: i
     that less what goes). Otherwise one pass over the whole log. ``listing()``:
     :func:`_listed_with_stats`."""
     size = snap.size_from_metadata()
-    listed, stats = (listing() or (None, None)) if size is not None else (None, None)
+    listed, stats = listing() if size is not None else (None, None)
     if listed is not None:
         touched = version_checksum.holding_offsets(listed, None, new_start)
         read = set(touched.paths)
@@ -354,7 +354,7 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
             log.delta_table().delete(retention_rewrite.predicate(new_start))
 
         action = delete
-        if file_rewrite.available(log.spark, log.path, snap.version, (listing() or (None,))[0]):
+        if file_rewrite.available(log.spark, log.path, snap.version, listing()[0]):
             def action():
                 return retention_rewrite.cut(log, new_start, MAINTENANCE_APP_ID, after.clean.epoch, row["n"], delete)
         version = log.commit_maintenance(after, operation, action, snap.version, **extra)
