@@ -33,15 +33,15 @@ test: setup .kafka/lib/.fetched
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
-# Every named fault point and two random moments, each a real process SIGKILLed (4 to 6
-# minutes alone; `make test` runs sixteen steps of this matrix).
+# The crash matrix alone, printing each step (every named fault point and two random
+# moments, each a real process SIGKILLed; about 5 minutes; `make test` runs it too).
 test-crashes: setup
-	TOPICLAKE_CRASH_MATRIX=all $(PY) -m pytest -q -s tests/test_crashes.py
+	$(PY) -m pytest -q -s tests/test_crashes.py
 
-# 200 maintenance runs on a simulated clock with the shipped bounds (about 3 minutes alone;
-# `make test` runs 24 of them with the bounds scaled down).
+# The long run alone, printing its figures (200 maintenance runs on a simulated clock with
+# the shipped bounds; about 2 minutes; `make test` runs it too).
 test-long: setup
-	TOPICLAKE_LONG_RUNS=200 $(PY) -m pytest -q -s tests/test_long_run.py
+	$(PY) -m pytest -q -s tests/test_long_run.py
 
 lint: setup
 	$(VENV)/bin/topiclake lint table_specs

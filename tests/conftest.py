@@ -43,15 +43,16 @@ SHARED_SERVER_FILES = {
     "test_cluster.py": "built_wheel", "test_wheel.py": "built_wheel",
 }
 
-#: The longest files first (seconds in the fresh-clone run at a0e9d9d): a worker that drew
-#: one of them last would run it alone at the end. The rest follow in collection order.
+#: The longest files first (seconds alone or in the fresh-clone run at 16061c8): a worker
+#: that drew one of them last would run it alone at the end. The rest follow in collection
+#: order.
 LONGEST_FIRST = (
-    "test_properties.py",   # 403
-    "test_cluster.py",      # 109, with test_wheel.py's 42
-    "test_catalog.py",      # 72, with the referee's 42 and the ingest tests
-    "test_notebooks.py",    # 88
-    "test_crashes.py",      # 65
-    "test_long_run.py",     # 63
+    "test_crashes.py",      # 282 alone, the whole matrix
+    "test_properties.py",   # 188
+    "test_catalog.py",      # 71, with the ingest tests' 65 and the referee's 36
+    "test_long_run.py",     # 130 alone, 200 runs
+    "test_cluster.py",      # 93, with test_wheel.py's 42
+    "test_notebooks.py",    # 58
     "test_maintenance_runs.py",
     "test_consume.py",
     "test_acceptance.py",
