@@ -9,8 +9,10 @@ it) by running the main job once in a JVM that writes the classes it loaded at i
 
 The archive is only an optimisation: the JVM checks that its own build and class path are
 the ones the archive was made with and, when they are not, starts without it (HotSpot's
-default ``-Xshare:auto``). One archive per pyspark installation, delta-spark version and
-Java runtime (:func:`archive_path`). An archive is about 200 MB, so a build removes the ones
+default ``-Xshare:auto``). One archive per pyspark installation, delta-spark version,
+Java runtime and Spark configuration folder (:func:`archive_path`): Spark's launcher puts
+``SPARK_CONF_DIR`` first on the class path, so an archive built without it is refused by a
+session started with it, and the reverse. An archive is about 200 MB, so a build removes the ones
 no installation can map again (:func:`stale_archives`): a reinstall or an upgrade at the
 same place, or a virtual environment since deleted, would otherwise leave one each.
 """
@@ -25,6 +27,8 @@ from framework import jdk, jvm_options, local_file_system, user_cache, yarn_defa
 
 #: Set to a path to use that archive, or to ``off`` for none.
 ARCHIVE_ENV = "TOPICLAKE_CLASS_ARCHIVE"
+#: Spark's configuration folder, which its launcher puts on the class path before the jars.
+SPARK_CONF_DIR_ENV = "SPARK_CONF_DIR"
 
 #: JVM options with which the caller already chose what the JVM shares (or dumps).
 _SHARING_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
@@ -64,10 +68,14 @@ def _key(master: str) -> list:
     # or whose class path is not the start of its own (the local file system's jar and the one
     # without YARN's defaults come first; a session builds them before it asks for the archive,
     # and so does the archive's build): a new key
-    # (the jar without YARN's defaults only for a local master: others do not get it)
-    return [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java_runtime(),
-            local_file_system.class_path_entry(build_missing=False),
-            yarn_defaults.class_path_entry(build_missing=False) if yarn_defaults.applies_to(master) else None]
+    # (the jar without YARN's defaults only for a local master: others do not get it);
+    # Spark's launcher puts the configuration folder next, so a SPARK_CONF_DIR has its own
+    # archive (a key as before when it is not set, so existing archives stay valid)
+    key = [home, _jars_stamp(home), pyspark.__version__, version("delta-spark"), _java_runtime(),
+           local_file_system.class_path_entry(build_missing=False),
+           yarn_defaults.class_path_entry(build_missing=False) if yarn_defaults.applies_to(master) else None]
+    conf_dir = os.environ.get(SPARK_CONF_DIR_ENV)
+    return [*key, os.path.realpath(conf_dir)] if conf_dir else key
 
 
 def archive_path(master: str) -> Path:
@@ -94,8 +102,8 @@ def stale_archives(current: Path) -> list[Path]:
 
     * built for an installation that is gone, or whose jars changed since (a reinstall);
     * built for this installation under another key (this build replaces it: an upgrade
-      of pyspark or delta-spark in place, or another Java runtime for it, which would
-      build its own again);
+      of pyspark or delta-spark in place, or another Java runtime or ``SPARK_CONF_DIR``
+      for it, which would build its own again);
     * without a note of what they were built for (an archive of a topiclake before the
       notes: unknown, so not worth 200 MB; an installation that still wanted it only
       starts more slowly, and its set-up builds it again).
