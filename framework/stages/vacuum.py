@@ -78,8 +78,6 @@ def oldest_readable_version(log: PartitionLog, window_ms: int, now_wall_ms: int)
     return min(inside) if inside else None
 
 
-
-
 def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = False,
            wall_now_ms: int | None = None) -> VacuumResult:
     """Sync the window, purge deletion vectors, and vacuum files outside the window.
