@@ -18,7 +18,7 @@ import datetime as dt
 import pytest
 
 from framework.checks import rules
-from framework.checks.changes import ChangeScope, touched_keys
+from framework.checks.changes import ChangeScope, changed_offsets, touched_keys
 from framework.spec import parse_spec
 
 CONFIG = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "compact"}}, "test").config
@@ -58,7 +58,7 @@ def scope(spark):
         [(*row, change, 3, T0) for row, change in FEED],
         SCHEMA + ", _change_type STRING, _commit_version BIGINT, _commit_timestamp TIMESTAMP")
     keys = touched_keys(spark.createDataFrame([(k,) for k in "acdefh"], "key STRING"))
-    offsets = spark.createDataFrame([(o, True) for o in (2, 4, 5, 6, 7)], "offset BIGINT, _changed_offset BOOLEAN")
+    offsets = changed_offsets(spark.createDataFrame([(o,) for o in (2, 4, 5, 6, 7, 7)], "offset BIGINT"))
     return ChangeScope(dirty_from=10, log_start_after=0, keys=keys, offsets=offsets, feed=feed)
 
 
@@ -91,7 +91,8 @@ def test_the_netted_sides_pair_as_the_definitions_sides_do(spark, scope):
 def test_the_touched_keys_bring_every_record_of_theirs_into_scope_by_their_hash(spark, key_type):
     """Keys are matched by their 64-bit hash, on string and binary topics alike: every record
     of a touched key is in scope, an untouched key's records below the clean end are not,
-    and a record without a key is in scope only by its offset."""
+    and a record without a key is in scope only by its offset; a key or an offset named twice
+    still brings each record once."""
     def key(text):
         return None if text is None else (text if key_type == "STRING" else text.encode())
 
@@ -101,7 +102,7 @@ def test_the_touched_keys_bring_every_record_of_theirs_into_scope_by_their_hash(
     scope = ChangeScope(dirty_from=10, log_start_after=0,
                         keys=touched_keys(spark.createDataFrame([(key(k),) for k in ("a", "c", "a", None)],
                                                                 f"key {key_type}")),
-                        offsets=spark.createDataFrame([(5, True)], "offset BIGINT, _changed_offset BOOLEAN"),
+                        offsets=changed_offsets(spark.createDataFrame([(5,), (5,)], "offset BIGINT")),
                         feed=None)
     in_scope = scope.of(spark.createDataFrame(rows, schema))
     assert in_scope.columns == spark.createDataFrame(rows, schema).columns
