@@ -5,8 +5,8 @@ A standalone master and one worker start on 127.0.0.1 from the pyspark installat
 package is built as a wheel and shipped to the executors with ``--py-files``, Delta's jars
 with ``--jars``: the jars the suite's own session resolved (``--packages`` would resolve
 them through Ivy again and copy all of them, 99 MB, into the driver's folder as Python files);
-``jobs/maintain.py`` is submitted with ``--master spark://127.0.0.1:PORT`` on one shipped
-spec (``orders-changelog``: two partitions, compaction and retention) with sample data at a
+``jobs/maintain.py`` is submitted with ``--master spark://127.0.0.1:PORT`` on the shipped
+specs (three topics, seven partitions, compaction and retention) with sample data at a
 fixed clock, with two cleaner threads. The same job runs
 locally (in this process, on the test session, one thread) into a second warehouse, and
 every partition's records, every column, must be equal. The daemons are stopped by their PIDs.
