@@ -218,7 +218,7 @@ def test_a_local_replace_commits_the_new_rows_in_one_overwrite_without_a_spark_j
     info = next(action["commitInfo"] for action in commit if "commitInfo" in action)
     assert info["operationParameters"]["mode"] == "Overwrite" and len([a for a in commit if "add" in a]) == 1
     assert len([a for a in commit if "remove" in a]) == 1  # the file the first replace wrote
-    read = read_locally(spark, path, SCHEMA, ["run_id", "partition"], pc.field("partition") >= 3)
+    read = read_locally(path, SCHEMA, ["run_id", "partition"], pc.field("partition") >= 3)
     assert sorted(read.to_pylist(), key=repr) == [{"run_id": "r3", "partition": 4},
                                                   {"run_id": "r\u00e9", "partition": 3}]
 

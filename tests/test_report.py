@@ -319,3 +319,76 @@ def test_a_partition_page_is_redrawn_only_when_its_history_changed(spark, tmp_pa
     write_report(spark, warehouse)
     after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (folder / "partitions").glob("*.html")}
     assert {name for name in after if after[name] != first[name]} == {"orders-0.html"}
+
+
+def _no_session():
+    raise AssertionError("the report asked for a Spark session")
+
+
+def test_a_local_history_is_read_by_arrow_as_spark_reads_it(spark, warehouse):
+    """The report reads a local history by Arrow, with no Spark session, and keeps each
+    partition's newest runs as Spark's ranking does (ties by run id, a run's earliest stage
+    start); with the newest version's checksum gone it asks for the session and reads the
+    same rows by Spark."""
+    from framework.log import history
+    from framework.report.data import history_by_spark, newest_runs, read_history
+
+    def extra(run_id: str, started_ms: int, stage: str = "compact") -> HistoryRow:
+        return HistoryRow(run_id=run_id, run_started_ms=started_ms, now_ms=started_ms, topic="orders", partition=0,
+                          stage=stage)
+
+    newest_ms = START_MS + 9 * DAY_MS
+    MaintenanceHistory(spark, warehouse).append([
+        *history_rows(),
+        extra("tie-a", newest_ms), extra("tie-b", newest_ms),  # started together: the higher run id is newer
+        # its retain stage started first: the run counts from there, before every other run
+        extra("early", newest_ms + DAY_MS), extra("early", START_MS - DAY_MS, "retain"),
+    ])
+
+    def ordered(rows: list[dict]) -> list[dict]:
+        return sorted(rows, key=lambda r: (r["topic"], r["partition"], r["run_id"], r["stage"]))
+
+    local = history.local_rows(warehouse)
+    assert local is not None and len(local) == len(history_rows()) + 4
+    runs_of_orders_0 = lambda rows: sorted({r["run_id"] for r in rows if (r["topic"], r["partition"]) == ("orders", 0)})  # noqa: E731
+    for max_runs in (1, 2, 3, 500):
+        by_arrow = newest_runs(local, max_runs)
+        assert ordered(by_arrow) == ordered(history_by_spark(spark, warehouse, max_runs)), max_runs
+        assert ordered(read_history(_no_session, warehouse, max_runs)) == ordered(by_arrow)
+    assert runs_of_orders_0(newest_runs(local, 2)) == ["tie-a", "tie-b"]
+    assert runs_of_orders_0(newest_runs(local, 3)) == ["run003", "tie-a", "tie-b"]
+    assert "early" in runs_of_orders_0(newest_runs(local, RUNS + 3))
+    assert "early" not in runs_of_orders_0(newest_runs(local, RUNS + 2))
+
+    log = Path(warehouse.maintenance_history_path) / "_delta_log"
+    max(log.glob("*.crc")).unlink()
+    asked = []
+    assert history.local_rows(warehouse) is None
+    assert ordered(read_history(lambda: asked.append(1) or spark, warehouse)) == ordered(local)
+    assert asked == [1]
+
+
+def test_the_threshold_is_read_from_the_checksum_as_spark_reads_it(spark, warehouse, monkeypatch):
+    from framework.log.topic import Topic
+    from framework.report import data
+    from framework.spec import parse_spec
+
+    spec = parse_spec({"topic": "th", "partitions": 1,
+                       "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.35}}, "test")
+    Topic(spark, warehouse, spec).ensure()
+    assert data.dirty_ratio_threshold(_no_session, warehouse, "th", 0) == 0.35
+    assert data.dirty_ratio_threshold(_no_session, warehouse, "th", 1) is None  # no such table
+    monkeypatch.setattr(data, "_local_properties", lambda warehouse, path: None)
+    assert data.dirty_ratio_threshold(lambda: spark, warehouse, "th", 0) == 0.35
+
+
+def test_report_in_a_new_process_starts_no_jvm(spark, warehouse, tmp_path):
+    """``topiclake report`` of a local warehouse reads it without Spark: no JVM starts."""
+    MaintenanceHistory(spark, warehouse).append(history_rows())
+    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
+            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
+    done = subprocess.run([sys.executable, "-c", code, "--warehouse", warehouse.root, "report", "--output",
+                           str(tmp_path / "out")], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout.split()[-2:] == ["0", "True"], done.stdout + done.stderr[-2000:]
+    assert "orders-1" in Page(tmp_path / "out" / "index.html").all_text

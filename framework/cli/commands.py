@@ -270,7 +270,7 @@ def maintain(ctx) -> int:
     if not (ctx.args.json or ctx.args.no_report):
         from framework.report.site import write_report
 
-        where = write_report(ctx.spark, ctx.warehouse)
+        where = write_report(lambda: ctx.spark, ctx.warehouse)
         ctx.progress(f"report: {where}")
     return code
 
@@ -356,7 +356,7 @@ def status(ctx) -> int:
 def report(ctx) -> int:
     from framework.report.site import write_report
 
-    where = write_report(ctx.spark, ctx.warehouse, ctx.args.output)
+    where = write_report(lambda: ctx.spark, ctx.warehouse, ctx.args.output)
     ctx.out(f"report: {where}", {"report": where})
     return ExitCode.OK
 

@@ -327,7 +327,7 @@ def _offsets(topic, partition: int) -> list[int]:
     from framework.log.table_layout import table_schema
 
     log = topic.partition(partition)
-    local = read_locally(log.spark, log.path, table_schema(log.spec), ["offset"])
+    local = read_locally(log.path, table_schema(log.spec), ["offset"])
     if local is not None:
         return sorted(local.column("offset").to_pylist())
     rows = log.read().select("offset").orderBy("offset").collect()

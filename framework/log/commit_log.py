@@ -53,10 +53,17 @@ def local_folder(path: str) -> str | None:
 
 def read_commits(spark, path: str, limit: int | None = None) -> list[Commit]:
     """The table's newest ``limit`` commits (all that the log keeps when None), newest first."""
+    local = local_commits(path, limit)
+    return local if local is not None else _from_delta_history(spark, path, limit)
+
+
+def local_commits(path: str, limit: int | None = None) -> list[Commit] | None:
+    """:func:`read_commits` of a table on the local file system, which needs no Spark
+    session; None when the table is elsewhere or has no log folder."""
     folder = local_folder(path)
-    if folder is not None and os.path.isdir(os.path.join(folder, DELTA_LOG)):
-        return _from_files(os.path.join(folder, DELTA_LOG), limit)
-    return _from_delta_history(spark, path, limit)
+    if folder is None or not os.path.isdir(os.path.join(folder, DELTA_LOG)):
+        return None
+    return _from_files(os.path.join(folder, DELTA_LOG), limit)
 
 
 def _commit_versions(log_folder: str) -> list[int]:

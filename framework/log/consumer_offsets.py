@@ -109,7 +109,7 @@ class ConsumerOffsets:
 
         if not is_delta_table(self.spark, self.path):
             return {}
-        local = read_locally(self.spark, self.path, SCHEMA, ["group", "offset"],
+        local = read_locally(self.path, SCHEMA, ["group", "offset"],
                              (pc.field("topic") == topic) & (pc.field("partition") == partition))
         if local is not None:
             found = dict(zip(local["group"].to_pylist(), local["offset"].to_pylist()))

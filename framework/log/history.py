@@ -24,7 +24,7 @@ from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import unless_conflicted
-from framework.log.delta_create import is_delta_table
+from framework.log.delta_create import has_a_commit, is_delta_table
 from framework.log.local_append import appended_locally, pack_small_files, read_locally
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
@@ -266,7 +266,7 @@ class MaintenanceHistory:
         such files. The history is small and pruned (a few MB at most), and a Spark query
         of it in a new process costs seconds, cold."""
         # an older topiclake's files may lack a column: the schema reads it as nulls
-        return read_locally(self.spark, self.path, HISTORY_SCHEMA, columns, where)
+        return read_locally(self.path, HISTORY_SCHEMA, columns, where)
 
     def last_run(self, topic: str, partition: int) -> dict | None:
         """The latest committed stage row of a partition's maintenance, or None."""
@@ -312,6 +312,19 @@ class MaintenanceHistory:
         for row in ordered.to_pylist():
             newest.setdefault(row["partition"], row)
         return newest
+
+
+def local_rows(warehouse: Warehouse) -> list[dict] | None:
+    """Every row of a local history's newest version, as dicts of every history column (one
+    the table or a file lacks is None), read by Arrow with no Spark session: [] before the
+    first run; None when the history is elsewhere or its newest version is not files its
+    checksum lists. ``topiclake report`` reads the history so, and starts no JVM."""
+    path = warehouse.maintenance_history_path
+    present = has_a_commit(path)
+    if not present:
+        return None if present is None else []
+    rows = read_locally(path)
+    return None if rows is None else [{name: row.get(name) for name in HISTORY_COLUMNS} for row in rows.to_pylist()]
 
 
 def prune_due(first_version: int, last_version: int, every: int) -> bool:

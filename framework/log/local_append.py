@@ -24,11 +24,12 @@ own small files (:func:`pack_small_files`).
 
 from __future__ import annotations
 
+import json
 from typing import Iterable
 
 from framework.local_rows import arrow_rows, struct_of
 from framework.log import arrow_files, version_checksum
-from framework.log.commit_log import local_folder, read_commits
+from framework.log.commit_log import local_commits, local_folder
 from framework.log.delta_transactions import DeltaJvm, removed_metrics, through_the_jvm
 from framework.log.warehouse import delta_table_sql
 
@@ -83,15 +84,22 @@ def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bo
     return True
 
 
-def read_locally(spark, path: str, schema, columns: list[str] | None = None, where=None):
+def read_locally(path: str, schema=None, columns: list[str] | None = None, where=None):
     """The rows of the newest version of the local Delta table at ``path`` (``columns``;
     those ``where`` keeps, an Arrow expression), read by Arrow from the files its checksum
-    lists in ``schema`` (a column a file lacks reads as nulls); None when the version is not
-    such files. For topiclake's own small tables, where a Spark query costs seconds in a new
-    process."""
-    commits = read_commits(spark, path, 1)
+    lists in ``schema`` (a column a file lacks reads as nulls; None: the version's own
+    schema, from its checksum; a DDL string needs a Spark session to parse); None when the
+    version is not such files. For topiclake's own small tables, where a Spark query costs
+    seconds in a new process."""
+    commits = local_commits(path, 1)
     files = version_checksum.plain_files(path, commits[0].version) if commits else None
-    return None if files is None else _rows_of(files, struct_of(schema), columns, where)
+    if files is None:
+        return None
+    if schema is None:
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromJson(json.loads(files.schema_json))
+    return _rows_of(files, struct_of(schema), columns, where)
 
 
 def _rows_of(files, struct, columns: list[str] | None = None, where=None):

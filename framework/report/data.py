@@ -8,11 +8,14 @@ it is; the formats at the end are the templates' filters.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from framework.log.delta_create import is_delta_table
+from framework.log import history, version_checksum
+from framework.log.commit_log import local_commits, local_folder
+from framework.log.delta_create import has_a_commit, is_delta_table
 from framework.log.history import MaintenanceHistory
 from framework.log.warehouse import Warehouse, delta_table_sql
 
@@ -112,17 +115,52 @@ def _worst(outcomes) -> str:
 
 
 def read_history(spark, warehouse: Warehouse, max_runs: int = MAX_RUNS_PER_PARTITION) -> list[dict]:
-    """The history rows of the newest ``max_runs`` runs of every partition, as dicts."""
+    """The history rows of the newest ``max_runs`` runs of every partition, as dicts. A local
+    history is read by Arrow with no Spark session (``spark``, a session or a function that
+    returns one, is then not called: in a new process ``topiclake report`` starts no JVM);
+    elsewhere by one Spark query."""
+    local = history.local_rows(warehouse)
+    if local is not None:
+        return newest_runs(local, max_runs)
+    return history_by_spark(session_of(spark), warehouse, max_runs)
+
+
+def session_of(spark):
+    """``spark``, a Spark session or a function that returns one (started only when a
+    table must be read through Spark), as a session."""
+    return spark() if callable(spark) else spark
+
+
+def newest_runs(rows: list[dict], max_runs: int) -> list[dict]:
+    """The rows of each partition's newest ``max_runs`` runs: newest by the run's earliest
+    ``run_started_ms`` (a run with none last), then by ``run_id``, both descending, as
+    :func:`history_by_spark` ranks them (``tests/test_report.py`` pins the two together)."""
+    started: dict[tuple, int | None] = {}
+    for row in rows:
+        run = (row["topic"], row["partition"], row["run_id"])
+        ms = row["run_started_ms"]
+        if run not in started or (ms is not None and (started[run] is None or ms < started[run])):
+            started[run] = ms
+    by_partition: dict[tuple, list] = {}
+    for (topic, partition, run_id), ms in started.items():
+        by_partition.setdefault((topic, partition), []).append((ms is not None, ms or 0, run_id))
+    kept = {(topic, partition, run_id) for (topic, partition), runs in by_partition.items()
+            for _, _, run_id in sorted(runs, reverse=True)[:max_runs]}
+    return [row for row in rows if (row["topic"], row["partition"], row["run_id"]) in kept]
+
+
+def history_by_spark(spark, warehouse: Warehouse, max_runs: int = MAX_RUNS_PER_PARTITION) -> list[dict]:
+    """:func:`read_history` by one Spark query (a history not on the local file system)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    history = MaintenanceHistory(spark, warehouse)
-    if not history.exists():
+    maintenance_history = MaintenanceHistory(spark, warehouse)
+    if not maintenance_history.exists():
         return []
     run = Window.partitionBy("topic", "partition", "run_id")
     newest_first = Window.partitionBy("topic", "partition").orderBy(
         F.col("_run_started").desc(), F.col("run_id").desc())
-    frame = (history.read()
+    frame = (maintenance_history.read()
              .withColumn("_run_started", F.min("run_started_ms").over(run))
              .withColumn("_rank", F.dense_rank().over(newest_first))
              .where(F.col("_rank") <= max_runs)
@@ -202,16 +240,37 @@ def shape(rows: list[dict]) -> tuple[list[PartitionHistory], list[RunSummary]]:
 
 
 def dirty_ratio_threshold(spark, warehouse: Warehouse, topic: str, partition: int) -> float | None:
-    """The partition table's ``min.cleanable.dirty.ratio``, or None if the table or property is gone."""
+    """The partition table's ``min.cleanable.dirty.ratio``, or None if the table or property
+    is gone: from the newest version's checksum when the table is local, else by Spark
+    (``spark`` as for :func:`read_history`)."""
     path = warehouse.partition_path(topic, partition)
     try:
-        if not is_delta_table(spark, path):
-            return None
-        rows = spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(path)}").collect()
-        value = {r["key"]: r["value"] for r in rows}.get(THRESHOLD_PROPERTY)
+        properties = _local_properties(warehouse, path)
+        if properties is None:
+            spark = session_of(spark)
+            if not is_delta_table(spark, path):
+                return None
+            rows = spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(path)}").collect()
+            properties = {r["key"]: r["value"] for r in rows}
+        value = properties.get(THRESHOLD_PROPERTY)
         return float(value) if value not in (None, "") else None
     except Exception:  # noqa: BLE001 - the threshold is a nicety: a chart without it is still right
         return None
+
+
+def _local_properties(warehouse: Warehouse, path: str) -> dict[str, str] | None:
+    """The local table's properties at its newest version ({} with no table), or None when
+    they are not read here (not local, no checksum). A path with no scheme may name other
+    storage (a cluster's default file system), so a table missing here is missing only when
+    the warehouse's own folder is here."""
+    present = has_a_commit(path)
+    if present is None:
+        root = local_folder(warehouse.root)
+        return {} if root is not None and os.path.isdir(root) else None
+    if not present:
+        return {}
+    commits = local_commits(path, 1)
+    return version_checksum.configuration(path, commits[0].version) if commits else None
 
 
 # --------------------------------------------------------------------------- formats

@@ -147,7 +147,9 @@ def _write(path: str, text: str) -> None:
 
 
 def write_report(spark, warehouse: Warehouse, output: str | None = None) -> str:
-    """Write the report site into ``output`` (default ``<warehouse>/_topiclake/report``); its index.html."""
+    """Write the report site into ``output`` (default ``<warehouse>/_topiclake/report``); its
+    index.html. ``spark`` is a Spark session or a function that returns one: a local
+    warehouse is read without it (``framework.report.data``)."""
     folder = _output_folder(warehouse, output)
     partitions, runs = shape(read_history(spark, warehouse))
     for p in partitions:
