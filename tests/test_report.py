@@ -382,13 +382,22 @@ def test_the_threshold_is_read_from_the_checksum_as_spark_reads_it(spark, wareho
     assert data.dirty_ratio_threshold(lambda: spark, warehouse, "th", 0) == 0.35
 
 
-def test_report_in_a_new_process_starts_no_jvm(spark, warehouse, tmp_path):
-    """``topiclake report`` of a local warehouse reads it without Spark: no JVM starts."""
-    MaintenanceHistory(spark, warehouse).append(history_rows())
+def test_report_in_a_new_process_starts_no_jvm(spark, tmp_path):
+    """``topiclake report`` of a local warehouse reads it without Spark: no JVM starts, with
+    a history or with none yet."""
     code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
             "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
-    done = subprocess.run([sys.executable, "-c", code, "--warehouse", warehouse.root, "report", "--output",
-                           str(tmp_path / "out")], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                          text=True, timeout=300)
-    assert done.stdout.split()[-2:] == ["0", "True"], done.stdout + done.stderr[-2000:]
-    assert "orders-1" in Page(tmp_path / "out" / "index.html").all_text
+
+    def report(warehouse: Warehouse, out: Path) -> str:
+        done = subprocess.run([sys.executable, "-c", code, "--warehouse", warehouse.root, "report", "--output",
+                               str(out)], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                              timeout=300)
+        assert done.stdout.split()[-2:] == ["0", "True"], done.stdout + done.stderr[-2000:]
+        return Page(out / "index.html").all_text
+
+    empty = Warehouse.resolve(str(tmp_path / "empty"))
+    os.makedirs(empty.root)
+    assert "No maintenance history yet" in report(empty, tmp_path / "out-empty")
+    warehouse = Warehouse.resolve(str(tmp_path / "warehouse"))
+    MaintenanceHistory(spark, warehouse).append(history_rows())
+    assert "orders-1" in report(warehouse, tmp_path / "out")

@@ -321,8 +321,10 @@ def local_rows(warehouse: Warehouse) -> list[dict] | None:
     checksum lists. ``topiclake report`` reads the history so, and starts no JVM."""
     path = warehouse.maintenance_history_path
     present = has_a_commit(path)
+    if present is None:
+        return [] if warehouse.found_here else None
     if not present:
-        return None if present is None else []
+        return []
     rows = read_locally(path)
     return None if rows is None else [{name: row.get(name) for name in HISTORY_COLUMNS} for row in rows.to_pylist()]
 

@@ -164,3 +164,13 @@ class Warehouse:
     @property
     def is_local(self) -> bool:
         return not _is_uri(self.root) or self.root.startswith("file:")
+
+    @property
+    def found_here(self) -> bool:
+        """Whether the warehouse's folder exists on the local file system: then a table
+        missing from it is missing (a path with no scheme may name a cluster's default file
+        system, where a folder not found here may still be)."""
+        from framework.log.commit_log import local_folder
+
+        folder = local_folder(self.root)
+        return folder is not None and os.path.isdir(folder)

@@ -8,13 +8,12 @@ it is; the formats at the end are the templates' filters.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from framework.log import history, version_checksum
-from framework.log.commit_log import local_commits, local_folder
+from framework.log.commit_log import local_commits
 from framework.log.delta_create import has_a_commit, is_delta_table
 from framework.log.history import MaintenanceHistory
 from framework.log.warehouse import Warehouse, delta_table_sql
@@ -260,13 +259,10 @@ def dirty_ratio_threshold(spark, warehouse: Warehouse, topic: str, partition: in
 
 def _local_properties(warehouse: Warehouse, path: str) -> dict[str, str] | None:
     """The local table's properties at its newest version ({} with no table), or None when
-    they are not read here (not local, no checksum). A path with no scheme may name other
-    storage (a cluster's default file system), so a table missing here is missing only when
-    the warehouse's own folder is here."""
+    they are not read here (not local, no checksum)."""
     present = has_a_commit(path)
     if present is None:
-        root = local_folder(warehouse.root)
-        return {} if root is not None and os.path.isdir(root) else None
+        return {} if warehouse.found_here else None
     if not present:
         return {}
     commits = local_commits(path, 1)
