@@ -44,8 +44,8 @@ def test_a_verb_starts_the_import_with_its_session_exactly_when_it_uses_great_ex
                                                                                         monkeypatch, capsys):
     """Each verb as the command line runs it, on one topic: the verbs outside ``GX_VERBS``
     run without waiting for Great Expectations (every use of it waits first:
-    ``gx_import.imported``), and the verbs in it start the import as their session starts;
-    those that judged a check here (or wrote the report) used it."""
+    ``gx_import.imported``), and the verbs in it start the import as their session starts
+    (``report`` starts none here); those that judged a check here (or wrote the report) used it."""
     from framework.checks import gx_import
 
     specs = tmp_path / "specs"
@@ -83,7 +83,9 @@ def test_a_verb_starts_the_import_with_its_session_exactly_when_it_uses_great_ex
         code = main([verb, *common, *args]) if verb not in ("lint", "schema", "simulate") else main([verb, *args])
         out = capsys.readouterr()
         assert code == 0, (verb, out.out[-2000:], out.err[-2000:])
-    assert set(started) == GX_VERBS, set(started) ^ GX_VERBS
+    # a report of a local warehouse starts no session (framework/report/data.py), so nothing
+    # to overlap: it imports Great Expectations as it builds the Data Docs
+    assert set(started) == GX_VERBS - {"report"}, set(started) ^ (GX_VERBS - {"report"})
     assert set(waited) <= GX_VERBS, set(waited) - GX_VERBS
     # (the others judged nothing here: nothing was due by then)
     assert {"compact", "validate", "report", "simulate"} <= set(waited), waited
