@@ -149,7 +149,8 @@ def newest_runs(rows: list[dict], max_runs: int) -> list[dict]:
 
 
 def history_by_spark(spark, warehouse: Warehouse, max_runs: int = MAX_RUNS_PER_PARTITION) -> list[dict]:
-    """:func:`read_history` by one Spark query (a history not on the local file system)."""
+    """:func:`read_history` by one Spark query (a history not read locally: elsewhere, or a
+    newest version whose files its checksum does not list)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
