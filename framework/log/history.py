@@ -24,7 +24,7 @@ from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import unless_conflicted
-from framework.log.delta_create import has_a_commit, is_delta_table
+from framework.log.delta_create import is_delta_table
 from framework.log.local_append import appended_locally, pack_small_files, read_locally
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
@@ -320,11 +320,9 @@ def local_rows(warehouse: Warehouse) -> list[dict] | None:
     first run; None when the history is elsewhere or its newest version is not files its
     checksum lists. ``topiclake report`` reads the history so, and starts no JVM."""
     path = warehouse.maintenance_history_path
-    present = has_a_commit(path)
-    if present is None:
-        return [] if warehouse.found_here else None
+    present = warehouse.has_table(path)
     if not present:
-        return []
+        return None if present is None else []
     rows = read_locally(path)
     return None if rows is None else [{name: row.get(name) for name in HISTORY_COLUMNS} for row in rows.to_pylist()]
 

@@ -24,7 +24,6 @@ own small files (:func:`pack_small_files`).
 
 from __future__ import annotations
 
-import json
 from typing import Iterable
 
 from framework.local_rows import arrow_rows, struct_of
@@ -95,11 +94,7 @@ def read_locally(path: str, schema=None, columns: list[str] | None = None, where
     files = version_checksum.plain_files(path, commits[0].version) if commits else None
     if files is None:
         return None
-    if schema is None:
-        from pyspark.sql.types import StructType
-
-        schema = StructType.fromJson(json.loads(files.schema_json))
-    return _rows_of(files, struct_of(schema), columns, where)
+    return _rows_of(files, files.schema if schema is None else struct_of(schema), columns, where)
 
 
 def _rows_of(files, struct, columns: list[str] | None = None, where=None):

@@ -51,6 +51,13 @@ class PlainFiles:
     #: the reader and writer features of the table's protocol
     features: frozenset = frozenset()
 
+    @property
+    def schema(self):
+        """The table schema as a ``StructType``."""
+        from pyspark.sql.types import StructType
+
+        return StructType.fromJson(json.loads(self.schema_json))
+
     def only(self, files) -> PlainFiles:
         """These of the files (``(path, add)`` pairs of this listing), in their order."""
         files = tuple(files)
@@ -237,9 +244,7 @@ def read_plain(spark, path: str, version: int, through_delta):
 
 def frame_of(spark, files: PlainFiles):
     """The rows of ``files``, in the table's column order."""
-    from pyspark.sql.types import StructType
-
-    schema = StructType.fromJson(json.loads(files.schema_json))
+    schema = files.schema
     if not files.paths:
         return spark.createDataFrame([], schema)
     frame = spark.read.schema(schema).option("basePath", files.folder).parquet(*files.paths)

@@ -165,12 +165,16 @@ class Warehouse:
     def is_local(self) -> bool:
         return not _is_uri(self.root) or self.root.startswith("file:")
 
-    @property
-    def found_here(self) -> bool:
-        """Whether the warehouse's folder exists on the local file system: then a table
-        missing from it is missing (a path with no scheme may name a cluster's default file
-        system, where a folder not found here may still be)."""
+    def has_table(self, path: str) -> bool | None:
+        """Whether the table at ``path``, under this warehouse, has a commit, read from the
+        local file system (``delta_create.has_a_commit``). A path with no scheme may name a
+        cluster's default file system, so a table folder missing here is a missing table
+        only when the warehouse's own folder is here; None when this cannot be told here."""
         from framework.log.commit_log import local_folder
+        from framework.log.delta_create import has_a_commit
 
-        folder = local_folder(self.root)
-        return folder is not None and os.path.isdir(folder)
+        present = has_a_commit(path)
+        if present is None:
+            folder = local_folder(self.root)
+            return False if folder is not None and os.path.isdir(folder) else None
+        return present

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from framework.log import history, version_checksum
 from framework.log.commit_log import local_commits
-from framework.log.delta_create import has_a_commit, is_delta_table
+from framework.log.delta_create import is_delta_table
 from framework.log.history import MaintenanceHistory
 from framework.log.warehouse import Warehouse, delta_table_sql
 
@@ -261,11 +261,9 @@ def dirty_ratio_threshold(spark, warehouse: Warehouse, topic: str, partition: in
 def _local_properties(warehouse: Warehouse, path: str) -> dict[str, str] | None:
     """The local table's properties at its newest version ({} with no table), or None when
     they are not read here (not local, no checksum)."""
-    present = has_a_commit(path)
-    if present is None:
-        return {} if warehouse.found_here else None
+    present = warehouse.has_table(path)
     if not present:
-        return {}
+        return None if present is None else {}
     commits = local_commits(path, 1)
     return version_checksum.configuration(path, commits[0].version) if commits else None
 
