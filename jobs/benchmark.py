@@ -187,6 +187,11 @@
    thresholds read by Arrow from the newest versions' checksums, with no JVM (as shipped,
    ``framework/report/data.py``), against by Spark (as before stop 85); every side's pages
    must say the same.
+30. ``read_only_commands``: ``topiclake status`` and ``plan`` of a warehouse whose
+   ``--partitions`` partitions had a first maintain (nothing due), each a new process, A B B
+   A: the session deferred until something asks it a question, so no JVM starts (as
+   shipped, ``framework/cli/context.py``), against the session started first (as before
+   stop 87); both sides must print the same JSON.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -218,7 +223,8 @@ DAY_MS = 86_400_000
 SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "files", "metadata", "checks", "heap",
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
-            "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands")
+            "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
+            "read_only_commands")
 
 
 def _timed(label, results, action):
@@ -1867,10 +1873,10 @@ def _topic_spec_and_lines(scratch: str, topics: list[str], partitions: int, now:
 
 
 def _command(results: dict, label: str, scratch: str, args: tuple[str, ...], env: dict | None = None,
-             prelude: str | None = None) -> bool:
+             prelude: str | None = None, printed: list | None = None) -> bool:
     """One ``topiclake`` command in a new process on ``scratch``'s warehouse and specs, timed
     as ``label``; whether it succeeded. ``prelude``: Python the process runs first (a way
-    as before, patched in)."""
+    as before, patched in); ``printed`` gets what it printed."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     start = ["-m", "framework.cli"] if prelude is None else [
         "-c", f"{prelude}\nfrom framework.cli.main import entry_point\nentry_point()"]
@@ -1878,6 +1884,8 @@ def _command(results: dict, label: str, scratch: str, args: tuple[str, ...], env
     done = _timed(label, results, lambda: subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True))
     if done.returncode != 0:
         print(f"  {label}: exit {done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
+    if printed is not None:
+        printed.append(done.stdout)
     return done.returncode == 0
 
 
@@ -2034,6 +2042,42 @@ def bench_report_commands(results: dict, partitions: int, now: int) -> dict:
     _mean_of_twins(results, label, REPORT_COMMAND_TWINS.sides)
     return {"partitions": partitions, "label": label, "commands_succeeded": ok,
             "same_pages_every_way": ok and len(pages) == 1}
+
+
+#: How ``status`` and ``plan`` get their session (the ``read_only_commands`` section).
+READ_ONLY_COMMAND_TWINS = TwinKind("read_only_commands", ("session deferred", "session first"),
+                                   "session deferred / started first")
+#: Side B's process starts the session before the verb reads anything (as before stop 87).
+_SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
+                          "context.Context.deferred_spark = property(lambda self: self.spark)")
+
+
+def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
+    """``topiclake status`` and ``plan`` of ``partitions`` settled partitions (5,000 lines
+    produced and a first maintain, both untimed), each a new process on the same warehouse,
+    A B B A: the session deferred until something asks it a question, so a local warehouse
+    with nothing due is read from its Delta logs' files and no JVM starts (as shipped,
+    ``framework/cli/context.py``), against the session started first (as before stop 87).
+    Each side's figure is its mean; both sides must print the same JSON."""
+    said, ok, labels = {}, True, []
+    with tempfile.TemporaryDirectory(prefix="topiclake-read-only-") as scratch:
+        lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
+        for args in (("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
+                     ("maintain", "--topic", "fresh", "--now", str(now), "--no-report")):
+            ok &= _command({}, args[0], scratch, args)
+        for verb in ("status", "plan"):
+            label = f"topiclake {verb}, {partitions} settled partitions"
+            labels.append(label)
+            for name in ("a1", "b1", "b2", "a2"):
+                as_before = name.startswith("b")
+                printed: list[str] = []
+                ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
+                               ("--json", verb, "--topic", "fresh", "--now", str(now)),
+                               prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
+                said.setdefault(verb, set()).add(printed[0])
+            _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
+    return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
+            "same_output_every_way": ok and all(len(outputs) == 1 for outputs in said.values())}
 
 
 def _warehouse_contents(spark, folder: str, topic: str, partitions: int) -> tuple:
@@ -2295,6 +2339,8 @@ def run(argv) -> int:
             others["batch_commands"] = bench_batch_commands(spark, results, args.partitions, now)
         if "report_commands" in sections:
             others["report_commands"] = bench_report_commands(results, args.partitions, now)
+        if "read_only_commands" in sections:
+            others["read_only_commands"] = bench_read_only_commands(results, args.partitions, now)
         if "produce" in sections:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "new_tables" in sections:
@@ -2377,6 +2423,8 @@ def run(argv) -> int:
         if "report_commands" in others:
             ratio = REPORT_COMMAND_TWINS.ratio_of(others["report_commands"]["label"], results)
             ratios[f"topiclake report, {REPORT_COMMAND_TWINS.ratio}"] = ratio
+        for label in others.get("read_only_commands", {}).get("labels", []):
+            ratios[f"{label}, {READ_ONLY_COMMAND_TWINS.ratio}"] = READ_ONLY_COMMAND_TWINS.ratio_of(label, results)
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:
@@ -2401,6 +2449,7 @@ def run(argv) -> int:
     failed = failed or not others.get("produce_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("batch_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("report_commands", {}).get("same_pages_every_way", True)
+    failed = failed or not others.get("read_only_commands", {}).get("same_output_every_way", True)
     return 0 if exact and not failed else 1
 
 

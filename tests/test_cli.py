@@ -204,6 +204,43 @@ def test_plan_writes_nothing(spark, specs, tmp_path, capsys):
     assert "compaction: DUE (dirty_ratio)" in out and "would remove 3 record(s) (superseded)" in out
 
 
+def test_status_and_plan_of_a_settled_local_warehouse_start_no_jvm(spark, specs, tmp_path, capsys):
+    """With nothing due, ``status`` and ``plan`` read a local warehouse from its Delta logs'
+    files (the commits, the checksums, the history by Arrow): in a new process no JVM
+    starts, and they print what they print in the tests' session."""
+    wh = str(tmp_path / "wh")
+    records = [{"key": f"k{i % 3}", "value": str(i), "timestamp": 0} for i in range(6)]
+    assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+               "--input", write_jsonl(tmp_path / "in.jsonl", records), "--now", "1000")[0] == 0
+    assert run(capsys, "maintain", "--warehouse", wh, "--specs", str(specs), "--topic", "users", "--now", "1000",
+               "--no-report")[0] == 0
+    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
+            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
+    for verb in ("status", "plan"):
+        command = ["--json", "--warehouse", wh, "--specs", str(specs), verb, "--topic", "users", "--now", "1000"]
+        status, here, _ = run(capsys, *command)
+        assert status == 0
+        entries = json.loads(here)
+        assert [e["partition"] for e in entries] == ["users-0", "users-1"]
+        done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        *printed, last = done.stdout.strip().splitlines()
+        assert last == "0 True", done.stdout + done.stderr[-2000:]
+        assert json.loads("\n".join(printed)) == entries, verb
+
+
+def test_a_deferred_session_starts_on_its_first_question_and_once():
+    from types import SimpleNamespace
+
+    from framework.cli.context import DeferredSession
+
+    starts = []
+    deferred = DeferredSession(lambda: starts.append(1) or SimpleNamespace(version="4.1"))
+    assert not deferred.started and not starts
+    assert deferred.version == "4.1" and deferred.version == "4.1"
+    assert deferred.started and starts == [1]
+
+
 def test_console_script_is_installed_and_works():
     script = Path(sys.executable).with_name("topiclake")
     assert script.exists(), "run `make setup` (pip install -e .) to install the console script"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from framework.local_rows import local_frame
-from framework.log.history import HISTORY_SCHEMA, HistoryRow
+from framework.log.history import HistoryRow, history_schema
 
 ROWS = [
     (0, "k", "v", 1_700_000_000_000, [("h", b"\x00\xff"), ("h", None)]),
@@ -34,11 +34,16 @@ def test_rows_of_records_equal_sparks_list_path_and_are_a_local_relation(spark, 
     assert theirs._jdf.queryExecution().optimizedPlan().nodeName() != "LocalRelation"
 
 
-def test_a_history_row_from_a_ddl_schema(spark):
+def test_a_history_row_from_a_ddl_schema_and_the_history_schema_built_without_spark(spark):
+    """The history's schema is built in Python (``status`` reads a local history with no
+    session); Spark parses its DDL to the same schema, the one histories were created with."""
+    schema = history_schema()
+    ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+    assert spark.createDataFrame([], ddl).schema == schema
     row = HistoryRow(run_id="r", run_started_ms=1, now_ms=2, topic="t", partition=0, stage="compact",
                      reasons=["dirty ratio"], due=True, dirty_ratio=0.5, failed_guarantees=["G1"])
-    ours = local_frame(spark, [row.as_tuple()], HISTORY_SCHEMA)
-    assert ours.collect() == spark.createDataFrame([row.as_tuple()], HISTORY_SCHEMA).collect()
+    ours = local_frame(spark, [row.as_tuple()], ddl)
+    assert ours.collect() == spark.createDataFrame([row.as_tuple()], schema).collect()
 
 
 def test_timestamp_values_are_refused_and_an_empty_frame_of_any_schema_is_not(spark):

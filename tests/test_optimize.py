@@ -194,6 +194,35 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     assert not again.partitions[0].rows[0].committed  # one file: nothing left worth packing
 
 
+def test_a_local_table_with_nothing_worth_packing_is_planned_without_asking_the_session(spark, warehouse):
+    """What the session could do matters only to a rewrite: ``status`` and ``plan`` of a
+    local table with nothing to pack start no session (framework/cli/context.py)."""
+    from types import SimpleNamespace
+
+    spec = parse_spec(SPEC, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    many_small_appends(topic, spec, 1)
+    log = topic.partition(0)
+
+    class Unstarted:  # notes each question; answers none (as a session with no JVM would)
+        def __init__(self):
+            self.asked = []
+
+        def __getattr__(self, name):
+            self.asked.append(name)
+            raise AttributeError(name)
+
+    session = Unstarted()
+    packing = optimize.plan(SimpleNamespace(spark=session, spec=spec, path=log.path), log.snapshot())
+    assert session.asked == [] and not packing.due and packing.unavailable is None and len(packing.files) == 1
+    assert packing == optimize.plan(log, log.snapshot())
+    many_small_appends(topic, spec, 2, start=100)  # now worth packing: the session's abilities count
+    packing = optimize.plan(SimpleNamespace(spark=session, spec=spec, path=log.path), log.snapshot())
+    assert session.asked and packing.unavailable is not None and not packing.due
+    assert optimize.plan(log, log.snapshot()).due
+
+
 def test_a_session_without_file_statistics_packs_nothing_and_says_why(spark, warehouse):
     """The rewrite is checked record for record against the written files' statistics, so
     a session that does not collect them (a setting some tests and platforms use) skips."""
@@ -336,7 +365,7 @@ def test_segment_bytes_below_kafkas_minimum_is_refused(value):
         parse_spec({"topic": "t", "partitions": 1, "config": {"segment.bytes": value}}, "test.yaml")
 
 
-def test_a_spark_connect_session_skips_the_stage_and_says_why():
+def test_a_spark_connect_session_skips_the_stage_and_says_why(tmp_path):
     """Spark Connect exposes no JVM, so no Delta transaction API: the stage is skipped, not a failure."""
     from types import SimpleNamespace
 
@@ -346,7 +375,8 @@ def test_a_spark_connect_session_skips_the_stage_and_says_why():
     class ConnectSession:  # like pyspark.sql.connect's session: no _jvm attribute
         pass
 
-    log = SimpleNamespace(spark=ConnectSession(), spec=parse_spec(SPEC, "test"))
+    # a table elsewhere (no checksum here lists its files), so the session is asked
+    log = SimpleNamespace(spark=ConnectSession(), spec=parse_spec(SPEC, "test"), path=str(tmp_path / "elsewhere"))
     packing = optimize.plan(log, Snapshot(version=3, state=LogState()))
     assert not packing.due and packing.files == ()
     assert packing.describe().startswith("skipped: bin-packing needs a classic Spark session")

@@ -184,9 +184,9 @@ def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commit
         shape = dict(schema=table_schema(topic_spec), properties=desired_properties(topic_spec, 0),
                      partition_columns=("_segment",), description="topiclake: topic orders, partition 0")
     else:
-        from framework.log.history import HISTORY_SCHEMA
+        from framework.log.history import history_schema
 
-        shape = dict(schema=spark.createDataFrame([], HISTORY_SCHEMA).schema, properties=OWN_TABLE_PROPERTIES)
+        shape = dict(schema=history_schema(), properties=OWN_TABLE_PROPERTIES)
     paths = {way: str(tmp_path / way) for way in ("transaction", "builder")}
     with commit_metadata(spark, '{"topiclake":{"operation":"create"}}'):
         assert through_the_jvm(spark, lambda delta: delta_create._create_in(delta, paths["transaction"], **shape),

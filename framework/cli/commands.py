@@ -217,10 +217,11 @@ def plan(ctx) -> int:
     from framework.stages.planning import plan_partition
 
     now = ctx.now_ms()
-    offsets = ConsumerOffsets(ctx.spark, ctx.warehouse)
+    spark = ctx.deferred_spark  # a local warehouse's plan reads the Delta logs' files alone
+    offsets = ConsumerOffsets(spark, ctx.warehouse)
     report = []
     for spec in ctx.selected():
-        topic = Topic(ctx.spark, ctx.warehouse, spec)
+        topic = Topic(spark, ctx.warehouse, spec)
         for log in ctx.partitions(topic):
             if not log.exists():
                 report.append({"partition": log.name, "exists": False})
@@ -337,11 +338,12 @@ def status(ctx) -> int:
     from framework.stages.planning import partition_status
 
     now = ctx.now_ms()
-    history = MaintenanceHistory(ctx.spark, ctx.warehouse)
+    spark = ctx.deferred_spark  # as plan's
+    history = MaintenanceHistory(spark, ctx.warehouse)
     rows = []
     for spec in ctx.selected():
         last_runs = history.last_runs(spec.topic)
-        for log in Topic(ctx.spark, ctx.warehouse, spec).partitions():
+        for log in Topic(spark, ctx.warehouse, spec).partitions():
             if not log.exists():
                 rows.append({"partition": log.name, "exists": False})
                 ctx.out(f"{log.name}: no table yet")

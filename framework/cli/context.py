@@ -11,7 +11,7 @@ from typing import Any
 
 from framework.errors import ArgumentError, TopiclakeError
 
-__all__ = ["DEFAULT_SPECS", "Context", "parse_now"]
+__all__ = ["DEFAULT_SPECS", "Context", "DeferredSession", "parse_now"]
 
 DEFAULT_SPECS = "table_specs"
 #: The verbs that judge checks or write the report with Great Expectations.
@@ -41,6 +41,16 @@ class Context:
                 gx_import.import_in_background()  # while the session starts (see gx_import)
             self._spark = get_session(kafka=self.args.verb == "ingest", metastore=self.metastore())
         return self._spark
+
+    @property
+    def deferred_spark(self) -> "DeferredSession":
+        """The session, started when something first asks it a question. The read-only verbs
+        (``status``, ``plan``) hand it to the logs they read: a local table answers from its
+        Delta log's files, so on a local warehouse they start no JVM."""
+        from framework.session import require_engine
+
+        require_engine()
+        return DeferredSession(lambda: self.spark)
 
     @property
     def specs(self):
@@ -133,3 +143,22 @@ def parse_now(text: str | None) -> int:
         return parse_timestamp(text)
     except ValueError as error:
         raise ArgumentError(f"--now: {error}") from None
+
+
+class DeferredSession:
+    """Stands for a Spark session that starts on its first attribute access (``start``
+    makes it); until then nothing has started."""
+
+    def __init__(self, start):
+        self._start = start
+        self._session = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def __getattr__(self, name: str):
+        # only names not set above reach here: everything the session itself answers
+        if self._session is None:
+            self._session = self._start()
+        return getattr(self._session, name)

@@ -16,6 +16,7 @@ past the tables' window (a week).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Callable
@@ -37,49 +38,60 @@ PRUNE_EVERY = 50
 #: history's reads stay reads of the files it lists.
 PACK_AT = 32
 
-#: Column -> Spark SQL type, in table order.
-HISTORY_COLUMNS: dict[str, str] = {
-    "run_id": "STRING",
-    "run_started_ms": "BIGINT",
-    "now_ms": "BIGINT",
-    "topic": "STRING",
-    "partition": "INT",
-    "stage": "STRING",
-    "trigger": "STRING",
-    "reasons": "ARRAY<STRING>",
-    "due": "BOOLEAN",
-    "committed": "BOOLEAN",
-    "version_before": "BIGINT",
-    "version_after": "BIGINT",
-    "records_before": "BIGINT",
-    "records_after": "BIGINT",
-    "bytes_before": "BIGINT",
-    "bytes_after": "BIGINT",
-    "log_start_before": "BIGINT",
-    "log_start_after": "BIGINT",
-    "log_end_offset": "BIGINT",
-    "checkpoint_before": "BIGINT",
-    "checkpoint_after": "BIGINT",
-    "first_uncleanable_offset": "BIGINT",
-    "dirty_ratio": "DOUBLE",
-    "oldest_dirty_age_ms": "BIGINT",
-    "max_compaction_delay_ms": "BIGINT",
-    "max_lag_caused": "BOOLEAN",
-    "removed_records": "BIGINT",
-    "removed_bytes": "BIGINT",
-    "stamped_tombstones": "BIGINT",
-    "files_before": "BIGINT",
-    "files_after": "BIGINT",
-    "file_bytes_before": "BIGINT",
-    "file_bytes_after": "BIGINT",
-    "validation": "STRING",
-    "failed_guarantees": "ARRAY<STRING>",
-    "message": "STRING",
-    "duration_ms": "BIGINT",
-    "attempts": "INT",
+#: An array of strings, in Spark's JSON form.
+_STRINGS = {"type": "array", "elementType": "string", "containsNull": True}
+
+#: Column -> its type in Spark's JSON form (as Delta's schemaString writes it), in table
+#: order: parsed in Python, where a DDL string needs a Spark session (and `status` reads
+#: a local history without one).
+HISTORY_COLUMNS: dict[str, str | dict] = {
+    "run_id": "string",
+    "run_started_ms": "long",
+    "now_ms": "long",
+    "topic": "string",
+    "partition": "integer",
+    "stage": "string",
+    "trigger": "string",
+    "reasons": _STRINGS,
+    "due": "boolean",
+    "committed": "boolean",
+    "version_before": "long",
+    "version_after": "long",
+    "records_before": "long",
+    "records_after": "long",
+    "bytes_before": "long",
+    "bytes_after": "long",
+    "log_start_before": "long",
+    "log_start_after": "long",
+    "log_end_offset": "long",
+    "checkpoint_before": "long",
+    "checkpoint_after": "long",
+    "first_uncleanable_offset": "long",
+    "dirty_ratio": "double",
+    "oldest_dirty_age_ms": "long",
+    "max_compaction_delay_ms": "long",
+    "max_lag_caused": "boolean",
+    "removed_records": "long",
+    "removed_bytes": "long",
+    "stamped_tombstones": "long",
+    "files_before": "long",
+    "files_after": "long",
+    "file_bytes_before": "long",
+    "file_bytes_after": "long",
+    "validation": "string",
+    "failed_guarantees": _STRINGS,
+    "message": "string",
+    "duration_ms": "long",
+    "attempts": "integer",
 }
 
-HISTORY_SCHEMA = ", ".join(f"`{name}` {kind}" for name, kind in HISTORY_COLUMNS.items())
+@functools.cache
+def history_schema():
+    """The history's ``StructType`` (every column nullable), built without a Spark session."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson({"type": "struct", "fields": [
+        {"name": name, "type": kind, "nullable": True, "metadata": {}} for name, kind in HISTORY_COLUMNS.items()]})
 
 
 @dataclass
@@ -150,11 +162,11 @@ class MaintenanceHistory:
         if not rows:
             return
         if not self.exists():
-            create_own_table(self.spark, self.path, self.spark.createDataFrame([], HISTORY_SCHEMA).schema)
+            create_own_table(self.spark, self.path, history_schema())
         tuples = [r.as_tuple() for r in rows]
-        version = appended_locally(self.spark, self.path, tuples, HISTORY_SCHEMA)
+        version = appended_locally(self.spark, self.path, tuples, history_schema())
         if version is None:
-            frame = local_frame(self.spark, tuples, HISTORY_SCHEMA)
+            frame = local_frame(self.spark, tuples, history_schema())
             # mergeSchema: a warehouse written by an older topiclake gains the newer columns
             frame.write.format("delta").mode("append").option("mergeSchema", "true").save(self.path)
         else:
@@ -215,7 +227,7 @@ class MaintenanceHistory:
     def read(self):
         """The whole history (an empty frame before the first run)."""
         if not self.exists():
-            return self.spark.createDataFrame([], HISTORY_SCHEMA)
+            return self.spark.createDataFrame([], history_schema())
         return self.spark.read.format("delta").load(self.path)
 
     def current(self):
@@ -266,7 +278,7 @@ class MaintenanceHistory:
         such files. The history is small and pruned (a few MB at most), and a Spark query
         of it in a new process costs seconds, cold."""
         # an older topiclake's files may lack a column: the schema reads it as nulls
-        return read_locally(self.path, HISTORY_SCHEMA, columns, where)
+        return read_locally(self.path, history_schema(), columns, where)
 
     def last_run(self, topic: str, partition: int) -> dict | None:
         """The latest committed stage row of a partition's maintenance, or None."""

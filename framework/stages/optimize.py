@@ -229,26 +229,36 @@ def _data_file(path: str, segment, size, stats: file_stats.FileStats, hidden: in
 def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
     """What bin-packing would rewrite now; writes nothing."""
     snap = snapshot or log.snapshot()
-    unavailable = None
-    if jvm_of(log.spark) is None:
-        unavailable = "bin-packing needs a classic Spark session (Spark Connect has no Delta transaction API)"
-    elif log.spark.conf.get("spark.databricks.delta.stats.collect", "true").lower() == "false":
-        # The rewrite is checked record for record against the files' statistics.
-        unavailable = ("bin-packing needs Delta's file statistics, and this session does not collect them "
-                       "(spark.databricks.delta.stats.collect is false)")
+    target, span = packing_bounds(log.spec.config)
+    adds = version_checksum.live_adds(log.path, snap.version)
+    # a small local table: its files are listed in the version's checksum
+    files = None if adds is None else [_data_file_of_add(add) for add in adds]
+    groups = None if files is None else pack_groups(files, target, span)
+    if files is not None and not groups:
+        # nothing worth packing, whatever the session could do: `status` and `plan` ask
+        # this of a local table without starting one
+        return PackPlan(snapshot=snap, target_bytes=target, files=tuple(files), groups=())
+    unavailable = _unavailable(log.spark)
     if unavailable:
         return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
                         unavailable=unavailable)
-    adds = version_checksum.live_adds(log.path, snap.version)
-    if adds is not None:  # a small local table: its files are listed in the version's checksum
-        files = [_data_file_of_add(add) for add in adds]
-    else:
+    if files is None:
         delta = DeltaJvm(log.spark)
         table = delta.delta_log(log.path).getSnapshotAt(snap.version, delta.none(), delta.none(), False)
         files = _data_files(log.spark, table.allFiles())
-    target, span = packing_bounds(log.spec.config)
-    return PackPlan(snapshot=snap, target_bytes=target, files=tuple(files),
-                    groups=tuple(pack_groups(files, target, span)))
+        groups = pack_groups(files, target, span)
+    return PackPlan(snapshot=snap, target_bytes=target, files=tuple(files), groups=tuple(groups))
+
+
+def _unavailable(spark) -> str | None:
+    """Why this session cannot bin-pack, or None."""
+    if jvm_of(spark) is None:
+        return "bin-packing needs a classic Spark session (Spark Connect has no Delta transaction API)"
+    if spark.conf.get("spark.databricks.delta.stats.collect", "true").lower() == "false":
+        # The rewrite is checked record for record against the files' statistics.
+        return ("bin-packing needs Delta's file statistics, and this session does not collect them "
+                "(spark.databricks.delta.stats.collect is false)")
+    return None
 
 
 def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResult:
