@@ -187,7 +187,7 @@
    thresholds read by Arrow from the newest versions' checksums, with no JVM (as shipped,
    ``framework/report/data.py``), against by Spark (as before stop 85); every side's pages
    must say the same.
-30. ``read_only_commands``: ``topiclake status`` and ``plan`` of a warehouse whose
+30. ``read_only_commands``: ``topiclake status``, ``plan`` and ``create`` of a warehouse whose
    ``--partitions`` partitions had a first maintain (nothing due), each a new process, A B B
    A: the session deferred until something asks it a question, so no JVM starts (as
    shipped, ``framework/cli/context.py``), against the session started first (as before
@@ -2053,26 +2053,27 @@ _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
 
 
 def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
-    """``topiclake status`` and ``plan`` of ``partitions`` settled partitions (5,000 lines
-    produced and a first maintain, both untimed), each a new process on the same warehouse,
-    A B B A: the session deferred until something asks it a question, so a local warehouse
-    with nothing due is read from its Delta logs' files and no JVM starts (as shipped,
-    ``framework/cli/context.py``), against the session started first (as before stop 87).
-    Each side's figure is its mean; both sides must print the same JSON."""
+    """``topiclake status``, ``plan`` and ``create`` (every table there already) of
+    ``partitions`` settled partitions (5,000 lines produced and a first maintain, both
+    untimed), each a new process on the same warehouse, A B B A: the session deferred until
+    something asks it a question, so a local warehouse with nothing due is read from its
+    Delta logs' files and no JVM starts (as shipped, ``framework/cli/context.py``), against
+    the session started first (as before stop 87). Each side's figure is its mean; both
+    sides must print the same JSON."""
     said, ok, labels = {}, True, []
     with tempfile.TemporaryDirectory(prefix="topiclake-read-only-") as scratch:
         lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
         for args in (("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
                      ("maintain", "--topic", "fresh", "--now", str(now), "--no-report")):
             ok &= _command({}, args[0], scratch, args)
-        for verb in ("status", "plan"):
+        for verb, *options in (("status", "--now", str(now)), ("plan", "--now", str(now)), ("create",)):
             label = f"topiclake {verb}, {partitions} settled partitions"
             labels.append(label)
             for name in ("a1", "b1", "b2", "a2"):
                 as_before = name.startswith("b")
                 printed: list[str] = []
                 ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
-                               ("--json", verb, "--topic", "fresh", "--now", str(now)),
+                               ("--json", verb, "--topic", "fresh", *options),
                                prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
                 said.setdefault(verb, set()).add(printed[0])
             _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)

@@ -204,10 +204,11 @@ def test_plan_writes_nothing(spark, specs, tmp_path, capsys):
     assert "compaction: DUE (dirty_ratio)" in out and "would remove 3 record(s) (superseded)" in out
 
 
-def test_status_and_plan_of_a_settled_local_warehouse_start_no_jvm(spark, specs, tmp_path, capsys):
+def test_status_plan_and_create_of_a_settled_local_warehouse_start_no_jvm(spark, specs, tmp_path, capsys):
     """With nothing due, ``status`` and ``plan`` read a local warehouse from its Delta logs'
-    files (the commits, the checksums, the history by Arrow): in a new process no JVM
-    starts, and they print what they print in the tests' session."""
+    files (the commits, the checksums, the history by Arrow), and so does ``create`` of
+    tables that exist with the spec's properties: in a new process no JVM starts, and they
+    print what they print in the tests' session."""
     wh = str(tmp_path / "wh")
     records = [{"key": f"k{i % 3}", "value": str(i), "timestamp": 0} for i in range(6)]
     assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
@@ -216,12 +217,13 @@ def test_status_and_plan_of_a_settled_local_warehouse_start_no_jvm(spark, specs,
                "--no-report")[0] == 0
     code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
             "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
-    for verb in ("status", "plan"):
-        command = ["--json", "--warehouse", wh, "--specs", str(specs), verb, "--topic", "users", "--now", "1000"]
+    for verb, *options in (("status", "--now", "1000"), ("plan", "--now", "1000"), ("create",)):
+        command = ["--json", "--warehouse", wh, "--specs", str(specs), verb, "--topic", "users", *options]
         status, here, _ = run(capsys, *command)
         assert status == 0
         entries = json.loads(here)
-        assert [e["partition"] for e in entries] == ["users-0", "users-1"]
+        assert entries == {"users": {"0": "exists", "1": "exists"}} if verb == "create" else (
+            [e["partition"] for e in entries] == ["users-0", "users-1"])
         done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
                               timeout=120)
         *printed, last = done.stdout.strip().splitlines()

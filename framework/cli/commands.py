@@ -82,7 +82,10 @@ def import_kafka_config(ctx) -> int:
 def create(ctx) -> int:
     from framework.log.topic import Topic
 
-    topics = [Topic(ctx.spark, ctx.warehouse, spec) for spec in ctx.selected()]
+    # tables that exist with the spec's properties are read from their Delta logs' files: an
+    # idempotent create of a local warehouse starts no JVM
+    spark = ctx.deferred_spark
+    topics = [Topic(spark, ctx.warehouse, spec) for spec in ctx.selected()]
     for topic in topics:  # every spec must fit before anything is created
         topic.check_fits()
     results = {}

@@ -5,8 +5,7 @@ Table layout (``<warehouse>/<topic>-<partition>``):
 ==================  ==========================================  ==========================
 column              type                                        meaning
 ==================  ==========================================  ==========================
-offset              BIGINT NOT NULL                             assigned at append, never
-                                                                reused, never changed
+offset              BIGINT NOT NULL                             assigned at append, never reused
 timestamp           TIMESTAMP NOT NULL                          CreateTime or append time
 key                 STRING or BINARY                            NULL refused when compacted
 value               STRING or BINARY                            NULL = tombstone
@@ -109,7 +108,8 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ table
     def exists(self) -> bool:
-        return is_delta_table(self.spark, self.path)
+        present = self.warehouse.has_table(self.path)  # a local warehouse answers without a session
+        return is_delta_table(self.spark, self.path) if present is None else present
 
     def delta_table(self):
         from delta.tables import DeltaTable

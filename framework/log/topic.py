@@ -44,7 +44,8 @@ class Topic:
 
             check_names(self.spark, self.warehouse, self.spec)
         beyond_path = self.warehouse.partition_path(self.spec.topic, self.spec.partitions)
-        if is_delta_table(self.spark, beyond_path):
+        beyond = self.warehouse.has_table(beyond_path)
+        if beyond or (beyond is None and is_delta_table(self.spark, beyond_path)):
             raise TableMismatchError(
                 f"{self.spec.source}: partitions: the spec says {self.spec.partitions} but the "
                 f"warehouse already has {beyond_path}; Kafka topics can gain partitions, never lose them"
