@@ -169,11 +169,11 @@ def test_an_idle_maintain_with_history_runs_no_spark_job(spark, warehouse):
 def test_a_history_an_older_topiclake_wrote_gains_the_new_columns_then_appends_locally(spark, warehouse, monkeypatch):
     """An older history lacks a column: its first append is the DataFrame write that adds the
     column (mergeSchema), and the appends after it are local again."""
+    from pyspark.sql.types import StructType
+
     from framework.log import history as history_module
 
     history = MaintenanceHistory(spark, warehouse)
-    from pyspark.sql.types import StructType
-
     older = StructType([f for f in history_module.history_schema().fields if f.name != "attempts"])
     assert len(older.fields) == len(history_module.history_schema().fields) - 1
     create_table(spark, history.path, local_frame(spark, [], older).schema, {})

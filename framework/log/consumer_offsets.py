@@ -20,7 +20,6 @@ from framework import faults
 from framework.errors import ArgumentError, ConcurrentWriteError
 from framework.local_rows import local_frame
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, backoff, is_retryable_conflict
-from framework.log.delta_create import is_delta_table
 from framework.log.delta_transactions import replaced_commit
 from framework.log.local_append import read_locally, replaced_locally
 from framework.log.warehouse import Warehouse, create_own_table
@@ -43,10 +42,11 @@ class ConsumerOffsets:
 
     def __init__(self, spark, warehouse: Warehouse):
         self.spark = spark
+        self.warehouse = warehouse
         self.path = warehouse.consumer_offsets_path
 
     def _ensure(self) -> None:
-        if not is_delta_table(self.spark, self.path):
+        if not self.warehouse.table_exists(self.spark, self.path):
             create_own_table(self.spark, self.path, self.spark.createDataFrame([], SCHEMA).schema)
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
@@ -107,7 +107,7 @@ class ConsumerOffsets:
         import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
-        if not is_delta_table(self.spark, self.path):
+        if not self.warehouse.table_exists(self.spark, self.path):
             return {}
         local = read_locally(self.path, SCHEMA, ["group", "offset"],
                              (pc.field("topic") == topic) & (pc.field("partition") == partition))
@@ -136,6 +136,6 @@ class ConsumerOffsets:
 
     def all(self):
         """Every committed offset as a DataFrame (empty if nothing was ever committed)."""
-        if not is_delta_table(self.spark, self.path):
+        if not self.warehouse.table_exists(self.spark, self.path):
             return self.spark.createDataFrame([], SCHEMA)
         return self.spark.read.format("delta").load(self.path)

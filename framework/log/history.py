@@ -25,7 +25,6 @@ from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import unless_conflicted
-from framework.log.delta_create import is_delta_table
 from framework.log.local_append import appended_locally, pack_small_files, read_locally
 from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
 
@@ -84,6 +83,7 @@ HISTORY_COLUMNS: dict[str, str | dict] = {
     "duration_ms": "long",
     "attempts": "integer",
 }
+
 
 @functools.cache
 def history_schema():
@@ -156,7 +156,7 @@ class MaintenanceHistory:
         self._appends = 0
 
     def exists(self) -> bool:
-        return is_delta_table(self.spark, self.path)
+        return self.warehouse.table_exists(self.spark, self.path)
 
     def append(self, rows: list[HistoryRow]) -> None:
         if not rows:

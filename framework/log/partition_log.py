@@ -5,7 +5,8 @@ Table layout (``<warehouse>/<topic>-<partition>``):
 ==================  ==========================================  ==========================
 column              type                                        meaning
 ==================  ==========================================  ==========================
-offset              BIGINT NOT NULL                             assigned at append, never reused
+offset              BIGINT NOT NULL                             assigned at append, never
+                                                                reused, never changed
 timestamp           TIMESTAMP NOT NULL                          CreateTime or append time
 key                 STRING or BINARY                            NULL refused when compacted
 value               STRING or BINARY                            NULL = tombstone
@@ -44,7 +45,7 @@ from framework.log.delta_commits import (
     is_retryable_conflict,
     session_confs,
 )
-from framework.log.delta_create import NewTable, clear_uncommitted_log, is_delta_table
+from framework.log.delta_create import NewTable, clear_uncommitted_log
 from framework.log.delta_transactions import WRITTEN_OR_SKIPPED, claimed_commit
 from framework.log.log_state import (
     NO_RECORD_YET,
@@ -108,8 +109,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ table
     def exists(self) -> bool:
-        present = self.warehouse.has_table(self.path)  # a local warehouse answers without a session
-        return is_delta_table(self.spark, self.path) if present is None else present
+        return self.warehouse.table_exists(self.spark, self.path)
 
     def delta_table(self):
         from delta.tables import DeltaTable

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from framework.errors import TableMismatchError
-from framework.log.delta_create import is_delta_table
 from framework.log.partition_log import PartitionLog
 from framework.log.warehouse import Warehouse
 from framework.side_by_side import each
@@ -44,8 +43,7 @@ class Topic:
 
             check_names(self.spark, self.warehouse, self.spec)
         beyond_path = self.warehouse.partition_path(self.spec.topic, self.spec.partitions)
-        beyond = self.warehouse.has_table(beyond_path)
-        if beyond or (beyond is None and is_delta_table(self.spark, beyond_path)):
+        if self.warehouse.table_exists(self.spark, beyond_path):
             raise TableMismatchError(
                 f"{self.spec.source}: partitions: the spec says {self.spec.partitions} but the "
                 f"warehouse already has {beyond_path}; Kafka topics can gain partitions, never lose them"

@@ -178,3 +178,12 @@ class Warehouse:
             folder = local_folder(self.root)
             return False if folder is not None and os.path.isdir(folder) else None
         return present
+
+    def table_exists(self, spark, path: str) -> bool:
+        """Whether the Delta table at ``path``, under this warehouse, exists: from the local
+        folders (:meth:`has_table`), else Delta's answer through ``spark``, which is then the
+        only thing asked of it (so `status`, `plan` and `create` start no JVM locally)."""
+        from framework.log.delta_create import is_delta_table
+
+        present = self.has_table(path)
+        return is_delta_table(spark, path) if present is None else present
