@@ -20,6 +20,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence, TypeVar
 
+from framework.deferred_session import started
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -55,7 +57,7 @@ def in_order(spark, items: Sequence[Item], work: Callable[[object, Item], Result
 
     # pyspark keeps one process-wide "active session" in a class attribute, which work in any
     # thread overwrites (createDataFrame sets it): the caller's must be the active one after.
-    active = getattr(type(spark), "_activeSession", None)
+    active = getattr(type(started(spark)), "_activeSession", None)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
     try:
         futures = [pool.submit(in_thread, item) for item in items]
@@ -64,7 +66,7 @@ def in_order(spark, items: Sequence[Item], work: Callable[[object, Item], Result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         if active is not None:
-            type(spark)._activeSession = active
+            type(started(spark))._activeSession = active
 
 
 def each(spark, items: Sequence[Item], work: Callable[[object, Item], Result], threads: int,

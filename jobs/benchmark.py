@@ -187,11 +187,14 @@
    thresholds read by Arrow from the newest versions' checksums, with no JVM (as shipped,
    ``framework/report/data.py``), against by Spark (as before stop 85); every side's pages
    must say the same.
-30. ``read_only_commands``: ``topiclake status``, ``plan`` and ``create`` of a warehouse whose
-   ``--partitions`` partitions had a first maintain (nothing due), each a new process, A B B
-   A: the session deferred until something asks it a question, so no JVM starts (as
-   shipped, ``framework/cli/context.py``), against the session started first (as before
-   stop 87); both sides must print the same JSON.
+30. ``read_only_commands``: ``topiclake status``, ``plan``, ``create`` and an idle ``maintain``
+   (``--json``, and as a user runs it, with the report) of a warehouse whose
+   ``--partitions`` partitions had a first maintain (nothing due), each a new process, A B
+   B A: the session deferred until something asks it a question, so no JVM starts (as
+   shipped, ``framework/deferred_session.py``; the idle maintain commits its history rows
+   itself, ``framework/log/blind_append.py``, and its report keeps the Data Docs built from
+   the same validations), against the session started first and the Data Docs rebuilt (as
+   before stops 87 and 88); both sides must print the same JSON.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -2047,38 +2050,58 @@ def bench_report_commands(results: dict, partitions: int, now: int) -> dict:
 #: How ``status`` and ``plan`` get their session (the ``read_only_commands`` section).
 READ_ONLY_COMMAND_TWINS = TwinKind("read_only_commands", ("session deferred", "session first"),
                                    "session deferred / started first")
-#: Side B's process starts the session before the verb reads anything (as before stop 87).
+#: Side B's process starts the session before the verb reads anything (as before stop 87),
+#: and its report rebuilds the Data Docs whatever they were built from (as before stop 88).
 _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
-                          "context.Context.deferred_spark = property(lambda self: self.spark)")
+                          "context.Context.deferred_spark = property(lambda self: self.spark)\n"
+                          "from framework.report import site\n"
+                          "site._read = lambda path: None")
 
 
 def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
-    """``topiclake status``, ``plan`` and ``create`` (every table there already) of
-    ``partitions`` settled partitions (5,000 lines produced and a first maintain, both
-    untimed), each a new process on the same warehouse, A B B A: the session deferred until
-    something asks it a question, so a local warehouse with nothing due is read from its
-    Delta logs' files and no JVM starts (as shipped, ``framework/cli/context.py``), against
-    the session started first (as before stop 87). Each side's figure is its mean; both
-    sides must print the same JSON."""
+    """``topiclake status``, ``plan``, ``create`` (every table there already) and an idle
+    ``maintain`` (``--json``; then with the report) of ``partitions`` settled partitions
+    (5,000 lines produced and a first maintain with its report, both untimed), each a new
+    process on the same warehouse, A B B A: the session deferred until something asks it a
+    question, so a local warehouse with nothing due is read from its Delta logs' files, the
+    idle maintain's history rows are committed without a JVM, and no JVM starts (as shipped,
+    ``framework/deferred_session.py``), and the report keeps the Data Docs built from the
+    same validations, against the session started first and the Data Docs rebuilt (as
+    before stops 87 and 88). Each side's figure is its mean; both sides must print the same
+    JSON (a maintain's, but for its run's id and times)."""
     said, ok, labels = {}, True, []
     with tempfile.TemporaryDirectory(prefix="topiclake-read-only-") as scratch:
         lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
         for args in (("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
-                     ("maintain", "--topic", "fresh", "--now", str(now), "--no-report")):
+                     ("maintain", "--topic", "fresh", "--now", str(now))):
             ok &= _command({}, args[0], scratch, args)
-        for verb, *options in (("status", "--now", str(now)), ("plan", "--now", str(now)), ("create",)):
-            label = f"topiclake {verb}, {partitions} settled partitions"
+        for what, (verb, *options) in (("", ("--json", "status", "--now", str(now))),
+                                       ("", ("--json", "plan", "--now", str(now))), ("", ("--json", "create")),
+                                       (", idle", ("--json", "maintain", "--now", str(now))),
+                                       (", idle, with the report", ("maintain", "--now", str(now)))):
+            command = verb if verb != "--json" else options[0]
+            label = f"topiclake {command}{what}, {partitions} settled partitions"
             labels.append(label)
             for name in ("a1", "b1", "b2", "a2"):
                 as_before = name.startswith("b")
                 printed: list[str] = []
                 ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
-                               ("--json", verb, "--topic", "fresh", *options),
+                               (verb, *options, "--topic", "fresh"),
                                prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
-                said.setdefault(verb, set()).add(printed[0])
+                if verb == "--json":  # (the report's pages are compared by the report_commands section)
+                    said.setdefault(label, set()).add(_decided(printed[0]) if command == "maintain" else printed[0])
             _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
     return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
             "same_output_every_way": ok and all(len(outputs) == 1 for outputs in said.values())}
+
+
+def _decided(printed: str) -> str:
+    """A maintain's JSON without what tells two runs apart besides what they decided."""
+    own = ("run_id", "run_started_ms", "duration_ms")
+    run = json.loads(printed)
+    for part in run["partitions"]:
+        part["stages"] = [{k: v for k, v in stage.items() if k not in own} for stage in part["stages"]]
+    return json.dumps({k: v for k, v in run.items() if k not in own}, sort_keys=True)
 
 
 def _warehouse_contents(spark, folder: str, topic: str, partitions: int) -> tuple:

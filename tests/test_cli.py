@@ -231,16 +231,45 @@ def test_status_plan_and_create_of_a_settled_local_warehouse_start_no_jvm(spark,
         assert json.loads("\n".join(printed)) == entries, verb
 
 
-def test_a_deferred_session_starts_on_its_first_question_and_once():
-    from types import SimpleNamespace
+#: What tells two runs' JSON apart besides what they decided: the run, its clock and its time.
+_RUN_OWN = ("run_id", "run_started_ms", "duration_ms")
 
-    from framework.cli.context import DeferredSession
 
-    starts = []
-    deferred = DeferredSession(lambda: starts.append(1) or SimpleNamespace(version="4.1"))
-    assert not deferred.started and not starts
-    assert deferred.version == "4.1" and deferred.version == "4.1"
-    assert deferred.started and starts == [1]
+def _decided(printed: str) -> dict:
+    run = json.loads(printed)
+    for part in run["partitions"]:
+        part["stages"] = [{k: v for k, v in stage.items() if k not in _RUN_OWN} for stage in part["stages"]]
+    return {k: v for k, v in run.items() if k not in _RUN_OWN}
+
+
+def test_an_idle_maintain_of_a_local_warehouse_starts_no_jvm(spark, specs, tmp_path, capsys):
+    """A ``maintain`` with nothing due decides from the Delta logs' files and commits its
+    history rows itself (framework/log/blind_append.py): in a new process no JVM starts, it
+    prints what the same run prints in the tests' session, and Delta then reads its rows."""
+    from framework.log.history import MaintenanceHistory
+    from framework.log.warehouse import Warehouse
+
+    wh = str(tmp_path / "wh")
+    records = [{"key": f"k{i % 3}", "value": str(i), "timestamp": 0} for i in range(6)]
+    assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+               "--input", write_jsonl(tmp_path / "in.jsonl", records), "--now", "1000")[0] == 0
+    command = ["--json", "--warehouse", wh, "--specs", str(specs), "maintain", "--topic", "users", "--now", "1000"]
+    assert run(capsys, *command)[0] == 0  # the first run compacts
+    status, here, _ = run(capsys, *command)
+    assert status == 0 and not any(s["committed"] for p in json.loads(here)["partitions"] for s in p["stages"])
+    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
+            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
+    done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    *printed, last = done.stdout.strip().splitlines()
+    assert last == "0 True", done.stdout + done.stderr[-2000:]
+    assert _decided("\n".join(printed)) == _decided(here)
+    run_id = json.loads("\n".join(printed))["run_id"]
+    history = MaintenanceHistory(spark, Warehouse.resolve(wh))
+    rows = history.read().where(f"run_id = '{run_id}'").select("topic", "partition", "stage").collect()
+    assert sorted(tuple(r) for r in rows) == sorted(
+        (p["topic"], p["partition"], s["stage"]) for p in json.loads("\n".join(printed))["partitions"]
+        for s in p["stages"])
 
 
 def test_console_script_is_installed_and_works():

@@ -12,7 +12,7 @@ FRAMEWORK = Path(__file__).resolve().parent.parent / "framework"
 #: The flow of the data, first to last; the first entry is the shared ground floor.
 LAYERS = (
     ("errors", "faults", "user_cache", "jdk", "jvm_options", "engine_jars", "local_file_system", "yarn_defaults",
-     "class_archive", "session", "side_by_side", "local_rows", "__init__"),
+     "class_archive", "session", "deferred_session", "side_by_side", "local_rows", "__init__"),
     ("spec",),
     ("cleaner",),
     ("log",),

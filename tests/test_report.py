@@ -202,6 +202,44 @@ def test_data_docs_are_copied_and_linked(spark, warehouse, tmp_path, monkeypatch
     assert '<link rel="stylesheet" href="../../topiclake-offline.css">' in (copied / "validations" / "t" / "run.html").read_text()
 
 
+def test_data_docs_are_rebuilt_only_after_a_new_validation(spark, warehouse, monkeypatch):
+    """An idle run validates nothing: its report keeps the Data Docs copy built from the same
+    GE project (no Great Expectations import); a run that validated rebuilds it."""
+    from framework.checks.guarantees import Guarantees
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+    from framework.spec import parse_spec
+    from framework.stages.maintenance import Maintenance
+
+    spec = parse_spec({"topic": "docs", "partitions": 1, "config": {"cleanup.policy": "compact"}}, "test")
+    topic = Topic(spark, warehouse, spec)
+
+    def validated_run(now: int) -> None:
+        raw = [{"key": "a", "value": str(now), "timestamp": now}]
+        produce(topic, parse_records(list(enumerate(raw, start=1)), spec, "test"), now_ms=now)
+        Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse)).run(now + 1, force=True)
+
+    validated_run(1000)
+    index = Path(write_report(spark, warehouse))
+    assert "data_docs/index.html" in Page(index).links
+    built = (index.parent / "data_docs" / "index.html").read_text()
+    calls = []
+
+    def refused(wh):
+        calls.append(wh)
+        raise RuntimeError("not now")
+
+    monkeypatch.setattr(gx_project, "build_data_docs", refused)
+    Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse)).run(5000)  # idle: nothing due
+    index = Path(write_report(spark, warehouse))
+    assert not calls and "data_docs/index.html" in Page(index).links
+    assert (index.parent / "data_docs" / "index.html").read_text() == built
+    validated_run(9000)
+    index = Path(write_report(spark, warehouse))
+    assert len(calls) == 1 and "Data Docs could not be built (RuntimeError: not now)" in Page(index).all_text
+
+
 def test_a_uri_warehouse_needs_an_output_folder(spark):
     with pytest.raises(ArgumentError, match="--output"):
         write_report(spark, Warehouse("s3a://bucket/warehouse"))

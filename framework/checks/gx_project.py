@@ -105,6 +105,29 @@ def prune_results(warehouse: Warehouse, suite_name: str, keep: int) -> int:
     return len(doomed)
 
 
+def project_digest(warehouse: Warehouse) -> str | None:
+    """A digest of what Data Docs are built from (every file of the GE project but the site
+    itself: suites, validation results, configuration; by name, size and modification
+    time), or None before the first validation. Equal digests build the same site, and
+    building it changes none of these files; it costs no Great Expectations import."""
+    validations = _validations(warehouse)
+    if not os.path.isdir(validations):
+        return None
+    gx_folder = os.path.dirname(os.path.dirname(validations))
+    site = os.path.join(gx_folder, "uncommitted", "data_docs")
+    seen = []
+    for directory, folders, names in os.walk(gx_folder):
+        folders[:] = [f for f in folders if os.path.join(directory, f) != site]
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                status = os.stat(path)
+            except FileNotFoundError:  # pruned while we looked: the digest differs either way
+                continue
+            seen.append(f"{os.path.relpath(path, gx_folder)}\t{status.st_size}\t{status.st_mtime_ns}")
+    return hashlib.sha256("\n".join(sorted(seen)).encode()).hexdigest()
+
+
 def build_data_docs(warehouse: Warehouse) -> str | None:
     """Render the stored validation results as Data Docs; the index page, or None if none exist.
 

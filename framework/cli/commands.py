@@ -242,7 +242,10 @@ def _maintenance(ctx, stages) -> int:
     from framework.stages.maintenance import Maintenance
 
     specs = ctx.selected()
-    runner = Maintenance(ctx.spark, ctx.warehouse, specs, validator=Guarantees(ctx.spark, ctx.warehouse),
+    # a local warehouse with nothing due is decided from its Delta logs' files, and its run's
+    # history rows are committed without a JVM (framework/log/blind_append.py)
+    spark = ctx.deferred_spark
+    runner = Maintenance(spark, ctx.warehouse, specs, validator=Guarantees(spark, ctx.warehouse),
                          progress=ctx.progress, step=ctx.step)
     run = runner.run(
         ctx.now_ms(), topic=getattr(ctx.args, "topic", None), partition=getattr(ctx.args, "partition", None),

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from framework.deferred_session import DeferredSession
 from framework.errors import ArgumentError, TopiclakeError
 
 __all__ = ["DEFAULT_SPECS", "Context", "DeferredSession", "parse_now"]
@@ -43,13 +44,16 @@ class Context:
         return self._spark
 
     @property
-    def deferred_spark(self) -> "DeferredSession":
-        """The session, started when something first asks it a question. The read-only verbs
-        (``status``, ``plan``) hand it to the logs they read: a local table answers from its
-        Delta log's files, so on a local warehouse they start no JVM."""
+    def deferred_spark(self):
+        """The session, started when something first asks it a question. ``status``, ``plan``,
+        ``create`` and the maintenance verbs hand it to the logs they read: a local table
+        answers from its Delta log's files, so on a local warehouse where nothing is to be
+        done they start no JVM (framework/deferred_session.py)."""
         from framework.session import require_engine
 
         require_engine()
+        if self._spark is not None:  # started already (a maintain that produced sample data first)
+            return self._spark
         return DeferredSession(lambda: self.spark)
 
     @property
@@ -143,22 +147,3 @@ def parse_now(text: str | None) -> int:
         return parse_timestamp(text)
     except ValueError as error:
         raise ArgumentError(f"--now: {error}") from None
-
-
-class DeferredSession:
-    """Stands for a Spark session that starts on its first attribute access (``start``
-    makes it); until then nothing has started."""
-
-    def __init__(self, start):
-        self._start = start
-        self._session = None
-
-    @property
-    def started(self) -> bool:
-        return self._session is not None
-
-    def __getattr__(self, name: str):
-        # only names not set above reach here: everything the session itself answers
-        if self._session is None:
-            self._session = self._start()
-        return getattr(self._session, name)

@@ -36,7 +36,8 @@ import uuid
 
 from framework.log import file_stats, version_checksum
 
-__all__ = ["data_files", "write_metrics"]
+__all__ = ["add_actions", "data_files", "stats_columns", "write_metrics"]
+
 
 def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
     """``table`` (an Arrow table of every column of the table of ``txn``, partition columns
@@ -44,16 +45,31 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
     table's ``folder``, one per partition value and up to ``max_records_per_file`` rows
     each: their ``add`` actions, or None when the table does not take such files (nothing
     is written)."""
-    import pyarrow.compute as pc
-
     metadata = txn.metadata()
     struct = _table_struct(txn, metadata)
-    partition_columns = list(delta.items(metadata.partitionColumns()))
-    stats_columns = _stats_columns(metadata, partition_columns)
-    if struct is None or not _takes(struct, partition_columns, stats_columns):
+    if struct is None:
         return None
+    partition_columns = list(delta.items(metadata.partitionColumns()))
+    named = metadata.configuration().get("delta.dataSkippingStatsColumns")
+    adds = add_actions(folder, table, struct, partition_columns,
+                       stats_columns(str(named.get()) if named.isDefined() else None, partition_columns),
+                       max_records_per_file)
+    if adds is None:
+        return None
+    action = delta.cls("org.apache.spark.sql.delta.actions.Action")
+    return [action.fromJson(json.dumps({"add": add})) for add in adds]
+
+
+def add_actions(folder: str, table, struct, partition_columns: list[str], stats_columns: list[str],
+                max_records_per_file: int | None = None) -> list[dict] | None:
+    """:func:`data_files` for a table whose schema (``struct``, a ``StructType`` a rewrite may
+    meet: see ``_table_struct``), partition columns and statistics columns the caller read:
+    the ``add`` actions as dicts (as in the Delta log), or None (nothing is written)."""
+    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    if not _takes(struct, partition_columns, stats_columns):
+        return None
     if not table.schema.equals(to_arrow_schema(struct), check_metadata=False):
         return None
     # a null where Delta's writer refuses it, or a null partition value (Delta names its folder
@@ -77,7 +93,7 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
             if stats is None:
                 return None
             pieces.append(({name: str(value) for name, value in values.items()}, piece, stats))
-    return [_written(delta, folder, values, rows, stats) for values, rows, stats in pieces]
+    return [_written(folder, values, rows, stats) for values, rows, stats in pieces]
 
 
 def write_metrics(adds: list) -> dict:
@@ -102,12 +118,12 @@ def _table_struct(txn, metadata):
     return StructType.fromJson(json.loads(schema_string))
 
 
-def _stats_columns(metadata, partition_columns: list) -> list[str]:
-    """The columns whose bounds the table's files carry (``delta.dataSkippingStatsColumns``)."""
-    named = metadata.configuration().get("delta.dataSkippingStatsColumns")
-    if not named.isDefined():
+def stats_columns(named: str | None, partition_columns: list[str]) -> list[str]:
+    """The columns whose bounds the table's files carry, from ``delta.dataSkippingStatsColumns``
+    (``named``; None when the table does not set it)."""
+    if named is None:
         return []
-    return [c.strip() for c in str(named.get()).split(",") if c.strip() and c.strip() not in partition_columns]
+    return [c.strip() for c in named.split(",") if c.strip() and c.strip() not in partition_columns]
 
 
 def _takes(struct, partition_columns: list, stats_columns: list) -> bool:
@@ -154,7 +170,7 @@ def _delta_timestamp(scalar) -> str | None:
     return file_stats.timestamp_statistic(micros // 1000)
 
 
-def _written(delta, folder: str, partition_values: dict, rows, stats: str):
+def _written(folder: str, partition_values: dict, rows, stats: str) -> dict:
     """``rows`` written as one Parquet file in its partition's folder, as an ``add`` action."""
     import pyarrow.parquet as pq
 
@@ -163,6 +179,5 @@ def _written(delta, folder: str, partition_values: dict, rows, stats: str):
     written = os.path.join(folder, *relative.split("/"))
     os.makedirs(os.path.dirname(written), exist_ok=True)
     pq.write_table(rows, written, compression="snappy")
-    return delta.cls("org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps({"add": {
-        "path": relative, "partitionValues": partition_values, "size": os.path.getsize(written),
-        "modificationTime": int(os.path.getmtime(written) * 1000), "dataChange": True, "stats": stats}}))
+    return {"path": relative, "partitionValues": partition_values, "size": os.path.getsize(written),
+            "modificationTime": int(os.path.getmtime(written) * 1000), "dataChange": True, "stats": stats}

@@ -10,6 +10,8 @@ import random
 import time
 from typing import Callable, Iterator, TypeVar
 
+from framework.deferred_session import not_started
+
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -25,8 +27,14 @@ def session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
     Only confs that differ are set (and put back), so a block inside another, or two
     threads that share a session and ask for the same value, never take it for the
     session's own and leave it. Still not thread-safe within one session for different
-    values: give each thread its own ``spark.newSession()``.
+    values: give each thread its own ``spark.newSession()``. A session not started yet gets
+    them if it starts inside the block (nothing runs on it before).
     """
+    if not_started(spark):
+        with contextlib.ExitStack() as applied:
+            with spark.when_started(lambda session: applied.enter_context(session_confs(session, confs))):
+                yield
+        return
     previous = {key: spark.conf.get(key, None) for key in confs}
     previous = {key: value for key, value in previous.items() if value != confs[key]}
     for key in previous:

@@ -29,6 +29,7 @@ import json
 import time
 from typing import Callable, TypeVar
 
+from framework.deferred_session import not_started
 from framework.local_rows import local_frame
 from framework.log import arrow_files
 from framework.log.commit_log import local_folder
@@ -189,7 +190,7 @@ def forget_table(spark, path: str) -> None:
     reads its log again (about 7 ms for a small table)."""
     from py4j.protocol import Py4JError
 
-    if jvm_of(spark) is None:  # Spark Connect: the server keeps its own cache
+    if not_started(spark) or jvm_of(spark) is None:  # no cache yet; Spark Connect: the server keeps its own
         return
     try:
         delta = DeltaJvm(spark)

@@ -14,10 +14,13 @@ commits the new rows' file with every old file removed (``WRITE``, mode Overwrit
 committed offset took 0.35 s warm with the one Spark job of a ``writeFiles``, and a
 Spark job is seconds in a new process (docs/performance-log.md, stop 72).
 
-This applies when the table is on the local file system, the session has a JVM and the
-table takes Arrow's files (:mod:`framework.log.arrow_files`: no feature a rewrite may not
-meet, its columns the rows'; a replace also needs a table without partition columns), all
-read from the transaction's snapshot. Otherwise nothing is written and the caller makes
+While no session has started (a verb's deferred session, ``framework.deferred_session``),
+an append whose table allows it is committed without a JVM (``framework.log.blind_append``):
+an idle ``maintain``'s history rows, its only write. Otherwise this applies when the table
+is on the local file system, the session has a JVM and the table takes Arrow's files
+(:mod:`framework.log.arrow_files`: no feature a rewrite may not meet, its columns the
+rows'; a replace also needs a table without partition columns), all read from the
+transaction's snapshot. Otherwise nothing is written and the caller makes
 its DataFrame write. An append does not run Delta's auto compaction: the caller bins its
 own small files (:func:`pack_small_files`).
 """
@@ -26,8 +29,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from framework.deferred_session import not_started
 from framework.local_rows import arrow_rows, struct_of
-from framework.log import arrow_files, version_checksum
+from framework.log import arrow_files, blind_append, version_checksum
 from framework.log.commit_log import local_commits, local_folder
 from framework.log.delta_transactions import DeltaJvm, removed_metrics, through_the_jvm
 from framework.log.warehouse import delta_table_sql
@@ -41,6 +45,10 @@ def appended_locally(spark, path: str, rows: Iterable[tuple], schema) -> int | N
     if folder is None:
         return None
     table = arrow_rows(rows, schema)
+    if not_started(spark):  # no JVM yet: commit it here if this table lets us, rather than start one
+        version = blind_append.appended(path, table)
+        if version is not None:
+            return version
     return through_the_jvm(spark, lambda delta: _append_in(delta, path, folder, table), lambda: None)
 
 

@@ -84,6 +84,13 @@ def _checksum(path: str, version: int) -> tuple[str, dict] | None:
     return folder, checksum
 
 
+def checksum(path: str, version: int) -> dict | None:
+    """The checksum of ``version`` of the local table at ``path`` (as :func:`_checksum`
+    trusts it), or None."""
+    found = _checksum(path, version)
+    return None if found is None else found[1]
+
+
 def _adds(checksum: dict) -> list[dict] | None:
     adds = checksum.get("allFiles")
     if not isinstance(adds, list) or len(adds) != checksum.get("numFiles"):

@@ -1,0 +1,156 @@
+"""A blind append committed without a JVM (framework/log/blind_append.py) is the commit Delta
+makes of the same rows: the same actions and checksum, read back by Delta and delta-rs,
+carried on by Delta's next commit; of two writers racing for a version each commits once;
+and a table it cannot append to as Delta would is left to Delta, with nothing written."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+
+from framework.deferred_session import DeferredSession
+from framework.local_rows import arrow_rows
+from framework.log import blind_append, version_checksum
+from framework.log.commit_log import local_commits
+from framework.log.history import HistoryRow, MaintenanceHistory, history_schema
+from framework.log.local_append import appended_locally
+from framework.log.warehouse import Warehouse, delta_table_sql
+from tests.support.delta_readers import delta_rs_query
+
+
+def _rows(run: str, count: int = 3) -> list[tuple]:
+    return [HistoryRow(run_id=run, run_started_ms=1_000 + i, now_ms=2_000, topic="t", partition=i, stage="compact",
+                       reasons=["dirty_ratio"], dirty_ratio=0.25 * i, message=None if i else "not due").as_tuple()
+            for i in range(count)]
+
+
+def _history(spark, root) -> str:
+    """A maintenance history with one run's rows, made and appended through Delta."""
+    history = MaintenanceHistory(spark, Warehouse.resolve(str(root)))
+    history.append([HistoryRow(*row) for row in _rows("first")])
+    return history.path
+
+
+def _commit(path: str, version: int) -> list[dict]:
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as handle:
+        return [json.loads(line) for line in handle]
+
+
+def _files(path: str) -> set[str]:
+    return {os.path.relpath(p, path) for p in glob.glob(os.path.join(path, "**"), recursive=True)
+            if os.path.isfile(p)}
+
+
+#: What differs between two tables' commits of the same rows however they are made.
+_OWN = {"path", "modificationTime", "tags", "txnId", "timestamp", "engineInfo", "operationMetrics", "id",
+        "createdTime"}
+
+
+def _same_shape(value):
+    """``value`` without what each table or commit has of its own (``_OWN``)."""
+    if isinstance(value, dict):
+        return {k: _same_shape(v) for k, v in value.items() if k not in _OWN}
+    if isinstance(value, list):
+        return sorted((_same_shape(v) for v in value), key=json.dumps)
+    return value
+
+
+def test_a_blind_append_commits_what_delta_commits_for_the_same_rows(spark, tmp_path):
+    by_delta, by_topiclake = _history(spark, tmp_path / "a"), _history(spark, tmp_path / "b")
+    rows = _rows("second")
+    assert appended_locally(spark, by_delta, rows, history_schema()) == 2
+    assert blind_append.appended(by_topiclake, arrow_rows(rows, history_schema())) == 2
+
+    ours, theirs = _commit(by_topiclake, 2), _commit(by_delta, 2)
+    assert _same_shape(ours) == _same_shape(theirs)
+    assert ours[0]["commitInfo"]["operationMetrics"] == {"numFiles": "1", "numOutputRows": "3",
+                                                         "numOutputBytes": str(ours[1]["add"]["size"])}
+    checksums = [version_checksum.checksum(path, 2) for path in (by_topiclake, by_delta)]
+    assert None not in checksums and _same_shape(checksums[0]) == _same_shape(checksums[1])
+    assert checksums[0]["txnId"] == ours[0]["commitInfo"]["txnId"]  # so the local reads trust it
+
+    # Delta and delta-rs read it, and Delta's next commit carries the checksum on
+    def read(path):
+        return sorted(tuple(r) for r in spark.read.format("delta").load(path).drop("run_started_ms").collect())
+
+    assert read(by_topiclake) == read(by_delta) and len(read(by_topiclake)) == 6
+    assert sorted(r["run_id"] for r in delta_rs_query(by_topiclake, "run_id")) == ["first"] * 3 + ["second"] * 3
+    for path in (by_topiclake, by_delta):
+        assert appended_locally(spark, path, _rows("third"), history_schema()) == 3
+    detail = spark.sql(f"DESCRIBE DETAIL {delta_table_sql(by_topiclake)}").first()
+    checksum = version_checksum.checksum(by_topiclake, 3)
+    assert (checksum["numFiles"], checksum["tableSizeBytes"]) == (detail["numFiles"], detail["sizeInBytes"]) == (3, (
+        sum(os.path.getsize(p) for p in glob.glob(os.path.join(by_topiclake, "*.parquet")))))
+    assert _same_shape(checksum) == _same_shape(version_checksum.checksum(by_delta, 3))
+    assert read(by_topiclake) == read(by_delta)
+
+
+def test_an_append_without_a_jvm_goes_this_way_only_while_no_session_started(spark, tmp_path):
+    path = _history(spark, tmp_path)
+    deferred = DeferredSession(lambda: spark)
+    assert appended_locally(deferred, path, _rows("second"), history_schema()) == 2
+    assert not deferred.started and "no JVM" in _commit(path, 2)[0]["commitInfo"]["engineInfo"]
+    assert appended_locally(spark, path, _rows("third"), history_schema()) == 3
+    assert "Delta-Lake" in _commit(path, 3)[0]["commitInfo"]["engineInfo"]
+
+
+def test_two_writers_racing_for_a_version_each_commit_once(spark, tmp_path, monkeypatch):
+    path = _history(spark, tmp_path)
+    put = blind_append._put_if_absent
+    raced = []
+
+    def another_writer_first(folder, version, text):
+        if not raced:  # the other writer takes this version between our read and our commit
+            raced.append(None)
+            raced[0] = blind_append.appended(path, arrow_rows(_rows("other"), history_schema()))
+        return put(folder, version, text)
+
+    monkeypatch.setattr(blind_append, "_put_if_absent", another_writer_first)
+    assert blind_append.appended(path, arrow_rows(_rows("ours"), history_schema())) == 3
+    assert raced == [2] and [c.version for c in local_commits(path)] == [3, 2, 1, 0]
+    assert _commit(path, 3)[0]["commitInfo"]["readVersion"] == 2
+    runs = [r["run_id"] for r in spark.read.format("delta").load(path).select("run_id").collect()]
+    assert sorted(runs) == ["first"] * 3 + ["other"] * 3 + ["ours"] * 3
+    listed = version_checksum.plain_files(path, 3)
+    assert listed is not None and len(listed.paths) == 3  # each checksum carried the other's file
+
+
+@pytest.mark.parametrize("case", ["a checkpoint is due", "a table feature", "no checksum", "rows of another shape"])
+def test_a_table_it_cannot_append_to_as_delta_would_is_left_to_delta(spark, tmp_path, case):
+    path = _history(spark, tmp_path)
+    table = delta_table_sql(path)
+    if case == "a checkpoint is due":  # version 2 would be one
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+    elif case == "a table feature":
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    elif case == "no checksum":
+        os.remove(os.path.join(path, "_delta_log", f"{local_commits(path, 1)[0].version:020d}.crc"))
+    rows = arrow_rows(_rows("second"), history_schema())
+    if case == "rows of another shape":
+        rows = rows.drop_columns(["message"])
+    before = _files(path)
+    assert blind_append.appended(path, rows) is None
+    assert _files(path) == before
+
+
+def test_a_crash_between_the_commit_and_its_checksum_leaves_a_version_delta_reads_and_goes_on_from(
+        spark, tmp_path, monkeypatch):
+    path = _history(spark, tmp_path)
+
+    def killed(*args):
+        raise KeyboardInterrupt("killed after the commit file")
+
+    monkeypatch.setattr(blind_append, "_write_checksum", killed)
+    with pytest.raises(KeyboardInterrupt):
+        blind_append.appended(path, arrow_rows(_rows("second"), history_schema()))
+    monkeypatch.undo()
+    assert [c.version for c in local_commits(path)] == [2, 1, 0] and version_checksum.checksum(path, 2) is None
+    assert blind_append.appended(path, arrow_rows(_rows("third"), history_schema())) is None  # Delta's way next
+    assert appended_locally(spark, path, _rows("third"), history_schema()) == 3
+    runs = sorted(r["run_id"] for r in spark.read.format("delta").load(path).select("run_id").collect())
+    assert runs == ["first"] * 3 + ["second"] * 3 + ["third"] * 3
+    listed = version_checksum.plain_files(path, 3)
+    assert listed is not None and len(listed.paths) == 3  # Delta wrote the next checksum whole
