@@ -3,7 +3,7 @@
 A verb in a new process pays 4 to 6 s for the JVM and the session before its first
 answer. On a local warehouse many answers need neither: a partition's state, its files and
 the history are read from the Delta logs' files, and a run with nothing due writes only
-its history rows (``framework.log.blind_append``). The verbs that can get by without a JVM
+its history rows (``framework.log.own_commits``). The verbs that can get by without a JVM
 hand their code a :class:`DeferredSession`; the first attribute anything reads from it
 starts the real session, so whatever does need Spark gets it as before.
 

@@ -187,14 +187,15 @@
    thresholds read by Arrow from the newest versions' checksums, with no JVM (as shipped,
    ``framework/report/data.py``), against by Spark (as before stop 85); every side's pages
    must say the same.
-30. ``read_only_commands``: ``topiclake status``, ``plan``, ``create`` and an idle ``maintain``
-   (``--json``, and as a user runs it, with the report) of a warehouse whose
-   ``--partitions`` partitions had a first maintain (nothing due), each a new process, A B
-   B A: the session deferred until something asks it a question, so no JVM starts (as
-   shipped, ``framework/deferred_session.py``; the idle maintain commits its history rows
-   itself, ``framework/log/blind_append.py``, and its report keeps the Data Docs built from
-   the same validations), against the session started first and the Data Docs rebuilt (as
-   before stops 87 and 88); both sides must print the same JSON.
+30. ``read_only_commands``: ``topiclake status``, ``plan``, ``create``, an idle ``maintain``
+   (``--json``, and as a user runs it, with the report) and a ``commit-offset`` of a
+   warehouse whose ``--partitions`` partitions had a first maintain (nothing due), each a
+   new process, A B B A: the session deferred until something asks it a question, so no
+   JVM starts (as shipped, ``framework/deferred_session.py``; the idle maintain's history
+   rows and the committed offset are committed by topiclake itself,
+   ``framework/log/own_commits.py``; the report keeps the Data Docs built from the same
+   validations), against the session started first and the Data Docs rebuilt (as before
+   stops 87 and 88); both sides must print the same JSON.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -2059,25 +2060,28 @@ _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
 
 
 def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
-    """``topiclake status``, ``plan``, ``create`` (every table there already) and an idle
-    ``maintain`` (``--json``; then with the report) of ``partitions`` settled partitions
-    (5,000 lines produced and a first maintain with its report, both untimed), each a new
-    process on the same warehouse, A B B A: the session deferred until something asks it a
-    question, so a local warehouse with nothing due is read from its Delta logs' files, the
-    idle maintain's history rows are committed without a JVM, and no JVM starts (as shipped,
-    ``framework/deferred_session.py``), and the report keeps the Data Docs built from the
-    same validations, against the session started first and the Data Docs rebuilt (as
-    before stops 87 and 88). Each side's figure is its mean; both sides must print the same
-    JSON (a maintain's, but for its run's id and times)."""
+    """``topiclake status``, ``plan``, ``create`` (every table there already), an idle
+    ``maintain`` (``--json``; then with the report) and a ``commit-offset`` (its table there
+    already) of ``partitions`` settled partitions (5,000 lines produced, a first maintain
+    with its report and a first commit-offset, all untimed), each a new process on the same
+    warehouse, A B B A: the session deferred until something asks it a question, so a local
+    warehouse with nothing due is read from its Delta logs' files, the idle maintain's
+    history rows and the committed offset are committed without a JVM, and no JVM starts
+    (as shipped, ``framework/deferred_session.py``), and the report keeps the Data Docs
+    built from the same validations, against the session started first and the Data Docs
+    rebuilt (as before stops 87 and 88). Each side's figure is its mean; both sides must
+    print the same JSON (a maintain's, but for its run's id and times)."""
     said, ok, labels = {}, True, []
     with tempfile.TemporaryDirectory(prefix="topiclake-read-only-") as scratch:
         lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
+        offset = ("commit-offset", "--group", "g", "--partition", "0", "--offset", "1")
         for args in (("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
-                     ("maintain", "--topic", "fresh", "--now", str(now))):
+                     ("maintain", "--topic", "fresh", "--now", str(now)), (*offset, "--topic", "fresh")):
             ok &= _command({}, args[0], scratch, args)
         for what, (verb, *options) in (("", ("--json", "status", "--now", str(now))),
                                        ("", ("--json", "plan", "--now", str(now))), ("", ("--json", "create")),
                                        (", idle", ("--json", "maintain", "--now", str(now))),
+                                       ("", ("--json", *offset)),
                                        (", idle, with the report", ("maintain", "--now", str(now)))):
             command = verb if verb != "--json" else options[0]
             label = f"topiclake {command}{what}, {partitions} settled partitions"

@@ -231,6 +231,63 @@ def test_status_plan_and_create_of_a_settled_local_warehouse_start_no_jvm(spark,
         assert json.loads("\n".join(printed)) == entries, verb
 
 
+def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, capsys):
+    """Once the committed offsets' table exists, ``commit-offset`` reads its rows by Arrow and
+    commits the upserted rows itself (framework/log/own_commits.py): in a new process no JVM
+    starts, it prints what it prints in the tests' session, and Delta reads the offset."""
+    from framework.log.consumer_offsets import ConsumerOffsets
+    from framework.log.warehouse import Warehouse
+
+    wh = str(tmp_path / "wh")
+    source = write_jsonl(tmp_path / "in.jsonl", [{"key": "k", "value": str(i), "timestamp": 0} for i in range(5)])
+    assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "events",
+               "--input", source)[0] == 0
+
+    def command(group: str, offset: int) -> list[str]:
+        return ["--json", "--warehouse", wh, "--specs", str(specs), "commit-offset", "--group", group,
+                "--topic", "events", "--partition", "0", "--offset", str(offset)]
+
+    status, here, _ = run(capsys, *command("g", 2))  # creates the table, through Delta
+    assert status == 0
+    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
+            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
+    done = subprocess.run([sys.executable, "-c", code, *command("g", 3)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    *printed, last = done.stdout.strip().splitlines()
+    assert last == "0 True", done.stdout + done.stderr[-2000:]
+    assert json.loads("\n".join(printed)) == {**json.loads(here), "offset": 3}
+    offsets = ConsumerOffsets(spark, Warehouse.resolve(wh))
+    assert offsets.committed("events", 0) == {"g": 3}
+    rows = spark.read.format("delta").load(offsets.path).collect()
+    assert [(r["group"], r["offset"]) for r in rows] == [("g", 3)]
+    # consumed retention (KIP-68) reads them: once it has cut, an idle run reads them by Arrow
+    (specs / "consumed.yaml").write_text("topic: consumed\npartitions: 1\nconfig:\n  cleanup.policy: delete\n"
+                                         "  retention.ms: -1\n  consumed.retention.ms: 0\n"
+                                         "  consumed.retention.groups: g\n")
+    maintain = ["--json", "--warehouse", wh, "--specs", str(specs), "maintain", "--topic", "consumed", "--now", "9"]
+    assert run(capsys, "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "consumed",
+               "--input", source)[0] == 0
+    assert run(capsys, "commit-offset", "--warehouse", wh, "--specs", str(specs), "--group", "g",
+               "--topic", "consumed", "--partition", "0", "--offset", "2")[0] == 0
+    status, here, _ = run(capsys, *maintain)
+    assert status == 0 and json.loads(here)["partitions"][0]["stages"][0]["removed_records"] == 2
+
+    def in_a_new_process(*command: str) -> tuple[dict, bool]:
+        """What ``command`` printed, and whether it ran with no JVM started."""
+        done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        *printed, last = done.stdout.strip().splitlines()
+        assert last.startswith("0 "), done.stdout + done.stderr[-2000:]
+        return json.loads("\n".join(printed)), last == "0 True"
+
+    assert in_a_new_process("--json", "--warehouse", wh, "--specs", str(specs), "commit-offset", "--group", "g",
+                            "--topic", "consumed", "--partition", "0", "--offset", "4")[1]
+    cut, _ = in_a_new_process(*maintain)  # the offsets read by Arrow, with no session yet
+    assert cut["partitions"][0]["stages"][0]["removed_records"] == 2
+    idle, no_jvm = in_a_new_process(*maintain)
+    assert no_jvm and not any(s["committed"] for s in idle["partitions"][0]["stages"])
+
+
 #: What tells two runs' JSON apart besides what they decided: the run, its clock and its time.
 _RUN_OWN = ("run_id", "run_started_ms", "duration_ms")
 
@@ -244,7 +301,7 @@ def _decided(printed: str) -> dict:
 
 def test_an_idle_maintain_of_a_local_warehouse_starts_no_jvm(spark, specs, tmp_path, capsys):
     """A ``maintain`` with nothing due decides from the Delta logs' files and commits its
-    history rows itself (framework/log/blind_append.py): in a new process no JVM starts, it
+    history rows itself (framework/log/own_commits.py): in a new process no JVM starts, it
     prints what the same run prints in the tests' session, and Delta then reads its rows."""
     from framework.log.history import MaintenanceHistory
     from framework.log.warehouse import Warehouse

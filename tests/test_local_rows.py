@@ -53,3 +53,13 @@ def test_timestamp_values_are_refused_and_an_empty_frame_of_any_schema_is_not(sp
         local_frame(spark, [((None,),)], "s struct<d: date>")
     empty = local_frame(spark, [], "t timestamp, n long")
     assert empty.count() == 0 and [f.name for f in empty.schema.fields] == ["t", "n"]
+
+
+def test_the_committed_offsets_schema_built_without_spark_is_the_ddl_tables_were_made_with(spark):
+    """Built in Python (``commit-offset`` and an idle run read and write a local table with no
+    session), it is the schema Spark parsed from the DDL committed-offset tables had before."""
+    from framework.log.consumer_offsets import offsets_schema
+
+    ddl = ("group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, "
+           "commit_timestamp TIMESTAMP NOT NULL")
+    assert spark.createDataFrame([], ddl).schema == offsets_schema()

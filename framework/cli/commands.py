@@ -154,7 +154,8 @@ def commit_offset(ctx) -> int:
     spec.table_name(args.partition)  # range check before Spark starts
     if args.offset < 0:
         raise ArgumentError(f"--offset: a committed offset must be >= 0, got {args.offset}")
-    ConsumerOffsets(ctx.spark, ctx.warehouse).commit(args.group, args.topic, args.partition, args.offset)
+    # a local table is read and replaced without a JVM (framework/log/own_commits.py)
+    ConsumerOffsets(ctx.deferred_spark, ctx.warehouse).commit(args.group, args.topic, args.partition, args.offset)
     ctx.out(f"group {args.group} committed offset {args.offset} for {spec.table_name(args.partition)}",
             {"group": args.group, "topic": args.topic, "partition": args.partition, "offset": args.offset})
     return ExitCode.OK
@@ -243,7 +244,7 @@ def _maintenance(ctx, stages) -> int:
 
     specs = ctx.selected()
     # a local warehouse with nothing due is decided from its Delta logs' files, and its run's
-    # history rows are committed without a JVM (framework/log/blind_append.py)
+    # history rows are committed without a JVM (framework/log/own_commits.py)
     spark = ctx.deferred_spark
     runner = Maintenance(spark, ctx.warehouse, specs, validator=Guarantees(spark, ctx.warehouse),
                          progress=ctx.progress, step=ctx.step)

@@ -13,6 +13,7 @@ the row is MERGEd.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -25,8 +26,20 @@ from framework.log.local_append import read_locally, replaced_locally
 from framework.log.warehouse import Warehouse, create_own_table
 from framework.spec import TopicSpec
 
-SCHEMA = ("group STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, offset BIGINT NOT NULL, "
-          "commit_timestamp TIMESTAMP NOT NULL")
+#: The table's columns, in Spark's JSON type names: its ``StructType`` is built in Python
+#: (:func:`offsets_schema`), where a DDL string needs a Spark session to parse (and a
+#: ``commit-offset`` or an idle run reads and writes a local table without one).
+COLUMNS = {"group": "string", "topic": "string", "partition": "integer", "offset": "long",
+           "commit_timestamp": "timestamp"}
+
+
+@functools.cache
+def offsets_schema():
+    """The committed offsets' ``StructType`` (no column nullable)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson({"type": "struct", "fields": [
+        {"name": name, "type": kind, "nullable": False, "metadata": {}} for name, kind in COLUMNS.items()]})
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,7 @@ class ConsumerOffsets:
 
     def _ensure(self) -> None:
         if not self.warehouse.table_exists(self.spark, self.path):
-            create_own_table(self.spark, self.path, self.spark.createDataFrame([], SCHEMA).schema)
+            create_own_table(self.spark, self.path, offsets_schema())
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         """Record ``group``'s committed offset for a topic partition (one atomic upsert)."""
@@ -83,7 +96,7 @@ class ConsumerOffsets:
 
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             try:
-                if (not replaced_locally(self.spark, self.path, upserted, SCHEMA)
+                if (not replaced_locally(self.spark, self.path, upserted, offsets_schema())
                         and not replaced_commit(self.spark, self.path, upserted_by_spark)):
                     (
                         DeltaTable.forPath(self.spark, self.path).alias("t")
@@ -109,7 +122,7 @@ class ConsumerOffsets:
 
         if not self.warehouse.table_exists(self.spark, self.path):
             return {}
-        local = read_locally(self.path, SCHEMA, ["group", "offset"],
+        local = read_locally(self.path, offsets_schema(), ["group", "offset"],
                              (pc.field("topic") == topic) & (pc.field("partition") == partition))
         if local is not None:
             found = dict(zip(local["group"].to_pylist(), local["offset"].to_pylist()))
@@ -137,5 +150,5 @@ class ConsumerOffsets:
     def all(self):
         """Every committed offset as a DataFrame (empty if nothing was ever committed)."""
         if not self.warehouse.table_exists(self.spark, self.path):
-            return self.spark.createDataFrame([], SCHEMA)
+            return self.spark.createDataFrame([], offsets_schema())
         return self.spark.read.format("delta").load(self.path)

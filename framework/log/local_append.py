@@ -15,8 +15,9 @@ committed offset took 0.35 s warm with the one Spark job of a ``writeFiles``, an
 Spark job is seconds in a new process (docs/performance-log.md, stop 72).
 
 While no session has started (a verb's deferred session, ``framework.deferred_session``),
-an append whose table allows it is committed without a JVM (``framework.log.blind_append``):
-an idle ``maintain``'s history rows, its only write. Otherwise this applies when the table
+an append or a replace whose table allows it is committed without a JVM
+(``framework.log.own_commits``): an idle ``maintain``'s history rows, its only write, and a
+``commit-offset``. Otherwise this applies when the table
 is on the local file system, the session has a JVM and the table takes Arrow's files
 (:mod:`framework.log.arrow_files`: no feature a rewrite may not meet, its columns the
 rows'; a replace also needs a table without partition columns), all read from the
@@ -31,7 +32,7 @@ from typing import Iterable
 
 from framework.deferred_session import not_started
 from framework.local_rows import arrow_rows, struct_of
-from framework.log import arrow_files, blind_append, version_checksum
+from framework.log import arrow_files, own_commits, version_checksum
 from framework.log.commit_log import local_commits, local_folder
 from framework.log.delta_transactions import DeltaJvm, removed_metrics, through_the_jvm
 from framework.log.warehouse import delta_table_sql
@@ -46,7 +47,7 @@ def appended_locally(spark, path: str, rows: Iterable[tuple], schema) -> int | N
         return None
     table = arrow_rows(rows, schema)
     if not_started(spark):  # no JVM yet: commit it here if this table lets us, rather than start one
-        version = blind_append.appended(path, table)
+        version = own_commits.appended(path, table)
         if version is not None:
             return version
     return through_the_jvm(spark, lambda delta: _append_in(delta, path, folder, table), lambda: None)
@@ -70,7 +71,15 @@ def replaced_locally(spark, path: str, replace, schema) -> bool | None:
     if folder is None:
         return None
     struct = struct_of(schema)
+    if not_started(spark) and own_commits.replaced(path, lambda files: _replacement(files, struct, replace)):
+        return True  # committed without a JVM (else: as below, through Delta)
     return through_the_jvm(spark, lambda delta: _replaced_in(delta, path, folder, replace, struct), lambda: None)
+
+
+def _replacement(files, struct, replace):
+    """``replace`` of the rows of ``files``, in their columns and types."""
+    rows = _rows_of(files, struct)
+    return replace(rows).select(rows.schema.names).cast(rows.schema)
 
 
 def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bool | None:
@@ -81,8 +90,7 @@ def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bo
     if not version_checksum.rewritable(files) or not txn.metadata().partitionColumns().isEmpty():
         return None
     txn.readWholeTable()
-    rows = _rows_of(files, struct)
-    adds = arrow_files.data_files(delta, txn, folder, replace(rows).select(rows.schema.names).cast(rows.schema))
+    adds = arrow_files.data_files(delta, txn, folder, _replacement(files, struct, replace))
     if adds is None:
         return None
     # as Delta's own overwrite records them (vacuum's rules read what a WRITE removed)

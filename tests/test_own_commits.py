@@ -1,4 +1,4 @@
-"""A blind append committed without a JVM (framework/log/blind_append.py) is the commit Delta
+"""A blind append committed without a JVM (framework/log/own_commits.py) is the commit Delta
 makes of the same rows: the same actions and checksum, read back by Delta and delta-rs,
 carried on by Delta's next commit; of two writers racing for a version each commits once;
 and a table it cannot append to as Delta would is left to Delta, with nothing written."""
@@ -13,8 +13,9 @@ import pytest
 
 from framework.deferred_session import DeferredSession
 from framework.local_rows import arrow_rows
-from framework.log import blind_append, version_checksum
+from framework.log import own_commits, version_checksum
 from framework.log.commit_log import local_commits
+from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.history import HistoryRow, MaintenanceHistory, history_schema
 from framework.log.local_append import appended_locally
 from framework.log.warehouse import Warehouse, delta_table_sql
@@ -45,7 +46,8 @@ def _files(path: str) -> set[str]:
 
 
 #: What differs between two tables' commits of the same rows however they are made.
-_OWN = {"path", "modificationTime", "tags", "txnId", "timestamp", "engineInfo", "operationMetrics", "id",
+_OWN = {"path", "modificationTime", "deletionTimestamp", "tags", "txnId", "timestamp", "engineInfo",
+        "operationMetrics", "id",
         "createdTime"}
 
 
@@ -62,7 +64,7 @@ def test_a_blind_append_commits_what_delta_commits_for_the_same_rows(spark, tmp_
     by_delta, by_topiclake = _history(spark, tmp_path / "a"), _history(spark, tmp_path / "b")
     rows = _rows("second")
     assert appended_locally(spark, by_delta, rows, history_schema()) == 2
-    assert blind_append.appended(by_topiclake, arrow_rows(rows, history_schema())) == 2
+    assert own_commits.appended(by_topiclake, arrow_rows(rows, history_schema())) == 2
 
     ours, theirs = _commit(by_topiclake, 2), _commit(by_delta, 2)
     assert _same_shape(ours) == _same_shape(theirs)
@@ -99,17 +101,17 @@ def test_an_append_without_a_jvm_goes_this_way_only_while_no_session_started(spa
 
 def test_two_writers_racing_for_a_version_each_commit_once(spark, tmp_path, monkeypatch):
     path = _history(spark, tmp_path)
-    put = blind_append._put_if_absent
+    put = own_commits._put_if_absent
     raced = []
 
     def another_writer_first(folder, version, text):
         if not raced:  # the other writer takes this version between our read and our commit
             raced.append(None)
-            raced[0] = blind_append.appended(path, arrow_rows(_rows("other"), history_schema()))
+            raced[0] = own_commits.appended(path, arrow_rows(_rows("other"), history_schema()))
         return put(folder, version, text)
 
-    monkeypatch.setattr(blind_append, "_put_if_absent", another_writer_first)
-    assert blind_append.appended(path, arrow_rows(_rows("ours"), history_schema())) == 3
+    monkeypatch.setattr(own_commits, "_put_if_absent", another_writer_first)
+    assert own_commits.appended(path, arrow_rows(_rows("ours"), history_schema())) == 3
     assert raced == [2] and [c.version for c in local_commits(path)] == [3, 2, 1, 0]
     assert _commit(path, 3)[0]["commitInfo"]["readVersion"] == 2
     runs = [r["run_id"] for r in spark.read.format("delta").load(path).select("run_id").collect()]
@@ -132,7 +134,7 @@ def test_a_table_it_cannot_append_to_as_delta_would_is_left_to_delta(spark, tmp_
     if case == "rows of another shape":
         rows = rows.drop_columns(["message"])
     before = _files(path)
-    assert blind_append.appended(path, rows) is None
+    assert own_commits.appended(path, rows) is None
     assert _files(path) == before
 
 
@@ -143,14 +145,96 @@ def test_a_crash_between_the_commit_and_its_checksum_leaves_a_version_delta_read
     def killed(*args):
         raise KeyboardInterrupt("killed after the commit file")
 
-    monkeypatch.setattr(blind_append, "_write_checksum", killed)
+    monkeypatch.setattr(own_commits, "_write_checksum", killed)
     with pytest.raises(KeyboardInterrupt):
-        blind_append.appended(path, arrow_rows(_rows("second"), history_schema()))
+        own_commits.appended(path, arrow_rows(_rows("second"), history_schema()))
     monkeypatch.undo()
     assert [c.version for c in local_commits(path)] == [2, 1, 0] and version_checksum.checksum(path, 2) is None
-    assert blind_append.appended(path, arrow_rows(_rows("third"), history_schema())) is None  # Delta's way next
+    assert own_commits.appended(path, arrow_rows(_rows("third"), history_schema())) is None  # Delta's way next
     assert appended_locally(spark, path, _rows("third"), history_schema()) == 3
     runs = sorted(r["run_id"] for r in spark.read.format("delta").load(path).select("run_id").collect())
     assert runs == ["first"] * 3 + ["second"] * 3 + ["third"] * 3
     listed = version_checksum.plain_files(path, 3)
     assert listed is not None and len(listed.paths) == 3  # Delta wrote the next checksum whole
+
+
+def _offsets(spark, root, commits: list[tuple]) -> ConsumerOffsets:
+    """Committed offsets made and upserted through Delta."""
+    offsets = ConsumerOffsets(spark, Warehouse.resolve(str(root)))
+    for commit in commits:
+        offsets.commit(*commit)
+    return offsets
+
+
+def _upsert(group: str, offset: int):
+    """The replacement of a committed-offsets table's rows that ``commit-offset`` makes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def replace(rows):
+        others = rows.filter(~((pc.field("group") == group) & (pc.field("topic") == "t")
+                               & (pc.field("partition") == 0)))
+        new = pa.table({"group": [group], "topic": ["t"], "partition": [0], "offset": [offset],
+                        "commit_timestamp": pa.array([0], pa.timestamp("ms", tz="UTC"))})
+        return pa.concat_tables([others, new.cast(rows.schema)])
+
+    return replace
+
+
+def _replacement(replace):
+    from framework.log.consumer_offsets import offsets_schema
+    from framework.log.local_append import _replacement
+
+    return lambda files: _replacement(files, offsets_schema(), replace)
+
+
+def test_a_replace_commits_what_delta_commits_for_the_same_rows(spark, tmp_path):
+    from framework.log.consumer_offsets import offsets_schema
+    from framework.log.local_append import replaced_locally
+
+    first = [("g", "t", 0, 5), ("h", "t", 0, 7)]
+    by_delta, by_topiclake = (_offsets(spark, tmp_path / side, first).path for side in ("a", "b"))
+    version = local_commits(by_delta, 1)[0].version
+    assert replaced_locally(spark, by_delta, _upsert("g", 9), offsets_schema())
+    assert own_commits.replaced(by_topiclake, _replacement(_upsert("g", 9))) == version + 1
+
+    ours, theirs = _commit(by_topiclake, version + 1), _commit(by_delta, version + 1)
+    assert _same_shape(ours) == _same_shape(theirs)
+    metrics = [{k: str(v) for k, v in commit[0]["commitInfo"]["operationMetrics"].items() if "Bytes" not in k}
+               for commit in (ours, theirs)]
+    assert metrics[0] == metrics[1] == {"numFiles": "1", "numOutputRows": "2", "numRemovedFiles": "1"}
+    checksums = [version_checksum.checksum(path, version + 1) for path in (by_topiclake, by_delta)]
+    assert None not in checksums and _same_shape(checksums[0]) == _same_shape(checksums[1])
+
+    def read(path):
+        return sorted((r["group"], r["offset"]) for r in spark.read.format("delta").load(path).collect())
+
+    assert read(by_topiclake) == read(by_delta) == [("g", 9), ("h", 7)]
+    assert sorted(r["offset"] for r in delta_rs_query(by_topiclake, '"offset"')) == [7, 9]
+    for path in (by_topiclake, by_delta):  # Delta's next commit carries the checksum on
+        assert replaced_locally(spark, path, _upsert("k", 1), offsets_schema())
+    assert _same_shape(version_checksum.checksum(by_topiclake, version + 2)) == _same_shape(
+        version_checksum.checksum(by_delta, version + 2))
+    assert read(by_topiclake) == read(by_delta) == [("g", 9), ("h", 7), ("k", 1)]
+
+
+def test_a_replace_that_loses_its_version_starts_again_from_the_winner_s_rows(spark, tmp_path, monkeypatch):
+    path = _offsets(spark, tmp_path, [("g", "t", 0, 5)]).path
+    version = local_commits(path, 1)[0].version
+    put = own_commits._put_if_absent
+    raced = []
+
+    def another_writer_first(folder, at, text):
+        if not raced:
+            raced.append(None)
+            raced[0] = own_commits.replaced(path, _replacement(_upsert("other", 3)))
+        return put(folder, at, text)
+
+    monkeypatch.setattr(own_commits, "_put_if_absent", another_writer_first)
+    assert own_commits.replaced(path, _replacement(_upsert("ours", 4))) == version + 2
+    assert raced == [version + 1]
+    rows = sorted((r["group"], r["offset"]) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [("g", 5), ("other", 3), ("ours", 4)]
+    assert len(glob.glob(os.path.join(path, "*.parquet"))) == 3  # the loser's first file went again
+    assert version_checksum.plain_files(path, version + 2).paths == (
+        os.path.join(path, _commit(path, version + 2)[1]["add"]["path"]),)
