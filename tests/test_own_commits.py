@@ -238,3 +238,16 @@ def test_a_replace_that_loses_its_version_starts_again_from_the_winner_s_rows(sp
     assert len(glob.glob(os.path.join(path, "*.parquet"))) == 3  # the loser's first file went again
     assert version_checksum.plain_files(path, version + 2).paths == (
         os.path.join(path, _commit(path, version + 2)[1]["add"]["path"]),)
+
+
+def test_a_file_system_without_hard_links_leaves_the_commit_to_delta(spark, tmp_path, monkeypatch):
+    path = _history(spark, tmp_path)
+    before = _files(path)
+
+    def refused(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(own_commits.os, "link", refused)
+    assert own_commits.appended(path, arrow_rows(_rows("second"), history_schema())) is None
+    assert own_commits.replaced(path, lambda files: arrow_rows(_rows("second"), history_schema())) is None
+    assert _files(path) == before

@@ -20,8 +20,9 @@ the winner's rows and writes its file again, as Delta's conflict check would mak
 Only a table this writer can commit to exactly as Delta would takes this way: on the local
 file system; its newest version's checksum readable and complete (every live file listed,
 no field this writer does not know how to carry forward); protocol (1, 2) with no table
-feature; no partition columns, column mapping or column invariants; and the new version
-not one at which Delta writes a checkpoint (``delta.checkpointInterval``). Anything else
+feature; no partition columns, column mapping or column invariants; the new version not
+one at which Delta writes a checkpoint (``delta.checkpointInterval``); and a file system
+that makes hard links (the put-if-absent). Anything else
 returns None with nothing committed, and the caller commits through Delta.
 ``tests/test_own_commits.py`` pins each commit and its checksum to those Delta writes for the
 same rows, and reads the table through Delta and delta-rs after it.
@@ -102,9 +103,12 @@ def appended(path: str, table) -> int | None:
         return None
     for _ in range(MAX_COMMIT_ATTEMPTS):
         txn_id = str(uuid.uuid4())
-        if _put_if_absent(folder, version + 1, _commit_lines(version, "Append", adds, [], txn_id)):
+        created = _put_if_absent(folder, version + 1, _commit_lines(version, "Append", adds, [], txn_id))
+        if created:
             _write_checksum(folder, version + 1, _next_checksum(checksum, adds, [], txn_id))
             return version + 1
+        if created is None:
+            break
         # Another writer took the version. A blind append conflicts with nothing but a
         # change of the table itself, which the winner's checksum would show.
         version += 1
@@ -136,11 +140,14 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
             return None
         txn_id = str(uuid.uuid4())
         removes = _removes(files.adds)
-        if _put_if_absent(folder, version + 1, _commit_lines(version, "Overwrite", adds, removes, txn_id)):
+        created = _put_if_absent(folder, version + 1, _commit_lines(version, "Overwrite", adds, removes, txn_id))
+        if created:
             _write_checksum(folder, version + 1, _next_checksum(checksum, adds, removes, txn_id))
             return version + 1
-        # Another writer took the version: its rows are what this replace must start from.
         _remove(folder, adds)
+        if created is None:
+            return None
+        # Another writer took the version: its rows are what this replace must start from.
         version += 1
     return None
 
@@ -187,9 +194,10 @@ def _commit_lines(read_version: int, mode: str, adds: list[dict], removes: list[
     return "".join(json.dumps(action, separators=(",", ":")) + "\n" for action in actions)
 
 
-def _put_if_absent(folder: str, version: int, text: str) -> bool:
+def _put_if_absent(folder: str, version: int, text: str) -> bool | None:
     """Create the version's commit file with ``text`` unless it exists: a hard link of a
-    written temporary file, which the file system refuses when the name is taken."""
+    written temporary file, which the file system refuses when the name is taken. Whether
+    it was created; None on a file system without hard links (this way does not apply)."""
     log = os.path.join(folder, DELTA_LOG)
     temporary = os.path.join(log, f".{version:020d}.json.{uuid.uuid4()}.tmp")
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -201,6 +209,8 @@ def _put_if_absent(folder: str, version: int, text: str) -> bool:
         return True
     except FileExistsError:
         return False
+    except OSError:  # no hard links here (EPERM, ENOTSUP): no put-if-absent to rely on
+        return None
     finally:
         os.unlink(temporary)
 
