@@ -36,7 +36,7 @@ import uuid
 
 from framework.log import file_stats, version_checksum
 
-__all__ = ["add_actions", "data_files", "stats_columns", "write_metrics"]
+__all__ = ["add_actions", "data_files", "stats_columns", "write_metrics", "written_metrics"]
 
 
 def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
@@ -97,8 +97,13 @@ def add_actions(folder: str, table, struct, partition_columns: list[str], stats_
 
 
 def write_metrics(adds: list) -> dict:
-    """The operation metrics Delta's ``writeFiles`` registers for a write of these files."""
-    actions = [json.loads(add.json())["add"] for add in adds]
+    """The operation metrics Delta's ``writeFiles`` registers for a write of these files
+    (``AddFile`` actions)."""
+    return written_metrics([json.loads(add.json())["add"] for add in adds])
+
+
+def written_metrics(actions: list[dict]) -> dict:
+    """:func:`write_metrics` of ``add`` actions as dicts (as in the Delta log)."""
     return {"numFiles": len(actions), "numOutputBytes": sum(a["size"] for a in actions),
             "numOutputRows": sum(json.loads(a["stats"])["numRecords"] for a in actions)}
 

@@ -48,6 +48,7 @@ from framework import __version__
 from framework.log import arrow_files, version_checksum
 from framework.log.commit_log import DELTA_LOG, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS
+from framework.log.delta_transactions import removed_metrics
 
 __all__ = ["appended", "committable", "replaced"]
 
@@ -182,11 +183,9 @@ def _removes(adds) -> list[dict]:
 
 
 def _commit_lines(read_version: int, mode: str, adds: list[dict], removes: list[dict], txn_id: str) -> str:
-    rows = sum(json.loads(add["stats"])["numRecords"] for add in adds)
-    metrics = {"numFiles": str(len(adds)), "numOutputRows": str(rows),
-               "numOutputBytes": str(sum(add["size"] for add in adds))}
-    if removes:  # as Delta's own overwrite records them (vacuum's rules read what a WRITE removed)
-        metrics.update(numRemovedFiles=str(len(removes)), numRemovedBytes=str(sum(r["size"] for r in removes)))
+    # as Delta's writes record them (vacuum's rules read what a WRITE removed); as strings in the log
+    counted = {**arrow_files.written_metrics(adds), **(removed_metrics(removes) if removes else {})}
+    metrics = {name: str(value) for name, value in counted.items()}
     info = {"timestamp": int(time.time() * 1000), "operation": "WRITE", "operationParameters": {"mode": mode},
             "readVersion": read_version, "isolationLevel": "Serializable", "isBlindAppend": not removes,
             "operationMetrics": metrics, "engineInfo": f"topiclake/{__version__} (no JVM)", "txnId": txn_id}
