@@ -16,6 +16,7 @@ there is a Delta log cache to forget (none yet, :func:`not_started`).
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Callable, Iterator
 
 __all__ = ["DeferredSession", "not_started", "started"]
@@ -28,6 +29,7 @@ class DeferredSession:
     def __init__(self, start: Callable[[], object]):
         self._start = start
         self._session = None
+        self._starting = threading.Lock()  # threads that ask at once start one session
         #: what the blocks open now want done to the session once it starts, outermost first
         self._on_start: list[Callable[[object], None]] = []
 
@@ -47,10 +49,12 @@ class DeferredSession:
     def __getattr__(self, name: str):
         # only names not set above reach here: everything the session itself answers
         if self._session is None:
-            session = self._start()
-            for callback in list(self._on_start):
-                callback(session)
-            self._session = session
+            with self._starting:
+                if self._session is None:
+                    session = self._start()
+                    for callback in list(self._on_start):
+                        callback(session)
+                    self._session = session
         return getattr(self._session, name)
 
 

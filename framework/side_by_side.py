@@ -20,7 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from framework.deferred_session import started
+from framework.deferred_session import not_started, started
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -56,8 +56,9 @@ def in_order(spark, items: Sequence[Item], work: Callable[[object, Item], Result
         return work(session, item)
 
     # pyspark keeps one process-wide "active session" in a class attribute, which work in any
-    # thread overwrites (createDataFrame sets it): the caller's must be the active one after.
-    active = getattr(type(started(spark)), "_activeSession", None)
+    # thread overwrites (createDataFrame sets it): the caller's must be the active one after
+    # (a session not started yet has none to keep).
+    active = None if not_started(spark) else getattr(type(started(spark)), "_activeSession", None)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
     try:
         futures = [pool.submit(in_thread, item) for item in items]

@@ -189,13 +189,15 @@
    must say the same.
 30. ``read_only_commands``: ``topiclake status``, ``plan``, ``create``, an idle ``maintain``
    (``--json``, and as a user runs it, with the report) and a ``commit-offset`` of a
-   warehouse whose ``--partitions`` partitions had a first maintain (nothing due), each a
-   new process, A B B A: the session deferred until something asks it a question, so no
-   JVM starts (as shipped, ``framework/deferred_session.py``; the idle maintain's history
-   rows and the committed offset are committed by topiclake itself,
+   warehouse whose ``--partitions`` partitions had a first maintain (nothing due), then a
+   ``produce`` of the same lines into its tables, each a new process, A B B A: the session
+   deferred until something asks it a question, so no JVM starts (as shipped,
+   ``framework/deferred_session.py``; the idle maintain's history rows, the committed
+   offset and the produced records are committed by topiclake itself,
    ``framework/log/own_commits.py``; the report keeps the Data Docs built from the same
    validations), against the session started first and the Data Docs rebuilt (as before
-   stops 87 and 88); both sides must print the same JSON.
+   stops 87 to 89); both sides must print the same JSON (a produce: the same counts per
+   partition, each run's offsets from the log end the one before left).
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -2095,6 +2097,22 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
                 if verb == "--json":  # (the report's pages are compared by the report_commands section)
                     said.setdefault(label, set()).add(_decided(printed[0]) if command == "maintain" else printed[0])
             _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
+        # last, a write: the same lines produced into the existing tables, each run's records
+        # at the log end the one before left (so nothing lost or numbered twice)
+        label = f"topiclake produce of the same lines, {partitions} existing partitions"
+        labels.append(label)
+        ends: dict[int, int] = {}
+        for name in ("a1", "b1", "b2", "a2"):
+            as_before = name.startswith("b")
+            printed = []
+            ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
+                           ("--json", "produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
+                           prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
+            appended = json.loads(printed[0]) if printed else []
+            ok &= all(ends.get(r["partition"], r["base_offset"]) == r["base_offset"] for r in appended)
+            ends.update({r["partition"]: r["base_offset"] + r["count"] for r in appended})
+            said.setdefault(label, set()).add(json.dumps(sorted((r["partition"], r["count"]) for r in appended)))
+        _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
     return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
             "same_output_every_way": ok and all(len(outputs) == 1 for outputs in said.values())}
 

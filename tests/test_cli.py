@@ -288,6 +288,45 @@ def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, 
     assert no_jvm and not any(s["committed"] for s in idle["partitions"][0]["stages"])
 
 
+def test_a_produce_into_local_partition_tables_starts_no_jvm(spark, specs, tmp_path, capsys):
+    """Once a topic's tables exist, ``produce`` appends each partition's records with the
+    commit Delta would make, made by topiclake itself (framework/log/own_commits.py): in a
+    new process no JVM starts, its offsets follow the log end, and Delta, a maintain and
+    delta-rs then read the records."""
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.spec import load_spec
+    from tests.support.delta_readers import delta_rs_query
+
+    wh = str(tmp_path / "wh")
+    first = [{"key": f"k{i % 3}", "value": str(i), "timestamp": 0} for i in range(6)]
+    status, here, _ = run(capsys, "--json", "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                          "--input", write_jsonl(tmp_path / "first.jsonl", first), "--now", "1000")
+    assert status == 0  # creates the tables, through Delta
+    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
+            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
+    command = ["--json", "--warehouse", wh, "--specs", str(specs), "produce", "--topic", "users",
+               "--input", write_jsonl(tmp_path / "second.jsonl", first), "--now", "2000"]
+    done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    *printed, last = done.stdout.strip().splitlines()
+    assert last == "0 True", done.stdout + done.stderr[-2000:]
+    before = {r["partition"]: r for r in json.loads(here)}
+    after = {r["partition"]: r for r in json.loads("\n".join(printed))}
+    assert sorted(after) == sorted(before) and all(
+        (after[p]["base_offset"], after[p]["count"], after[p]["version"]) == (r["count"], r["count"], 1)
+        for p, r in before.items())  # the same keys land in the same partitions, after the first batch
+    topic = Topic(spark, Warehouse.resolve(wh), load_spec(specs / "users.yaml"))
+    for p, r in before.items():
+        path = topic.partition(p).path
+        offsets = sorted(row["offset"] for row in spark.read.format("delta").load(path).collect())
+        assert offsets == list(range(2 * r["count"])) == sorted(o["offset"] for o in delta_rs_query(path, '"offset"'))
+    status, out, _ = run(capsys, "--json", "maintain", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
+                         "--now", "2000", "--no-report")
+    # exit 0: every stage committed and passed its guarantee checks
+    assert status == 0 and any(s["committed"] for p in json.loads(out)["partitions"] for s in p["stages"])
+
+
 #: What tells two runs' JSON apart besides what they decided: the run, its clock and its time.
 _RUN_OWN = ("run_id", "run_started_ms", "duration_ms")
 

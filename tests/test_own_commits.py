@@ -1,7 +1,9 @@
 """A blind append committed without a JVM (framework/log/own_commits.py) is the commit Delta
 makes of the same rows: the same actions and checksum, read back by Delta and delta-rs,
 carried on by Delta's next commit; of two writers racing for a version each commits once;
-and a table it cannot append to as Delta would is left to Delta, with nothing written."""
+and a table it cannot append to as Delta would is left to Delta, with nothing written.
+Likewise a replace of a small table's rows, and a produce's claimed append into a
+partition table."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import os
 
 import pytest
 
+from framework.clients.produce import produce
+from framework.clients.records import parse_records
 from framework.deferred_session import DeferredSession
 from framework.local_rows import arrow_rows
 from framework.log import own_commits, version_checksum
@@ -18,7 +22,9 @@ from framework.log.commit_log import local_commits
 from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.history import HistoryRow, MaintenanceHistory, history_schema
 from framework.log.local_append import appended_locally
+from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
+from framework.spec import parse_spec
 from tests.support.delta_readers import delta_rs_query
 
 
@@ -126,8 +132,8 @@ def test_a_table_it_cannot_append_to_as_delta_would_is_left_to_delta(spark, tmp_
     table = delta_table_sql(path)
     if case == "a checkpoint is due":  # version 2 would be one
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")
-    elif case == "a table feature":
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    elif case == "a table feature":  # one an append does not meet as Delta's writer does
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     elif case == "no checksum":
         os.remove(os.path.join(path, "_delta_log", f"{local_commits(path, 1)[0].version:020d}.crc"))
     rows = arrow_rows(_rows("second"), history_schema())
@@ -250,4 +256,133 @@ def test_a_file_system_without_hard_links_leaves_the_commit_to_delta(spark, tmp_
     monkeypatch.setattr(own_commits.os, "link", refused)
     assert own_commits.appended(path, arrow_rows(_rows("second"), history_schema())) is None
     assert own_commits.replaced(path, lambda files: arrow_rows(_rows("second"), history_schema())) is None
+    assert _files(path) == before
+
+
+# -------------------------------------------------------------- a produce into a partition table
+NOW = 5_000
+
+
+def _topic(spark, root) -> Topic:
+    """A one-partition compacted topic (a partition table: change data feed, append-only,
+    ``_segment`` partitions, statistics columns of its own)."""
+    spec = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "compact"}}, "t.yaml")
+    return Topic(spark, Warehouse.resolve(str(root)), spec)
+
+
+def _records(topic: Topic, batch: str, count: int = 3) -> list:
+    raws = [{"key": f"k{i % 2}", "value": None if i == 2 else f"{batch}.{i}", "timestamp": 1_000 + i,
+             "headers": {"h": batch}} for i in range(count)]
+    return parse_records([(None, raw) for raw in raws], topic.spec, "t")
+
+
+def _produced_shape(commit: list[dict]) -> list:
+    """A produce's commit without what each produce has of its own (its producer id, its claim's time)."""
+    actions = []
+    for action in commit:
+        if "commitInfo" in action:
+            own = json.loads(action["commitInfo"]["userMetadata"])
+            own["topiclake"].pop("producer_id")
+            action = {"commitInfo": {**action["commitInfo"], "userMetadata": own}}
+        if "txn" in action:
+            action = {"txn": {k: v for k, v in action["txn"].items() if k != "lastUpdated"}}
+        actions.append(action)
+    return _same_shape(actions)
+
+
+def _checksum_shape(path: str, version: int):
+    checksum = version_checksum.checksum(path, version)
+    assert checksum is not None
+    return _same_shape({**checksum, "setTransactions": [
+        {k: v for k, v in t.items() if k != "lastUpdated"} for t in checksum["setTransactions"]]})
+
+
+def _read_records(spark, path: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.read.format("delta").load(path).drop("_segment").collect())
+
+
+def test_a_produce_without_a_jvm_commits_what_delta_commits_for_the_same_records(spark, tmp_path):
+    by_delta, by_topiclake = _topic(spark, tmp_path / "a"), _topic(spark, tmp_path / "b")
+    for topic in (by_delta, by_topiclake):
+        produce(topic, _records(topic, "first"), NOW)  # creates the table, through Delta
+    deferred = DeferredSession(lambda: spark)
+    assert [r.version for r in produce(by_delta, _records(by_delta, "second"), NOW)] == [1]
+    ours = produce(_topic(deferred, tmp_path / "b"), _records(by_topiclake, "second"), NOW)
+    assert [(r.base_offset, r.count, r.version) for r in ours] == [(3, 3, 1)] and not deferred.started
+    path, twin = by_topiclake.partition(0).path, by_delta.partition(0).path
+    assert "no JVM" in _commit(path, 1)[0]["commitInfo"]["engineInfo"]
+    assert _produced_shape(_commit(path, 1)) == _produced_shape(_commit(twin, 1))
+    assert _checksum_shape(path, 1) == _checksum_shape(twin, 1)
+    assert _read_records(spark, path) == _read_records(spark, twin)
+    assert sorted(r["offset"] for r in delta_rs_query(path, '"offset"')) == list(range(6))
+    assert by_topiclake.partition(0).snapshot().state == by_delta.partition(0).snapshot().state
+    for topic in (by_topiclake, by_delta):  # Delta's next commit carries the checksum on
+        produce(topic, _records(topic, "third"), NOW)
+    assert _checksum_shape(path, 2) == _checksum_shape(twin, 2)
+    assert _read_records(spark, path) == _read_records(spark, twin)
+
+
+def test_a_produce_past_the_files_a_checksum_lists_carries_the_checksum_on_as_delta_does(
+        spark, tmp_path, monkeypatch):
+    """Past ``ALL_FILES_THRESHOLD`` files Delta's checksum stops listing them; an append then
+    carries the counts and the histogram on without the list (the threshold made small here,
+    in Delta's session and in the module alike)."""
+    threshold = "spark.databricks.delta.allFilesInCrc.thresholdNumFiles"
+    monkeypatch.setattr(own_commits, "ALL_FILES_THRESHOLD", 2)
+    spark.conf.set(threshold, "2")
+    try:
+        by_delta, by_topiclake = _topic(spark, tmp_path / "a"), _topic(spark, tmp_path / "b")
+        for topic in (by_delta, by_topiclake):
+            for batch in ("first", "second"):
+                produce(topic, _records(topic, batch), NOW)
+        path, twin = by_topiclake.partition(0).path, by_delta.partition(0).path
+        listed = version_checksum.checksum(path, 1)
+        assert len(listed["allFiles"]) == 2 and not own_commits.committable(listed, 1, append=True)
+        for topic in (by_delta, by_topiclake):  # the third file: Delta's checksum lists none
+            produce(topic, _records(topic, "third"), NOW)
+        assert "allFiles" not in version_checksum.checksum(path, 2)
+        produce(by_delta, _records(by_delta, "fourth"), NOW)
+        deferred = DeferredSession(lambda: spark)
+        assert [r.version for r in produce(_topic(deferred, tmp_path / "b"), _records(by_topiclake, "fourth"),
+                                           NOW)] == [3]
+        assert not deferred.started
+        assert _checksum_shape(path, 3) == _checksum_shape(twin, 3)
+        assert version_checksum.checksum(path, 3)["numFiles"] == 4
+    finally:
+        spark.conf.unset(threshold)
+    assert _read_records(spark, path) == _read_records(spark, twin)
+
+
+def test_a_produce_that_loses_its_version_plans_again_after_the_winner(spark, tmp_path, monkeypatch):
+    topic = _topic(spark, tmp_path)
+    produce(topic, _records(topic, "first"), NOW)
+    path = topic.partition(0).path
+    put = own_commits._put_if_absent
+    raced = []
+
+    def another_producer_first(folder, version, text):
+        if not raced:  # another producer commits between this one's plan and its commit
+            raced.append(None)
+            raced[0] = [(r.base_offset, r.version) for r in produce(
+                _topic(DeferredSession(lambda: spark), tmp_path), _records(topic, "other", 2), NOW)]
+        return put(folder, version, text)
+
+    monkeypatch.setattr(own_commits, "_put_if_absent", another_producer_first)
+    deferred = DeferredSession(lambda: spark)
+    ours = produce(_topic(deferred, tmp_path), _records(topic, "ours"), NOW)
+    assert raced == [[(3, 1)]] and [(r.base_offset, r.version) for r in ours] == [(5, 2)]
+    assert not deferred.started  # planned again and committed, all without a JVM
+    offsets = sorted(r["offset"] for r in delta_rs_query(path, '"offset"'))
+    assert offsets == list(range(8))
+    assert len(glob.glob(os.path.join(path, "_segment=0", "*.parquet"))) == 3  # the loser's file went
+
+
+def test_a_claim_already_taken_or_a_feature_an_append_cannot_meet_writes_nothing(spark, tmp_path):
+    topic = _topic(spark, tmp_path)
+    produce(topic, _records(topic, "first"), NOW)  # claims base offset 0 + 1
+    path = topic.partition(0).path
+    assert own_commits.claimed(path, None, "topiclake.append", 1, "{}") == own_commits.CLAIM_TAKEN
+    spark.sql(f"ALTER TABLE {delta_table_sql(path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    before = _files(path)
+    assert own_commits.claimed(path, None, "topiclake.append", 9, "{}") is None
     assert _files(path) == before

@@ -118,7 +118,7 @@ def produce(ctx) -> int:
                                        f"{r.partition} contradicts --partition {args.partition}") for r in clashes[:20]])
         records = [replace(r, partition=args.partition) for r in records]
     now = ctx.now_ms()
-    results = produce_records(Topic(ctx.spark, ctx.warehouse, spec), records, now, source=args.input)
+    results = produce_records(Topic(ctx.deferred_spark, ctx.warehouse, spec), records, now, source=args.input)
     for r in results:
         last = r.base_offset + r.count - 1
         ctx.out(f"{spec.table_name(r.partition)}: {r.count} record(s) at offsets {r.base_offset}..{last} "

@@ -58,6 +58,12 @@ class StaleSnapshotError(Exception):
     """Delta skipped a commit because another writer claimed its place; re-plan and retry."""
 
 
+class LostCommitRace(Exception):
+    """A commit topiclake made itself (``framework.log.own_commits``) found its version taken
+    by another writer: nothing was committed, and planning again is safe, as after Delta's
+    own conflict."""
+
+
 def is_retryable_conflict(error: BaseException) -> bool:
     """A Delta commit conflict: nothing was written, and trying again is safe."""
     from delta.exceptions.base import (
@@ -81,7 +87,7 @@ def is_retryable_conflict(error: BaseException) -> bool:
         MetadataChangedException,
         ProtocolChangedException,
     )
-    if isinstance(error, kinds):
+    if isinstance(error, (*kinds, LostCommitRace)):
         return True
     # Older converters leave some conflicts as plain captured exceptions; the class name tells.
     text = str(error)
