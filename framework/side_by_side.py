@@ -7,7 +7,9 @@ keep two cores busy; each partition is its own Delta table, so their commits nev
 - **Sessions**: work that sets session confs (a commit's metadata travels in them: creates,
   maintenance) gets a child session per thread (``newSession``: the same Spark, its own
   confs, starting as a copy of the caller's). Work that sets only writer options (appends)
-  shares the caller's session.
+  shares the caller's session. A caller's session not started yet
+  (``framework.deferred_session``) gets children that start, with it, only when their
+  thread first asks one a question: work that needs no Spark starts no JVM.
 - **Order**: results come back in the items' order, whatever order they finish in.
 - **One thread**, or a session kind without child sessions (Spark Connect), runs each item
   only when the caller asks for its result.
@@ -20,7 +22,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from framework.deferred_session import not_started, started
+from framework.deferred_session import DeferredSession, not_started, started
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -36,7 +38,7 @@ def in_order(spark, items: Sequence[Item], work: Callable[[object, Item], Result
     sessions = queue.SimpleQueue()
     try:
         for _ in range(threads if threads > 1 and own_sessions else 0):
-            sessions.put(child_session(spark))
+            sessions.put(_deferred_child(spark) if not_started(spark) else child_session(spark))
     except Exception:  # noqa: BLE001 - a session kind without child sessions (Spark Connect): one at a time
         threads = 1
     if threads == 1:
@@ -51,8 +53,8 @@ def in_order(spark, items: Sequence[Item], work: Callable[[object, Item], Result
         session = getattr(local, "session", None)
         if session is None:
             session = local.session = sessions.get_nowait()
-            # the engine passes its session explicitly; make it the thread's active one too
-            getattr(session._jvm, "org.apache.spark.sql.SparkSession").setActiveSession(session._jsparkSession)
+            if not not_started(session):  # (a deferred child does this as it starts)
+                _activate(session)
         return work(session, item)
 
     # pyspark keeps one process-wide "active session" in a class attribute, which work in any
@@ -74,6 +76,23 @@ def each(spark, items: Sequence[Item], work: Callable[[object, Item], Result], t
          name: str, own_sessions: bool = True) -> list[Result]:
     """:func:`in_order`, run to the end: every result, in the items' order."""
     return list(in_order(spark, items, work, threads, name, own_sessions))
+
+
+def _activate(session) -> None:
+    """Make ``session`` this thread's active one: the engine passes its session explicitly,
+    and Spark's own code asks for the thread's active session."""
+    getattr(session._jvm, "org.apache.spark.sql.SparkSession").setActiveSession(session._jsparkSession)
+
+
+def _deferred_child(spark) -> DeferredSession:
+    """A child session of ``spark`` (not started) made when its thread first asks it a
+    question, the parent started then if it was not, and made that thread's active one."""
+    def start():
+        child = child_session(started(spark))
+        _activate(child)
+        return child
+
+    return DeferredSession(start)
 
 
 def child_session(spark):

@@ -190,10 +190,11 @@
 30. ``read_only_commands``: ``topiclake status``, ``plan``, ``create``, an idle ``maintain``
    (``--json``, and as a user runs it, with the report) and a ``commit-offset`` of a
    warehouse whose ``--partitions`` partitions had a first maintain (nothing due), then a
-   ``produce`` of the same lines into its tables, each a new process, A B B A: the session
-   deferred until something asks it a question, so no JVM starts (as shipped,
+   ``produce`` of the same lines into its tables and into a new topic's, each a new
+   process, A B B A: the session deferred until something asks it a question, so no JVM
+   starts (as shipped,
    ``framework/deferred_session.py``; the idle maintain's history rows, the committed
-   offset and the produced records are committed by topiclake itself,
+   offset, the produced records and a new topic's tables are committed by topiclake itself,
    ``framework/log/own_commits.py``; the report keeps the Data Docs built from the same
    validations), against the session started first and the Data Docs rebuilt (as before
    stops 87 to 89); both sides must print the same JSON (a produce: the same counts per
@@ -2075,7 +2076,8 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
     print the same JSON (a maintain's, but for its run's id and times)."""
     said, ok, labels = {}, True, []
     with tempfile.TemporaryDirectory(prefix="topiclake-read-only-") as scratch:
-        lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
+        runs = ("a1", "b1", "b2", "a2")
+        lines = _topic_spec_and_lines(scratch, ["fresh", *(f"new-{name}" for name in runs)], partitions, now)
         offset = ("commit-offset", "--group", "g", "--partition", "0", "--offset", "1")
         for args in (("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
                      ("maintain", "--topic", "fresh", "--now", str(now)), (*offset, "--topic", "fresh")):
@@ -2088,7 +2090,7 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
             command = verb if verb != "--json" else options[0]
             label = f"topiclake {command}{what}, {partitions} settled partitions"
             labels.append(label)
-            for name in ("a1", "b1", "b2", "a2"):
+            for name in runs:
                 as_before = name.startswith("b")
                 printed: list[str] = []
                 ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
@@ -2102,7 +2104,7 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
         label = f"topiclake produce of the same lines, {partitions} existing partitions"
         labels.append(label)
         ends: dict[int, int] = {}
-        for name in ("a1", "b1", "b2", "a2"):
+        for name in runs:
             as_before = name.startswith("b")
             printed = []
             ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
@@ -2112,6 +2114,19 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
             ok &= all(ends.get(r["partition"], r["base_offset"]) == r["base_offset"] for r in appended)
             ends.update({r["partition"]: r["base_offset"] + r["count"] for r in appended})
             said.setdefault(label, set()).add(json.dumps(sorted((r["partition"], r["count"]) for r in appended)))
+        _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
+        # and into a new topic in that warehouse (its own each run), whose tables the appends create
+        label = f"topiclake produce of the same lines into a new topic of {partitions} partitions"
+        labels.append(label)
+        for name in runs:
+            as_before = name.startswith("b")
+            printed = []
+            ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
+                           ("--json", "produce", "--topic", f"new-{name}", "--input", lines, "--now", str(now)),
+                           prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
+            appended = json.loads(printed[0]) if printed else []
+            said.setdefault(label, set()).add(json.dumps(sorted(
+                (r["partition"], r["base_offset"], r["count"], r["version"]) for r in appended)))
         _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
     return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
             "same_output_every_way": ok and all(len(outputs) == 1 for outputs in said.values())}

@@ -114,3 +114,23 @@ def test_the_callers_session_is_the_active_one_after_the_threads(spark):
                              .sparkSession, threads=2))
     assert all(child is not spark for child in children)
     assert SparkSession.getActiveSession() is spark
+
+
+def test_a_session_not_started_gets_children_that_start_only_when_their_work_asks(spark):
+    """A verb's deferred session (framework/deferred_session.py): work that needs no Spark
+    (a local table's create or append) starts nothing; work that asks gets a child of the
+    then-started session, its own per thread and its thread's active session in the JVM."""
+    from framework.deferred_session import DeferredSession, not_started
+
+    deferred = DeferredSession(lambda: spark)
+    quiet = list(in_order(deferred, [1, 2, 3], lambda session, item: (not_started(session), item), threads=2))
+    assert quiet == [(True, 1), (True, 2), (True, 3)] and not deferred.started
+
+    def asks(session, item):
+        time.sleep(0.05)  # both threads take an item
+        active = getattr(session._jvm, "org.apache.spark.sql.SparkSession").getActiveSession().get()
+        return session._session, bool(active.equals(session._session._jsparkSession))
+
+    children = list(in_order(deferred, [1, 2, 3, 4], asks, threads=2))
+    assert deferred.started and all(active for _, active in children)
+    assert len({id(child) for child, _ in children}) == 2 and all(child is not spark for child, _ in children)

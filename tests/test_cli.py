@@ -325,6 +325,22 @@ def test_a_produce_into_local_partition_tables_starts_no_jvm(spark, specs, tmp_p
                          "--now", "2000", "--no-report")
     # exit 0: every stage committed and passed its guarantee checks
     assert status == 0 and any(s["committed"] for p in json.loads(out)["partitions"] for s in p["stages"])
+    # a topic with no tables yet, in that warehouse: its tables made by the append's own commit
+    # (a partition with records) or a create (one without), still with no JVM
+    command = ["--json", "--warehouse", wh, "--specs", str(specs), "produce", "--topic", "events", "--partition",
+               "0", "--input", write_jsonl(tmp_path / "third.jsonl", first[:2]), "--now", "3000"]
+    done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    *printed, last = done.stdout.strip().splitlines()
+    assert last == "0 True", done.stdout + done.stderr[-2000:]
+    assert [(r["partition"], r["base_offset"], r["count"], r["version"]) for r in json.loads("\n".join(printed))] == [
+        (0, 0, 2, 0)]
+    events = Topic(spark, Warehouse.resolve(wh), load_spec(specs / "events.yaml"))
+    assert [sorted(r["value"] for r in spark.read.format("delta").load(log.path).collect())
+            for log in events.partitions()] == [["0", "1"], *[[]] * (events.spec.partitions - 1)]
+    status, out, _ = run(capsys, "--json", "status", "--warehouse", wh, "--specs", str(specs), "--topic", "events",
+                         "--now", "3000")
+    assert status == 0 and [p["log_end_offset"] for p in json.loads(out)] == [2, *[0] * (events.spec.partitions - 1)]
 
 
 #: What tells two runs' JSON apart besides what they decided: the run, its clock and its time.

@@ -2,8 +2,8 @@
 makes of the same rows: the same actions and checksum, read back by Delta and delta-rs,
 carried on by Delta's next commit; of two writers racing for a version each commits once;
 and a table it cannot append to as Delta would is left to Delta, with nothing written.
-Likewise a replace of a small table's rows, and a produce's claimed append into a
-partition table."""
+Likewise a replace of a small table's rows, a produce's claimed append into a partition
+table, and a partition table's first commit (a create, or a produce's first append)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from framework.clients.produce import produce
 from framework.clients.records import parse_records
 from framework.deferred_session import DeferredSession
 from framework.local_rows import arrow_rows
-from framework.log import own_commits, version_checksum
+from framework.log import commit_files, own_commits, version_checksum
 from framework.log.commit_log import local_commits
 from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.history import HistoryRow, MaintenanceHistory, history_schema
@@ -107,7 +107,7 @@ def test_an_append_without_a_jvm_goes_this_way_only_while_no_session_started(spa
 
 def test_two_writers_racing_for_a_version_each_commit_once(spark, tmp_path, monkeypatch):
     path = _history(spark, tmp_path)
-    put = own_commits._put_if_absent
+    put = commit_files.put_if_absent
     raced = []
 
     def another_writer_first(folder, version, text):
@@ -116,7 +116,7 @@ def test_two_writers_racing_for_a_version_each_commit_once(spark, tmp_path, monk
             raced[0] = own_commits.appended(path, arrow_rows(_rows("other"), history_schema()))
         return put(folder, version, text)
 
-    monkeypatch.setattr(own_commits, "_put_if_absent", another_writer_first)
+    monkeypatch.setattr(commit_files, "put_if_absent", another_writer_first)
     assert own_commits.appended(path, arrow_rows(_rows("ours"), history_schema())) == 3
     assert raced == [2] and [c.version for c in local_commits(path)] == [3, 2, 1, 0]
     assert _commit(path, 3)[0]["commitInfo"]["readVersion"] == 2
@@ -151,7 +151,7 @@ def test_a_crash_between_the_commit_and_its_checksum_leaves_a_version_delta_read
     def killed(*args):
         raise KeyboardInterrupt("killed after the commit file")
 
-    monkeypatch.setattr(own_commits, "_write_checksum", killed)
+    monkeypatch.setattr(commit_files, "write_checksum", killed)
     with pytest.raises(KeyboardInterrupt):
         own_commits.appended(path, arrow_rows(_rows("second"), history_schema()))
     monkeypatch.undo()
@@ -227,7 +227,7 @@ def test_a_replace_commits_what_delta_commits_for_the_same_rows(spark, tmp_path)
 def test_a_replace_that_loses_its_version_starts_again_from_the_winner_s_rows(spark, tmp_path, monkeypatch):
     path = _offsets(spark, tmp_path, [("g", "t", 0, 5)]).path
     version = local_commits(path, 1)[0].version
-    put = own_commits._put_if_absent
+    put = commit_files.put_if_absent
     raced = []
 
     def another_writer_first(folder, at, text):
@@ -236,7 +236,7 @@ def test_a_replace_that_loses_its_version_starts_again_from_the_winner_s_rows(sp
             raced[0] = own_commits.replaced(path, _replacement(_upsert("other", 3)))
         return put(folder, at, text)
 
-    monkeypatch.setattr(own_commits, "_put_if_absent", another_writer_first)
+    monkeypatch.setattr(commit_files, "put_if_absent", another_writer_first)
     assert own_commits.replaced(path, _replacement(_upsert("ours", 4))) == version + 2
     assert raced == [version + 1]
     rows = sorted((r["group"], r["offset"]) for r in spark.read.format("delta").load(path).collect())
@@ -253,10 +253,13 @@ def test_a_file_system_without_hard_links_leaves_the_commit_to_delta(spark, tmp_
     def refused(source, target):
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(own_commits.os, "link", refused)
+    monkeypatch.setattr(commit_files.os, "link", refused)
     assert own_commits.appended(path, arrow_rows(_rows("second"), history_schema())) is None
     assert own_commits.replaced(path, lambda files: arrow_rows(_rows("second"), history_schema())) is None
     assert _files(path) == before
+    new = _topic(spark, tmp_path / "w").partition(0)  # nor is a new table's log folder left for Delta's create
+    assert own_commits.created(new.path, new.definition(), "{}") is None
+    assert not os.path.exists(os.path.join(new.path, "_delta_log"))
 
 
 # -------------------------------------------------------------- a produce into a partition table
@@ -357,7 +360,7 @@ def test_a_produce_that_loses_its_version_plans_again_after_the_winner(spark, tm
     topic = _topic(spark, tmp_path)
     produce(topic, _records(topic, "first"), NOW)
     path = topic.partition(0).path
-    put = own_commits._put_if_absent
+    put = commit_files.put_if_absent
     raced = []
 
     def another_producer_first(folder, version, text):
@@ -367,7 +370,7 @@ def test_a_produce_that_loses_its_version_plans_again_after_the_winner(spark, tm
                 _topic(DeferredSession(lambda: spark), tmp_path), _records(topic, "other", 2), NOW)]
         return put(folder, version, text)
 
-    monkeypatch.setattr(own_commits, "_put_if_absent", another_producer_first)
+    monkeypatch.setattr(commit_files, "put_if_absent", another_producer_first)
     deferred = DeferredSession(lambda: spark)
     ours = produce(_topic(deferred, tmp_path), _records(topic, "ours"), NOW)
     assert raced == [[(3, 1)]] and [(r.base_offset, r.version) for r in ours] == [(5, 2)]
@@ -386,3 +389,91 @@ def test_a_claim_already_taken_or_a_feature_an_append_cannot_meet_writes_nothing
     before = _files(path)
     assert own_commits.claimed(path, None, "topiclake.append", 9, "{}") is None
     assert _files(path) == before
+
+
+# -------------------------------------------------------------- a partition table's first commit
+def _created_shape(commit: list[dict]) -> list:
+    """A table's first commit without what each has of its own; its properties as a mapping
+    (Delta writes them in its map's order)."""
+    actions = []
+    for action in commit:
+        if "commitInfo" in action:
+            info = dict(action["commitInfo"])
+            parameters = dict(info["operationParameters"])
+            if "properties" in parameters:
+                parameters["properties"] = json.loads(parameters["properties"])
+            info["operationParameters"] = parameters
+            action = {"commitInfo": info}
+        actions.append(action)
+    return _produced_shape(actions) if any("txn" in a for a in commit) else _same_shape(actions)
+
+
+def test_a_create_without_a_jvm_commits_what_delta_commits_for_the_same_table(spark, tmp_path):
+    by_delta = _topic(spark, tmp_path / "a").partition(0)
+    deferred = DeferredSession(lambda: spark)
+    (tmp_path / "b").mkdir()  # a warehouse that is here: a table missing in it is missing (Warehouse.has_table)
+    by_topiclake = _topic(deferred, tmp_path / "b").partition(0)
+    assert by_delta.create() and by_topiclake.create() and not deferred.started
+    assert not by_topiclake.create()  # there already
+    assert "no JVM" in _commit(by_topiclake.path, 0)[0]["commitInfo"]["engineInfo"]
+    assert _created_shape(_commit(by_topiclake.path, 0)) == _created_shape(_commit(by_delta.path, 0))
+    assert _checksum_shape(by_topiclake.path, 0) == _checksum_shape(by_delta.path, 0)
+    assert sorted(os.listdir(os.path.join(by_topiclake.path, "_delta_log"))) == sorted(
+        os.listdir(os.path.join(by_delta.path, "_delta_log")))
+    detail = [spark.sql(f"DESCRIBE DETAIL {delta_table_sql(log.path)}").first().asDict() for log in (by_topiclake,
+                                                                                                    by_delta)]
+    assert [{k: v for k, v in d.items() if k not in ("id", "location", "createdAt", "lastModified")}
+            for d in detail][0] == [{k: v for k, v in d.items() if k not in ("id", "location", "createdAt",
+                                                                              "lastModified")} for d in detail][1]
+    assert by_topiclake.snapshot().state == by_delta.snapshot().state
+    for topic in (_topic(spark, tmp_path / "a"), _topic(spark, tmp_path / "b")):  # Delta carries the checksum on
+        produce(topic, _records(topic, "first"), NOW)
+    assert _checksum_shape(by_topiclake.path, 1) == _checksum_shape(by_delta.path, 1)
+    assert _read_records(spark, by_topiclake.path) == _read_records(spark, by_delta.path)
+
+
+def test_a_first_produce_without_a_jvm_creates_its_table_as_delta_does(spark, tmp_path):
+    by_delta = _topic(spark, tmp_path / "a")
+    deferred = DeferredSession(lambda: spark)
+    (tmp_path / "b").mkdir()
+    by_topiclake = _topic(deferred, tmp_path / "b")
+    assert [r.version for r in produce(by_delta, _records(by_delta, "first"), NOW)] == [0]
+    assert [r.version for r in produce(by_topiclake, _records(by_topiclake, "first"), NOW)] == [0]
+    assert not deferred.started
+    path, twin = by_topiclake.partition(0).path, by_delta.partition(0).path
+    assert _created_shape(_commit(path, 0)) == _created_shape(_commit(twin, 0))
+    assert _checksum_shape(path, 0) == _checksum_shape(twin, 0)
+    assert _read_records(spark, path) == _read_records(spark, twin)
+    assert sorted(r["offset"] for r in delta_rs_query(path, '"offset"')) == [0, 1, 2]
+    assert by_topiclake.partition(0).snapshot().state == by_delta.partition(0).snapshot().state
+    for topic in (_topic(spark, tmp_path / "a"), _topic(spark, tmp_path / "b")):
+        produce(topic, _records(topic, "second"), NOW)
+    assert _checksum_shape(path, 1) == _checksum_shape(twin, 1)
+    assert _read_records(spark, path) == _read_records(spark, twin)
+
+
+def test_a_session_that_may_give_new_tables_defaults_leaves_the_create_to_delta(spark, tmp_path, monkeypatch):
+    """A table property default in Spark's own configuration is applied by Delta's create
+    only: with one named there, no table is created without the session."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text(
+        "spark.databricks.delta.properties.defaults.enableDeletionVectors true\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    log = _topic(spark, tmp_path / "w").partition(0)
+    assert own_commits.spark_may_default_new_tables()
+    assert own_commits.created(log.path, log.definition(), "{}") is None
+    assert not os.path.exists(log.path)
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    assert not own_commits.spark_may_default_new_tables()
+    assert own_commits.new_table_protocol({**log.definition().properties, "delta.appendOnly": "true"}) is None
+
+
+def test_a_killed_create_s_folder_is_cleared_and_the_table_made_without_a_jvm(spark, tmp_path):
+    log = _topic(DeferredSession(lambda: spark), tmp_path).partition(0)
+    killed = os.path.join(log.path, "_delta_log")
+    os.makedirs(os.path.join(killed, "_staged_commits"))
+    with open(os.path.join(killed, ".00000000000000000000.json.8f1c2b7e.tmp"), "w") as handle:
+        handle.write('{"commitInfo":{')
+    assert log.create() and not log.spark.started
+    assert sorted(os.listdir(killed)) == ["00000000000000000000.crc", "00000000000000000000.json", "_staged_commits"]
+    assert spark.read.format("delta").load(log.path).count() == 0

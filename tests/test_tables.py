@@ -237,9 +237,14 @@ def test_commits_through_the_transaction_api_carry_the_settings_of_the_session_g
     assert log.snapshot().state.log_end_offset == 12
 
 
-def test_a_log_folder_that_may_hold_a_commit_is_never_cleared(spark, tmp_path):
+@pytest.mark.parametrize("session", ["through Hadoop's file system", "no session started: through the OS"])
+def test_a_log_folder_that_may_hold_a_commit_is_never_cleared(spark, tmp_path, session):
+    from framework.deferred_session import DeferredSession
     from framework.log.delta_create import clear_uncommitted_log
 
+    deferred = DeferredSession(lambda: spark)
+    if session.startswith("no session"):
+        spark = deferred  # the tests' session, which nothing below may start
     for name in ("00000000000000000000.json", "_last_checkpoint", "00000000000000000000.crc"):
         log = _killed_create(tmp_path / name)
         (log / name).write_text("{}")
@@ -252,6 +257,7 @@ def test_a_log_folder_that_may_hold_a_commit_is_never_cleared(spark, tmp_path):
     _killed_create(tmp_path / "killed")
     assert clear_uncommitted_log(spark, str(tmp_path / "killed"))
     assert not (tmp_path / "killed" / "_delta_log").exists()
+    assert not deferred.started
 
 
 def test_whether_a_table_is_there_is_answered_from_its_local_log_as_delta_answers(spark, tmp_path):

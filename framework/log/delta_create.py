@@ -24,6 +24,10 @@ anything else may hold a commit, and is never touched; each removal is non-recur
 create in flight elsewhere that has just written its commit makes the clearing stop there.
 One that is still writing its temporary file (a window of milliseconds) may lose that file
 and fail with nothing committed, as a create racing another always could.
+
+While no session has started (a verb's deferred session), a local table whose protocol
+``own_commits`` knows is created by topiclake itself (``own_commits.created``), and a
+killed create's folder is cleared through the OS by the same rule.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from framework.deferred_session import not_started
+from framework.log import own_commits
 from framework.log.commit_log import DELTA_LOG, local_folder
 from framework.log.delta_transactions import DeltaJvm, jvm_of, through_the_jvm
 
@@ -78,11 +84,18 @@ def has_a_commit(path: str) -> bool | None:
 
 
 def create_table(spark, path: str, schema, properties: dict[str, str], partition_columns: tuple[str, ...] = (),
-                 description: str | None = None) -> bool:
+                 description: str | None = None, user_metadata: str | None = None) -> bool:
     """Create the Delta table at ``path`` unless one is there (``CREATE TABLE IF NOT
     EXISTS``), clearing a killed create's folder first; True when this call committed it.
-    The commit's user metadata is the session's, as for any Delta write."""
+    The commit's user metadata is the session's, as for any Delta write. While no session
+    has started, a local table whose protocol ``own_commits`` knows is created without a
+    JVM, with ``user_metadata`` (the session's to be)."""
     clear_uncommitted_log(spark, path)
+    if not_started(spark):
+        made = own_commits.created(path, NewTable(schema, properties, tuple(partition_columns), description),
+                                   user_metadata)
+        if made is not None:
+            return made == 0
     return through_the_jvm(
         spark, lambda delta: _create_in(delta, path, schema, properties, partition_columns, description),
         lambda: _create_by_builder(spark, path, schema, properties, partition_columns, description))
@@ -124,9 +137,10 @@ class NewTable:
         txn.updateMetadataForNewTable(action)
         return action
 
-    def create(self, spark, path: str) -> bool:
+    def create(self, spark, path: str, user_metadata: str | None = None) -> bool:
         """:func:`create_table` of this table at ``path``."""
-        return create_table(spark, path, self.schema, self.properties, self.partition_columns, self.description)
+        return create_table(spark, path, self.schema, self.properties, self.partition_columns, self.description,
+                            user_metadata)
 
 
 def _create_by_builder(spark, path, schema, properties, partition_columns=(), description=None) -> bool:
@@ -149,6 +163,9 @@ def clear_uncommitted_log(spark, path: str) -> bool:
     Goes through Hadoop's file system (any storage Spark reads); a Spark Connect session has
     none here, and leaves the folder to Delta's own error.
     """
+    folder = local_folder(path)
+    if folder is not None and not_started(spark):  # no JVM to ask: the local folder, by the same rule
+        return _clear_local(os.path.join(folder, DELTA_LOG))
     from py4j.protocol import Py4JJavaError
 
     jvm = jvm_of(spark)
@@ -172,4 +189,20 @@ def clear_uncommitted_log(spark, path: str) -> bool:
             files.delete(leftover, False)
         return bool(files.delete(log, False))
     except Py4JJavaError:  # a create elsewhere wrote into the folder meanwhile: it is theirs now
+        return False
+
+
+def _clear_local(log: str) -> bool:
+    """:func:`clear_uncommitted_log` of a local ``_delta_log`` folder, through the OS."""
+    try:
+        names = os.listdir(log)
+        staged = os.path.join(log, STAGED_COMMITS)
+        if not all((name == STAGED_COMMITS and os.path.isdir(staged) and not os.listdir(staged))
+                   or (name.startswith(".") and name.endswith((".tmp", ".tmp.crc"))) for name in names):
+            return False  # a commit, a checkpoint or anything else Delta may read: never touched
+        for name in names:
+            (os.rmdir if name == STAGED_COMMITS else os.remove)(os.path.join(log, name))
+        os.rmdir(log)
+        return True
+    except OSError:  # none there; or a create elsewhere wrote into the folder meanwhile: it is theirs now
         return False

@@ -31,7 +31,7 @@ from typing import Callable, TypeVar
 
 from framework.deferred_session import not_started
 from framework.local_rows import local_frame
-from framework.log import arrow_files, own_commits
+from framework.log import arrow_files, commit_files, own_commits
 from framework.log.commit_log import local_folder
 
 T = TypeVar("T")
@@ -221,9 +221,10 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
     DataFrame write does. Without a JVM (Spark Connect), or when this Delta's JVM API has
     another shape (another version or platform), the commit is a DataFrame write (after a
     create of ``new_table``), and the answer :data:`WRITTEN_OR_SKIPPED`. While no session
-    has started, an Arrow table's rows into a local table that allows it are committed
-    without a JVM (``own_commits.claimed``), which raises ``LostCommitRace`` when another
-    writer took the version.
+    has started, an Arrow table's rows into a local table that allows it (or a new table
+    whose protocol ``own_commits`` knows) are committed without a JVM
+    (``own_commits.claimed``), which raises ``LostCommitRace`` when another writer took
+    the version.
     """
 
     def by_dataframe():
@@ -240,8 +241,8 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
         return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame, new_table,
                                   max_records_per_file)
 
-    if new_table is None and is_arrow(frame) and not_started(spark):  # no JVM yet: commit here if the table lets us
-        landed = own_commits.claimed(path, frame, app_id, txn_version, metadata, max_records_per_file)
+    if is_arrow(frame) and not_started(spark):  # no JVM yet: commit here if the table lets us
+        landed = own_commits.claimed(path, frame, app_id, txn_version, metadata, max_records_per_file, new_table)
         if landed is not None:
             return None if landed == own_commits.CLAIM_TAKEN else landed
     return through_the_jvm(spark, by_transaction, by_dataframe)
@@ -314,6 +315,6 @@ def _replaced_in(delta: DeltaJvm, path: str, replace) -> bool:
     rows = version_checksum.frame_of(delta.spark, files)
     new_rows = replace(rows).select(*rows.columns).coalesce(1)
     written = delta.items(txn.writeFiles(new_rows._jdf, delta.none(), False, delta.seq([])))
-    delta.register_metrics(txn, own_commits.removed_metrics(files.adds))
+    delta.register_metrics(txn, commit_files.removed_metrics(files.adds))
     txn.commit(delta.seq([*written, *delta.removes(files.adds)]), operation)
     return True

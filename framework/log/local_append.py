@@ -32,7 +32,7 @@ from typing import Iterable
 
 from framework.deferred_session import not_started
 from framework.local_rows import arrow_rows, struct_of
-from framework.log import arrow_files, own_commits, version_checksum
+from framework.log import arrow_files, commit_files, own_commits, version_checksum
 from framework.log.commit_log import local_commits, local_folder
 from framework.log.delta_transactions import DeltaJvm, through_the_jvm
 from framework.log.warehouse import delta_table_sql
@@ -94,7 +94,7 @@ def _replaced_in(delta: DeltaJvm, path: str, folder: str, replace, struct) -> bo
     if adds is None:
         return None
     # as Delta's own overwrite records them (vacuum's rules read what a WRITE removed)
-    delta.register_metrics(txn, {**arrow_files.write_metrics(adds), **own_commits.removed_metrics(files.adds)})
+    delta.register_metrics(txn, {**arrow_files.write_metrics(adds), **commit_files.removed_metrics(files.adds)})
     txn.commit(delta.seq([*adds, *delta.removes(files.adds)]), operation)
     return True
 

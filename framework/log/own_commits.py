@@ -1,5 +1,6 @@
 """Delta commits of local tables made by topiclake itself, without a JVM: a blind append,
-a produce's claimed append, and a replace of every row of a small table.
+a produce's claimed append, a new table's first commit, and a replace of every row of a
+small table. (What each commit writes, and how: ``framework.log.commit_files``.)
 
 An idle ``maintain`` in a new process decides everything from the Delta logs' files, and
 its only write is its history rows: one Parquet file and one commit. A ``commit-offset``
@@ -31,10 +32,16 @@ writer 7 with only :data:`APPEND_WRITER_FEATURES` (a partition table's); no part
 columns (an append may have them), column mapping or column invariants; the new version
 not one at which Delta writes a checkpoint (``delta.checkpointInterval``); and a file
 system that makes hard links (the put-if-absent). Anything else returns None with nothing
-committed, and the caller commits through Delta. A produce's first append, which creates
-its table, goes through Delta. ``tests/test_own_commits.py`` pins each commit and its
-checksum to those Delta writes for the same rows, and reads the table through Delta and
-delta-rs after it.
+committed, and the caller commits through Delta.
+
+A new table (a ``create``, or a produce's first append into a partition) is declared by
+its version 0 (``metaData``, ``protocol``, as Delta's create writes them) where the
+protocol Delta would derive from its properties is known here (a partition table's; no
+other Delta property), the table is local and its warehouse's folder there, and the
+session this process would start gives new tables no defaults of its own (no Delta
+setting in ``spark-defaults.conf``, PySpark's submit arguments, or ``spark-submit``).
+``tests/test_own_commits.py`` pins each commit and its checksum to those Delta writes for
+the same rows, and reads the table through Delta and delta-rs after it.
 
 A crash after the Parquet files leaves files no version lists (VACUUM removes them); after
 the commit file, a version without a checksum (readers then ask Delta, as for any table
@@ -46,20 +53,20 @@ on one local disk are.
 
 from __future__ import annotations
 
-import bisect
-import json
+import contextlib
 import os
 import time
 import uuid
 from typing import Callable
 
-from framework import __version__
-from framework.log import arrow_files, version_checksum
+from framework.log import commit_files, version_checksum
 from framework.log.commit_log import DELTA_LOG, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
 
-__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "removed_metrics", "replaced"]
+__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "replaced"]
 
+#: The folder Delta's create makes in ``_delta_log`` (``delta_create.STAGED_COMMITS``).
+STAGED_COMMITS = "_staged_commits"
 #: The only protocol taken: Delta's plain reader 1 and writer 2, no table features.
 PLAIN_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 #: The writer version of table features, and the features a blind append meets exactly as
@@ -73,7 +80,7 @@ DEFAULT_CHECKPOINT_INTERVAL = 10
 #: Delta lists a version's files in its checksum while it has at most this many
 #: (``spark.databricks.delta.allFilesInCrc.thresholdNumFiles``'s default).
 ALL_FILES_THRESHOLD = 50
-#: The checksum's fields, each carried forward by :func:`_next_checksum`.
+#: The checksum's fields, each carried forward by :func:`commit_files.next_checksum`.
 CHECKSUM_FIELDS = frozenset({"txnId", "tableSizeBytes", "numFiles", "numMetadata", "numProtocol",
                              "setTransactions", "domainMetadata", "metadata", "protocol", "fileSizeHistogram",
                              "allFiles"})
@@ -127,14 +134,15 @@ def appended(path: str, table) -> int | None:
     if not committable(checksum, version, append=True):
         return None
     metadata = checksum["metadata"]
-    adds = _written(folder, metadata, table, single=True)
+    adds = commit_files.data_files(folder, metadata, table, single=True)
     if adds is None:
         return None
     for _ in range(MAX_COMMIT_ATTEMPTS):
         txn_id = str(uuid.uuid4())
-        created = _put_if_absent(folder, version + 1, _commit_lines(version, "Append", adds, [], txn_id))
+        lines = commit_files.commit_lines(version, "Append", adds, [], txn_id)
+        created = commit_files.put_if_absent(folder, version + 1, lines)
         if created:
-            _write_checksum(folder, version + 1, _next_checksum(checksum, adds, [], txn_id))
+            commit_files.write_checksum(folder, version + 1, commit_files.next_checksum(checksum, adds, [], txn_id))
             return version + 1
         if created is None:
             break
@@ -145,7 +153,7 @@ def appended(path: str, table) -> int | None:
         if not committable(winner, version, append=True) or winner["metadata"] != metadata:
             break
         checksum = winner
-    _remove(folder, adds)
+    commit_files.remove_files(folder, adds)
     return None
 
 
@@ -154,7 +162,7 @@ CLAIM_TAKEN = "claim taken"
 
 
 def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
-            max_records_per_file: int | None = None) -> int | str | None:
+            max_records_per_file: int | None = None, new_table=None) -> int | str | None:
     """``table`` (an Arrow table of every column, partition columns included) appended to
     the local Delta table at ``path`` with SetTransaction(``app_id``, ``txn_version``) and
     ``user_metadata``, as one commit at the version after the newest, in files of up to
@@ -163,10 +171,15 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     ``app_id`` at ``txn_version`` or later; None when this way does not apply. Raises
     :class:`LostCommitRace` when another writer took the version (nothing is committed):
     the caller planned from the version before, so it plans again, as after Delta's
-    conflict."""
+    conflict. With ``new_table`` (a ``delta_create.NewTable``) and no table yet, the
+    commit creates it (:func:`created`), and another creator first is such a race."""
     found = _newest(path)
     if found is None:
-        return None
+        made = None if new_table is None else created(path, new_table, user_metadata, table, (app_id, txn_version),
+                                                      max_records_per_file)
+        if made is False:
+            raise LostCommitRace(f"{path}: another writer created the table first")
+        return made
     folder, version = found
     checksum = version_checksum.checksum(path, version)
     if not committable(checksum, version, append=True) or not isinstance(checksum.get("setTransactions"), list):
@@ -176,23 +189,105 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
         return None  # Delta drops expired claims as it reads them
     if max((t["version"] for t in checksum["setTransactions"] if t.get("appId") == app_id), default=-1) >= txn_version:
         return CLAIM_TAKEN
-    adds = _written(folder, metadata, table, max_records_per_file)
+    adds = commit_files.data_files(folder, metadata, table, max_records_per_file)
     if adds is None:
         return None
     if not committable(checksum, version, new_files=len(adds), append=True):
-        _remove(folder, adds)
+        commit_files.remove_files(folder, adds)
         return None
     claim = {"appId": app_id, "version": txn_version, "lastUpdated": int(time.time() * 1000)}
     txn_id = str(uuid.uuid4())
-    created = _put_if_absent(folder, version + 1,
-                             _commit_lines(version, "Append", adds, [], txn_id, user_metadata, claim))
-    if created:
-        _write_checksum(folder, version + 1, _next_checksum(checksum, adds, [], txn_id, claim))
+    lines = commit_files.commit_lines(version, "Append", adds, [], txn_id, user_metadata, claim)
+    made = commit_files.put_if_absent(folder, version + 1, lines)
+    if made:
+        commit_files.write_checksum(folder, version + 1, commit_files.next_checksum(checksum, adds, [], txn_id, claim))
         return version + 1
-    _remove(folder, adds)
-    if created is False:
+    commit_files.remove_files(folder, adds)
+    if made is False:
         raise LostCommitRace(f"{path}: version {version + 1} was committed by another writer")
     return None
+
+
+#: The table properties of Delta's own a new table may set for :func:`created`, which
+#: declares its protocol as Delta's create derives it from them (a partition table's).
+NEW_TABLE_DELTA_PROPERTIES = frozenset({"delta.enableChangeDataFeed", "delta.deletedFileRetentionDuration",
+                                        "delta.logRetentionDuration", "delta.dataSkippingStatsColumns",
+                                        "delta.checkpointInterval"})
+#: The protocol Delta's create gives a table with the change data feed on: the feature,
+#: and the two that Delta's plain protocol (writer 2) implies.
+CHANGE_DATA_FEED_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": TABLE_FEATURES_WRITER,
+                             "writerFeatures": ["invariants", "changeDataFeed", "appendOnly"]}
+
+
+def new_table_protocol(properties: dict[str, str]) -> dict | None:
+    """The protocol Delta's create derives from ``properties``, or None when this module
+    does not know it."""
+    own = {key: value for key, value in properties.items() if key.startswith("delta.")}
+    if not set(own) <= NEW_TABLE_DELTA_PROPERTIES:
+        return None
+    change_data_feed = own.get("delta.enableChangeDataFeed", "false").lower()
+    return {"true": CHANGE_DATA_FEED_PROTOCOL, "false": PLAIN_PROTOCOL}.get(change_data_feed)
+
+
+def spark_may_default_new_tables() -> bool:
+    """Whether the session this process would start could give a new table settings of
+    its own (``spark.databricks.delta.properties.defaults.*``, a protocol version, a table
+    feature), which only Delta's create applies: under ``spark-submit``, or when Spark's
+    ``spark-defaults.conf`` or PySpark's submit arguments name a Delta setting."""
+    import importlib.util
+
+    from framework.session import running_under_spark_submit
+
+    if running_under_spark_submit() or "spark.databricks.delta" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return True
+    home = os.environ.get("SPARK_HOME") or (importlib.util.find_spec("pyspark").submodule_search_locations or [""])[0]
+    try:
+        with open(os.path.join(os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf"),
+                               "spark-defaults.conf"), encoding="utf-8") as handle:
+            return "spark.databricks.delta" in handle.read()
+    except OSError:
+        return False
+
+
+def created(path: str, new_table, user_metadata: str | None, table=None, claim: tuple[str, int] | None = None,
+            max_records_per_file: int | None = None) -> int | bool | None:
+    """The local table at ``path`` created by a version 0 that declares ``new_table`` (a
+    ``delta_create.NewTable``): with ``table``'s rows (in files of up to
+    ``max_records_per_file``) and ``claim`` (app id, version), a produce's first append;
+    without, Delta's ``CREATE TABLE``. 0 once committed; False when the table has a commit
+    already (nothing written); None when this way does not apply: a protocol this module
+    does not know for the properties, a session that may give new tables defaults, a
+    schema with invariants, no hard links."""
+    folder = local_folder(path)
+    protocol = new_table_protocol(new_table.properties)
+    schema = commit_files.schema_string(new_table.schema)
+    if folder is None or protocol is None or "delta.invariants" in schema or spark_may_default_new_tables():
+        return None
+    if local_commits(path, 1):
+        return False
+    described = {} if new_table.description is None else {"description": new_table.description}
+    metadata = {"id": str(uuid.uuid4()), **described, "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema, "partitionColumns": list(new_table.partition_columns),
+                "configuration": dict(new_table.properties), "createdTime": int(time.time() * 1000)}
+    adds = [] if table is None else commit_files.data_files(folder, metadata, table, max_records_per_file)
+    if adds is None:
+        return None
+    log = os.path.join(folder, DELTA_LOG)
+    os.makedirs(log, exist_ok=True)
+    txn = None if claim is None else {"appId": claim[0], "version": claim[1], "lastUpdated": int(time.time() * 1000)}
+    txn_id = str(uuid.uuid4())
+    made = commit_files.put_if_absent(folder, 0, commit_files.commit_lines(
+        None, "Append", adds, [], txn_id, user_metadata, txn, created=(metadata, protocol)))
+    if made:
+        os.makedirs(os.path.join(log, STAGED_COMMITS), exist_ok=True)  # as Delta's create leaves it
+        first = commit_files.next_checksum(commit_files.new_checksum(metadata, protocol), adds, [], txn_id, txn)
+        commit_files.write_checksum(folder, 0, first)
+        return 0
+    commit_files.remove_files(folder, adds)
+    if made is None:
+        with contextlib.suppress(OSError):  # an empty log folder is a killed create's to Delta: none left
+            os.rmdir(log)
+    return False if made is False else None
 
 
 def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]) -> int | None:
@@ -210,16 +305,18 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
         if (not committable(checksum, version) or not version_checksum.rewritable(files)
                 or files.configuration.get("delta.appendOnly", "false").lower() == "true"):
             return None  # (an append-only table: Delta refuses the removes, with its own error)
-        adds = _written(folder, checksum["metadata"], replace(files), single=True)
+        adds = commit_files.data_files(folder, checksum["metadata"], replace(files), single=True)
         if adds is None:
             return None
         txn_id = str(uuid.uuid4())
-        removes = _removes(files.adds)
-        created = _put_if_absent(folder, version + 1, _commit_lines(version, "Overwrite", adds, removes, txn_id))
+        removes = commit_files.removes(files.adds)
+        lines = commit_files.commit_lines(version, "Overwrite", adds, removes, txn_id)
+        created = commit_files.put_if_absent(folder, version + 1, lines)
         if created:
-            _write_checksum(folder, version + 1, _next_checksum(checksum, adds, removes, txn_id))
+            following = commit_files.next_checksum(checksum, adds, removes, txn_id)
+            commit_files.write_checksum(folder, version + 1, following)
             return version + 1
-        _remove(folder, adds)
+        commit_files.remove_files(folder, adds)
         if created is None:
             return None
         # Another writer took the version: its rows are what this replace must start from.
@@ -232,111 +329,3 @@ def _newest(path: str) -> tuple[str, int] | None:
     folder = local_folder(path)
     newest = None if folder is None else local_commits(path, 1)
     return (folder, newest[0].version) if newest else None
-
-
-def _written(folder: str, metadata: dict, table, max_records_per_file: int | None = None,
-             single: bool = False) -> list[dict] | None:
-    """``table`` written as Parquet files for a table of ``metadata`` (``single``: as one
-    file), as ``arrow_files`` writes them for Delta's commit: their ``add`` actions, or None
-    (nothing written)."""
-    from pyspark.sql.types import StructType
-
-    struct = StructType.fromJson(json.loads(metadata["schemaString"]))
-    partition_columns = list(metadata.get("partitionColumns") or [])
-    named = (metadata.get("configuration") or {}).get("delta.dataSkippingStatsColumns")
-    adds = arrow_files.add_actions(folder, table, struct, partition_columns,
-                                   arrow_files.stats_columns(named, partition_columns), max_records_per_file)
-    if adds is not None and single and len(adds) != 1:
-        _remove(folder, adds)
-        return None
-    return adds
-
-
-def _removes(adds) -> list[dict]:
-    """``remove`` actions for live files' ``add`` actions, as Delta's overwrite writes them."""
-    removed_at = int(time.time() * 1000)
-    kept = ("path", "partitionValues", "size", "stats", "tags")
-    return [{**{k: add[k] for k in kept if k in add}, "deletionTimestamp": removed_at, "dataChange": True,
-             "extendedFileMetadata": True} for add in adds]
-
-
-def _commit_lines(read_version: int, mode: str, adds: list[dict], removes: list[dict], txn_id: str,
-                  user_metadata: str | None = None, claim: dict | None = None) -> str:
-    # as Delta's writes record them (vacuum's rules read what a WRITE removed); as strings in the log
-    counted = {**arrow_files.written_metrics(adds), **(removed_metrics(removes) if removes else {})}
-    metrics = {name: str(value) for name, value in counted.items()}
-    info = {"timestamp": int(time.time() * 1000), "operation": "WRITE", "operationParameters": {"mode": mode},
-            "readVersion": read_version, "isolationLevel": "Serializable", "isBlindAppend": not removes,
-            "operationMetrics": metrics, **({"userMetadata": user_metadata} if user_metadata is not None else {}),
-            "engineInfo": f"topiclake/{__version__} (no JVM)", "txnId": txn_id}
-    actions = [{"commitInfo": info}, *({"add": add} for add in adds), *({"remove": r} for r in removes),
-               *([{"txn": claim}] if claim else [])]
-    return "".join(json.dumps(action, separators=(",", ":")) + "\n" for action in actions)
-
-
-def removed_metrics(adds) -> dict:
-    """The operation metrics Delta's own overwrite registers for the files it removes
-    (``add`` or ``remove`` actions as dicts): vacuum's rules read them to know a WRITE
-    removed files (``framework.cleaner.rules.removes_files``)."""
-    adds = list(adds)
-    return {"numRemovedFiles": len(adds), "numRemovedBytes": sum(int(add.get("size", 0)) for add in adds)}
-
-
-def _put_if_absent(folder: str, version: int, text: str) -> bool | None:
-    """Create the version's commit file with ``text`` unless it exists: a hard link of a
-    written temporary file, which the file system refuses when the name is taken. Whether
-    it was created; None on a file system without hard links (this way does not apply)."""
-    log = os.path.join(folder, DELTA_LOG)
-    temporary = os.path.join(log, f".{version:020d}.json.{uuid.uuid4()}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(temporary, os.path.join(log, f"{version:020d}.json"))
-        return True
-    except FileExistsError:
-        return False
-    except OSError:  # no hard links here (EPERM, ENOTSUP): no put-if-absent to rely on
-        return None
-    finally:
-        os.unlink(temporary)
-
-
-def _next_checksum(checksum: dict, adds: list[dict], removes: list[dict], txn_id: str,
-                   claim: dict | None = None) -> dict:
-    """The previous version's checksum with ``adds`` added, ``removes`` gone and ``claim``
-    (a SetTransaction) taking its app id's place, as Delta carries it forward."""
-    added, removed = sum(a["size"] for a in adds), sum(r["size"] for r in removes)
-    following = dict(checksum, txnId=txn_id, numFiles=checksum["numFiles"] + len(adds) - len(removes),
-                     tableSizeBytes=checksum["tableSizeBytes"] + added - removed)
-    if "allFiles" in checksum:
-        gone = {r["path"] for r in removes}
-        following["allFiles"] = [f for f in checksum["allFiles"] if f["path"] not in gone] + [
-            dict(add, dataChange=False) for add in adds]
-    histogram = checksum.get("fileSizeHistogram")
-    if isinstance(histogram, dict):
-        bins, counts, sizes = histogram["sortedBinBoundaries"], [*histogram["fileCounts"]], [*histogram["totalBytes"]]
-        for sign, f in [*((1, a) for a in adds), *((-1, r) for r in removes)]:
-            bin_ = bisect.bisect_right(bins, f["size"]) - 1
-            counts[bin_] += sign
-            sizes[bin_] += sign * f["size"]
-        following["fileSizeHistogram"] = dict(histogram, fileCounts=counts, totalBytes=sizes)
-    if claim is not None:
-        following["setTransactions"] = [t for t in checksum["setTransactions"] if t["appId"] != claim["appId"]] + [
-            claim]
-    return following
-
-
-def _write_checksum(folder: str, version: int, checksum: dict) -> None:
-    log = os.path.join(folder, DELTA_LOG)
-    temporary = os.path.join(log, f".{version:020d}.crc.{uuid.uuid4()}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(checksum, handle, separators=(",", ":"))
-    os.replace(temporary, os.path.join(log, f"{version:020d}.crc"))
-
-
-def _remove(folder: str, adds: list[dict]) -> None:
-    """Delete the data files of a commit that was not made (no version lists them)."""
-    for add in adds:
-        os.unlink(os.path.join(folder, *add["path"].split("/")))

@@ -121,8 +121,8 @@ class PartitionLog:
         if self.exists():
             return False
         faults.reached("create.before_commit", log=self)
-        with commit_metadata(self.spark, to_metadata(NEW_LOG, "create", None)):
-            created = self.definition().create(self.spark, self.path)
+        with commit_metadata(self.spark, metadata := to_metadata(NEW_LOG, "create", None)):
+            created = self.definition().create(self.spark, self.path, metadata)
         faults.reached("create.after_commit", log=self)
         return created
 
