@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field
 
 DELTA_LOG = "_delta_log"
+#: The folder Delta's create makes in ``_delta_log`` before its first commit.
+STAGED_COMMITS = "_staged_commits"
 #: How many of a table's newest commits vacuum's rules read (fewer than this: all it has).
 HISTORY_PAGE = 500
 _COMMIT_NAME_LENGTH = 20 + len(".json")

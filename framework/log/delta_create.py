@@ -40,10 +40,8 @@ from dataclasses import dataclass
 
 from framework.deferred_session import not_started
 from framework.log import own_commits
-from framework.log.commit_log import DELTA_LOG, local_folder
+from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_folder
 from framework.log.delta_transactions import DeltaJvm, jvm_of, through_the_jvm
-
-STAGED_COMMITS = "_staged_commits"
 
 
 def is_delta_table(spark, path: str) -> bool:

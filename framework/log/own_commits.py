@@ -60,13 +60,11 @@ import uuid
 from typing import Callable
 
 from framework.log import commit_files, version_checksum
-from framework.log.commit_log import DELTA_LOG, local_commits, local_folder
+from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
 
 __all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "replaced"]
 
-#: The folder Delta's create makes in ``_delta_log`` (``delta_create.STAGED_COMMITS``).
-STAGED_COMMITS = "_staged_commits"
 #: The only protocol taken: Delta's plain reader 1 and writer 2, no table features.
 PLAIN_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 #: The writer version of table features, and the features a blind append meets exactly as
