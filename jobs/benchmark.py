@@ -196,8 +196,9 @@
    ``framework/deferred_session.py``; the idle maintain's history rows, the committed
    offset, the produced records and a new topic's tables are committed by topiclake itself,
    ``framework/log/own_commits.py``; the report keeps the Data Docs built from the same
-   validations), against the session started first and the Data Docs rebuilt (as before
-   stops 87 to 89); both sides must print the same JSON (a produce: the same counts per
+   validations and draws many pages in worker processes), against the session started
+   first, the Data Docs rebuilt and every page drawn in one process (as before stops 87
+   to 89); both sides must print the same JSON (a produce: the same counts per
    partition, each run's offsets from the log end the one before left).
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
@@ -2055,11 +2056,13 @@ def bench_report_commands(results: dict, partitions: int, now: int) -> dict:
 READ_ONLY_COMMAND_TWINS = TwinKind("read_only_commands", ("session deferred", "session first"),
                                    "session deferred / started first")
 #: Side B's process starts the session before the verb reads anything (as before stop 87),
-#: and its report rebuilds the Data Docs whatever they were built from (as before stop 88).
+#: its report rebuilds the Data Docs whatever they were built from (as before stop 88) and
+#: draws every page in this process (as before stop 89).
 _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
                           "context.Context.deferred_spark = property(lambda self: self.spark)\n"
                           "from framework.report import site\n"
-                          "site._read = lambda path: None")
+                          "site._read = lambda path: None\n"
+                          "site.PAGES_FOR_WORKERS = 10 ** 9")
 
 
 def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
