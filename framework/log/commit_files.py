@@ -16,8 +16,8 @@ from framework import __version__
 from framework.log import arrow_files
 from framework.log.commit_log import DELTA_LOG
 
-__all__ = ["data_files", "commit_lines", "new_checksum", "schema_string", "next_checksum", "put_if_absent", "removed_metrics",
-           "removes", "remove_files", "write_checksum"]
+__all__ = ["commit", "commit_lines", "data_files", "new_checksum", "next_checksum", "put_if_absent",
+           "removed_metrics", "removes", "remove_files", "schema_string", "write_checksum"]
 
 _MB = 1 << 20
 #: Delta's file-size histogram bins (its ``FileSizeHistogram``'s default boundaries), which
@@ -31,7 +31,7 @@ HISTOGRAM_BINS = (0, *(1 << p for p in range(13, 23)), *range(8 * _MB, 41 * _MB,
 
 
 def data_files(folder: str, metadata: dict, table, max_records_per_file: int | None = None,
-             single: bool = False) -> list[dict] | None:
+               single: bool = False) -> list[dict] | None:
     """``table`` written as Parquet files for a table of ``metadata`` (``single``: as one
     file), as ``arrow_files`` writes them for Delta's commit: their ``add`` actions, or None
     (nothing written)."""
@@ -92,6 +92,25 @@ def removed_metrics(adds) -> dict:
     return {"numRemovedFiles": len(adds), "numRemovedBytes": sum(int(add.get("size", 0)) for add in adds)}
 
 
+def commit(folder: str, version: int, checksum: dict, adds: list[dict], removes: list[dict] = (),
+           mode: str = "Append", user_metadata: str | None = None, claim: tuple[str, int] | None = None,
+           declares: bool = False) -> bool | None:
+    """Commit ``version`` of the table in ``folder``: its commit file (``adds``, ``removes``,
+    a WRITE in ``mode``, and ``claim``, an app id and version, as a ``txn``) created only if
+    absent, then its checksum, ``checksum`` (the version before's, or with ``declares`` a
+    new table's, :func:`new_checksum`, whose metadata and protocol version 0 declares)
+    carried forward. :func:`put_if_absent`'s answer: whether it was made."""
+    removes = list(removes)
+    txn = None if claim is None else {"appId": claim[0], "version": claim[1], "lastUpdated": int(time.time() * 1000)}
+    txn_id = str(uuid.uuid4())
+    created = (checksum["metadata"], checksum["protocol"]) if declares else None
+    lines = commit_lines(None if declares else version - 1, mode, adds, removes, txn_id, user_metadata, txn, created)
+    made = put_if_absent(folder, version, lines)
+    if made:
+        write_checksum(folder, version, next_checksum(checksum, adds, removes, txn_id, txn))
+    return made
+
+
 def put_if_absent(folder: str, version: int, text: str) -> bool | None:
     """Create the version's commit file with ``text`` unless it exists: a hard link of a
     written temporary file, which the file system refuses when the name is taken. Whether
@@ -114,7 +133,7 @@ def put_if_absent(folder: str, version: int, text: str) -> bool | None:
 
 
 def next_checksum(checksum: dict, adds: list[dict], removes: list[dict], txn_id: str,
-                   claim: dict | None = None) -> dict:
+                  claim: dict | None = None) -> dict:
     """The previous version's checksum with ``adds`` added, ``removes`` gone and ``claim``
     (a SetTransaction) taking its app id's place, as Delta carries it forward."""
     added, removed = sum(a["size"] for a in adds), sum(r["size"] for r in removes)

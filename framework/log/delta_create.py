@@ -176,13 +176,10 @@ def clear_uncommitted_log(spark, path: str) -> bool:
             return False
         leftovers = []
         for status in files.listStatus(log):
-            name = status.getPath().getName()
-            if name == STAGED_COMMITS and status.isDirectory() and len(files.listStatus(status.getPath())) == 0:
-                leftovers.append(status.getPath())
-            elif name.startswith(".") and name.endswith((".tmp", ".tmp.crc")):
-                leftovers.append(status.getPath())
-            else:  # a commit, a checkpoint or anything else Delta may read: never touched
-                return False
+            empty = status.isDirectory() and len(files.listStatus(status.getPath())) == 0
+            if not _left_by_a_killed_create(status.getPath().getName(), empty):
+                return False  # a commit, a checkpoint or anything else Delta may read: never touched
+            leftovers.append(status.getPath())
         for leftover in leftovers:
             files.delete(leftover, False)
         return bool(files.delete(log, False))
@@ -190,13 +187,18 @@ def clear_uncommitted_log(spark, path: str) -> bool:
         return False
 
 
+def _left_by_a_killed_create(name: str, empty_folder: bool) -> bool:
+    """Whether a ``_delta_log`` entry is what a killed create leaves: an empty
+    ``_staged_commits`` folder, or a hidden temporary file (a commit not yet renamed)."""
+    return (name == STAGED_COMMITS and empty_folder) or (name.startswith(".") and name.endswith((".tmp", ".tmp.crc")))
+
+
 def _clear_local(log: str) -> bool:
     """:func:`clear_uncommitted_log` of a local ``_delta_log`` folder, through the OS."""
     try:
         names = os.listdir(log)
-        staged = os.path.join(log, STAGED_COMMITS)
-        if not all((name == STAGED_COMMITS and os.path.isdir(staged) and not os.listdir(staged))
-                   or (name.startswith(".") and name.endswith((".tmp", ".tmp.crc"))) for name in names):
+        if not all(_left_by_a_killed_create(name, os.path.isdir(entry := os.path.join(log, name))
+                                            and not os.listdir(entry)) for name in names):
             return False  # a commit, a checkpoint or anything else Delta may read: never touched
         for name in names:
             (os.rmdir if name == STAGED_COMMITS else os.remove)(os.path.join(log, name))

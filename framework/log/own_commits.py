@@ -136,13 +136,10 @@ def appended(path: str, table) -> int | None:
     if adds is None:
         return None
     for _ in range(MAX_COMMIT_ATTEMPTS):
-        txn_id = str(uuid.uuid4())
-        lines = commit_files.commit_lines(version, "Append", adds, [], txn_id)
-        created = commit_files.put_if_absent(folder, version + 1, lines)
-        if created:
-            commit_files.write_checksum(folder, version + 1, commit_files.next_checksum(checksum, adds, [], txn_id))
+        made = commit_files.commit(folder, version + 1, checksum, adds)
+        if made:
             return version + 1
-        if created is None:
+        if made is None:
             break
         # Another writer took the version. A blind append conflicts with nothing but a
         # change of the table itself, which the winner's checksum would show.
@@ -193,12 +190,9 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     if not committable(checksum, version, new_files=len(adds), append=True):
         commit_files.remove_files(folder, adds)
         return None
-    claim = {"appId": app_id, "version": txn_version, "lastUpdated": int(time.time() * 1000)}
-    txn_id = str(uuid.uuid4())
-    lines = commit_files.commit_lines(version, "Append", adds, [], txn_id, user_metadata, claim)
-    made = commit_files.put_if_absent(folder, version + 1, lines)
+    made = commit_files.commit(folder, version + 1, checksum, adds, user_metadata=user_metadata,
+                               claim=(app_id, txn_version))
     if made:
-        commit_files.write_checksum(folder, version + 1, commit_files.next_checksum(checksum, adds, [], txn_id, claim))
         return version + 1
     commit_files.remove_files(folder, adds)
     if made is False:
@@ -272,14 +266,10 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
         return None
     log = os.path.join(folder, DELTA_LOG)
     os.makedirs(log, exist_ok=True)
-    txn = None if claim is None else {"appId": claim[0], "version": claim[1], "lastUpdated": int(time.time() * 1000)}
-    txn_id = str(uuid.uuid4())
-    made = commit_files.put_if_absent(folder, 0, commit_files.commit_lines(
-        None, "Append", adds, [], txn_id, user_metadata, txn, created=(metadata, protocol)))
+    made = commit_files.commit(folder, 0, commit_files.new_checksum(metadata, protocol), adds,
+                               user_metadata=user_metadata, claim=claim, declares=True)
     if made:
         os.makedirs(os.path.join(log, STAGED_COMMITS), exist_ok=True)  # as Delta's create leaves it
-        first = commit_files.next_checksum(commit_files.new_checksum(metadata, protocol), adds, [], txn_id, txn)
-        commit_files.write_checksum(folder, 0, first)
         return 0
     commit_files.remove_files(folder, adds)
     if made is None:
@@ -306,16 +296,11 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
         adds = commit_files.data_files(folder, checksum["metadata"], replace(files), single=True)
         if adds is None:
             return None
-        txn_id = str(uuid.uuid4())
-        removes = commit_files.removes(files.adds)
-        lines = commit_files.commit_lines(version, "Overwrite", adds, removes, txn_id)
-        created = commit_files.put_if_absent(folder, version + 1, lines)
-        if created:
-            following = commit_files.next_checksum(checksum, adds, removes, txn_id)
-            commit_files.write_checksum(folder, version + 1, following)
+        made = commit_files.commit(folder, version + 1, checksum, adds, commit_files.removes(files.adds), "Overwrite")
+        if made:
             return version + 1
         commit_files.remove_files(folder, adds)
-        if created is None:
+        if made is None:
             return None
         # Another writer took the version: its rows are what this replace must start from.
         version += 1

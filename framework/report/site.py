@@ -171,7 +171,7 @@ def _write_partition_pages(folder: str, partitions: list[PartitionHistory]) -> N
     process may hold a JVM and its threads, which a fork would copy mid-flight."""
     due = [(path, p, stamp) for p in partitions
            if not _is_current(path := os.path.join(folder, p.page), stamp := _stamp(p))]
-    workers = min(MAX_PAGE_WORKERS, os.cpu_count() or 1, len(due) // max(1, PAGES_FOR_WORKERS // 2))
+    workers = min(MAX_PAGE_WORKERS, os.cpu_count() or 1)
     if len(due) < PAGES_FOR_WORKERS or workers < 2:
         for page in due:
             _draw_page(page)
