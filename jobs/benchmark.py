@@ -188,18 +188,26 @@
    ``framework/report/data.py``), against by Spark (as before stop 85); every side's pages
    must say the same.
 30. ``read_only_commands``: ``topiclake status``, ``plan``, ``create``, an idle ``maintain``
-   (``--json``, and as a user runs it, with the report) and a ``commit-offset`` of a
+   (``--json``; as a user runs it, with the report; and of a twin topic whose records are
+   all too young to compact) and a ``commit-offset`` of a
    warehouse whose ``--partitions`` partitions had a first maintain (nothing due), then a
    ``produce`` of the same lines into its tables and into a new topic's, each a new
    process, A B B A: the session deferred until something asks it a question, so no JVM
    starts (as shipped,
-   ``framework/deferred_session.py``; the idle maintain's history rows, the committed
+   ``framework/deferred_session.py``; a partition whose records are too young to compact,
+   which its metadata cannot settle, scanned by Arrow, ``framework/stages/local_measure.py``;
+   the idle maintain's history rows, the committed
    offset, the produced records and a new topic's tables are committed by topiclake itself,
    ``framework/log/own_commits.py``; the report keeps the Data Docs built from the same
    validations and draws many pages in worker processes), against the session started
-   first, the Data Docs rebuilt and every page drawn in one process (as before stops 87
-   to 89); both sides must print the same JSON (a produce: the same counts per
-   partition, each run's offsets from the log end the one before left).
+   first, the Data Docs rebuilt, every page drawn in one process and a scan by Spark (as
+   before stops 87 to 90); both sides must print the same JSON (a produce: the same counts
+   per partition, each run's offsets from the log end the one before left).
+31. ``young_heads``: a topic of ``--partitions`` partitions whose 5,000 records are all too
+   young to compact, every partition's compaction planned in this process (the session
+   up), A B B A: each measure that its commits cannot settle read by Arrow from its small
+   local files (as shipped, ``framework/stages/local_measure.py``), against by Spark's
+   query (as before stop 90); every side's measures the same.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -218,7 +226,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -232,7 +240,7 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
-            "read_only_commands")
+            "read_only_commands", "young_heads")
 
 
 def _timed(label, results, action):
@@ -547,6 +555,10 @@ OFFSETS_LABEL = "offset commits and reads"
 PRUNE_TWINS = TwinKind("prunes", ("own tables vacuumed when due", "own tables vacuumed at every prune"),
                        "vacuumed when due / at every prune", lambda: _own_tables_always_vacuumed())
 PRUNES_LABEL = "history appends and prunes"
+#: How a small partition's measure is scanned when its commits cannot settle it.
+YOUNG_HEAD_TWINS = TwinKind("young_heads", ("read by Arrow", "scanned by Spark"), "read by Arrow / scanned by Spark",
+                            lambda: _scanned_by_spark())
+YOUNG_HEADS_LABEL = "compaction plans of partitions with young records"
 #: The way ``_produce_twins`` creates the tables of new twin topics.
 CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's table builder"),
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
@@ -1145,6 +1157,31 @@ def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
                                 for a, b in (("a1", "b1"), ("a2", "b2")) for p in (0, 1))}
 
 
+def bench_young_heads(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
+    """A topic of ``partitions`` partitions whose 5,000 records are all too young to
+    compact: their commits cannot settle the measure (U may lie inside the records), so
+    each partition's plan scans its version. Every partition planned in this process, the
+    session up: a warm-up, then A B B A (``YOUNG_HEAD_TWINS``), each side's measures the same."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+    from framework.stages import compaction
+
+    topic = Topic(spark, warehouse, _spec("young-heads", partitions, **{"min.compaction.lag.ms": 2 * DAY_MS}))
+    lines = [(i, {"key": f"user-{i % 1000}", "value": f"v{i}", "timestamp": now - DAY_MS + i}) for i in range(5000)]
+    produce(topic, parse_records(lines, topic.spec, "benchmark"), now)
+    logs, label, kind = topic.partitions(), YOUNG_HEADS_LABEL, YOUNG_HEAD_TWINS
+    measured = {}
+    for name in ("warm-up", "a1", "b1", "b2", "a2"):
+        by_spark = name.startswith("b") or name == "warm-up"  # (the warm-up warms Spark's way)
+        with kind.way(by_spark):
+            measured[name] = _timed(f"{label}, {kind.sides[by_spark]} ({name})", results,
+                                    lambda: [compaction.plan(log, now).measure for log in logs])
+    _mean_of_twins(results, label, kind.sides)
+    return {"partitions": partitions, "heads": sum(m.head_records for m in measured["a1"]),
+            "same_measures": measured["a1"] == measured["b1"] == measured["b2"] == measured["a2"]}
+
+
 def bench_prunes(spark, warehouse, prunes: int, results: dict) -> dict:
     """``6 * prunes`` appends of a run's rows to the maintenance history, each beside a
     consumer-offset commit (as ``maintain`` and consumers make them), and a prune whenever
@@ -1259,10 +1296,19 @@ def _rows_written_by_spark():
 @contextlib.contextmanager
 def _measure_scanned():
     """Measure a partition as topiclake did before its append commits carried their bytes and
-    oldest timestamp: a scan of the records past the checkpoint."""
+    oldest timestamp: a scan of the records past the checkpoint (by Spark, as then)."""
     from framework.log import partition_log
 
-    with mock.patch.object(partition_log, "appended_between", lambda commits, start, end: None):
+    with mock.patch.object(partition_log, "appended_between", lambda commits, start, end: None), _scanned_by_spark():
+        yield
+
+
+@contextlib.contextmanager
+def _scanned_by_spark():
+    """A partition's measure scanned by Spark's query, as every one was before stop 90."""
+    from framework.stages import local_measure
+
+    with mock.patch.object(local_measure, "scanned", lambda *args: None):
         yield
 
 
@@ -1863,15 +1909,18 @@ def bench_start(results: dict, rounds: int = 2) -> dict:
     return {"class_archive": archived, "runs": spent, "same_tables_every_way": len(created) == 1 and -1 not in created}
 
 
-def _topic_spec_and_lines(scratch: str, topics: list[str], partitions: int, now: int) -> str:
-    """Specs of ``topics`` (the partitions section's config) and its 5,000 JSON lines in
-    ``scratch``; the lines' path."""
+def _topic_spec_and_lines(scratch: str, topics: list[str], partitions: int, now: int,
+                          young: Sequence[str] = ()) -> str:
+    """Specs of ``topics`` (the partitions section's config; those in ``young`` with a
+    minimum compaction lag that leaves every line too young to compact) and its 5,000 JSON
+    lines in ``scratch``; the lines' path."""
     import yaml
 
     config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}
     for topic in topics:
+        lag = {"min.compaction.lag.ms": 2 * DAY_MS} if topic in young else {}
         with open(os.path.join(scratch, f"{topic}.yaml"), "w") as handle:
-            yaml.safe_dump({"topic": topic, "partitions": partitions, "config": config}, handle)
+            yaml.safe_dump({"topic": topic, "partitions": partitions, "config": {**config, **lag}}, handle)
     lines = os.path.join(scratch, "lines.jsonl")
     with open(lines, "w") as handle:
         for i in range(5000):
@@ -2056,10 +2105,13 @@ def bench_report_commands(results: dict, partitions: int, now: int) -> dict:
 READ_ONLY_COMMAND_TWINS = TwinKind("read_only_commands", ("session deferred", "session first"),
                                    "session deferred / started first")
 #: Side B's process starts the session before the verb reads anything (as before stop 87),
-#: its report rebuilds the Data Docs whatever they were built from (as before stop 88) and
-#: draws every page in this process (as before stop 89).
+#: its report rebuilds the Data Docs whatever they were built from (as before stop 88),
+#: draws every page in this process (as before stop 89), and a measure that needs a scan
+#: scans by Spark (as before stop 90).
 _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
                           "context.Context.deferred_spark = property(lambda self: self.spark)\n"
+                          "from framework.stages import local_measure\n"
+                          "local_measure.scanned = lambda *args: None\n"
                           "from framework.report import site\n"
                           "site._read = lambda path: None\n"
                           "site.PAGES_FOR_WORKERS = 10 ** 9")
@@ -2080,24 +2132,30 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
     said, ok, labels = {}, True, []
     with tempfile.TemporaryDirectory(prefix="topiclake-read-only-") as scratch:
         runs = ("a1", "b1", "b2", "a2")
-        lines = _topic_spec_and_lines(scratch, ["fresh", *(f"new-{name}" for name in runs)], partitions, now)
+        lines = _topic_spec_and_lines(scratch, ["fresh", "young", *(f"new-{name}" for name in runs)], partitions,
+                                      now, young=["young"])
         offset = ("commit-offset", "--group", "g", "--partition", "0", "--offset", "1")
-        for args in (("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
-                     ("maintain", "--topic", "fresh", "--now", str(now)), (*offset, "--topic", "fresh")):
+        for args in (*(("produce", "--topic", t, "--input", lines, "--now", str(now)) for t in ("fresh", "young")),
+                     *(("maintain", "--topic", t, "--now", str(now)) for t in ("fresh", "young")),
+                     (*offset, "--topic", "fresh")):
             ok &= _command({}, args[0], scratch, args)
-        for what, (verb, *options) in (("", ("--json", "status", "--now", str(now))),
-                                       ("", ("--json", "plan", "--now", str(now))), ("", ("--json", "create")),
-                                       (", idle", ("--json", "maintain", "--now", str(now))),
-                                       ("", ("--json", *offset)),
-                                       (", idle, with the report", ("maintain", "--now", str(now)))):
+        for what, topic, (verb, *options) in (
+                ("", "fresh", ("--json", "status", "--now", str(now))),
+                ("", "fresh", ("--json", "plan", "--now", str(now))), ("", "fresh", ("--json", "create")),
+                (", idle", "fresh", ("--json", "maintain", "--now", str(now))),
+                ("", "fresh", ("--json", *offset)),
+                (", idle, with the report", "fresh", ("maintain", "--now", str(now))),
+                # every record too young to compact: the metadata cannot rule out a head, so each
+                # partition's records are scanned (by Arrow with no JVM, stop 90; by Spark before)
+                (", idle, young records in every head", "young", ("--json", "maintain", "--now", str(now)))):
             command = verb if verb != "--json" else options[0]
-            label = f"topiclake {command}{what}, {partitions} settled partitions"
+            label = f"topiclake {command}{what}, {partitions} {'settled ' if topic == 'fresh' else ''}partitions"
             labels.append(label)
             for name in runs:
                 as_before = name.startswith("b")
                 printed: list[str] = []
                 ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
-                               (verb, *options, "--topic", "fresh"),
+                               (verb, *options, "--topic", topic),
                                prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
                 if verb == "--json":  # (the report's pages are compared by the report_commands section)
                     said.setdefault(label, set()).add(_decided(printed[0]) if command == "maintain" else printed[0])
@@ -2300,6 +2358,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     offsets = OFFSETS_TWINS.ratio_of(OFFSETS_LABEL, results)
     if offsets is not None:
         ratios[f"offset commits and reads, {OFFSETS_TWINS.ratio}"] = offsets
+    young = YOUNG_HEAD_TWINS.ratio_of(YOUNG_HEADS_LABEL, results)
+    if young is not None:
+        ratios[f"plans of partitions with young records, {YOUNG_HEAD_TWINS.ratio}"] = young
     prunes = PRUNE_TWINS.ratio_of(PRUNES_LABEL, results)
     if prunes is not None:
         ratios[f"history appends and prunes, {PRUNE_TWINS.ratio}"] = prunes
@@ -2405,6 +2466,8 @@ def run(argv) -> int:
             others["report_commands"] = bench_report_commands(results, args.partitions, now)
         if "read_only_commands" in sections:
             others["read_only_commands"] = bench_read_only_commands(results, args.partitions, now)
+        if "young_heads" in sections:
+            others["young_heads"] = bench_young_heads(spark, warehouse, args.partitions, now, results)
         if "produce" in sections:
             others["produce"] = bench_produce(spark, warehouse, args.produce, now, results)
         if "new_tables" in sections:

@@ -14,8 +14,9 @@ import pytest
 
 from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
-from framework.log.log_state import AppendedRecords
+from framework.log.log_state import AppendedRecords, Snapshot
 from framework.log.topic import Topic
+from framework.log.warehouse import delta_table_sql
 from framework.spec import parse_spec
 from framework.stages import compaction, retention
 from framework.stages.maintenance import Maintenance
@@ -171,8 +172,10 @@ def test_u_comes_from_the_newest_timestamp_when_no_record_can_be_too_young(spark
     assert (jobs > 0) == young
     assert compaction.measure(log, snapshot, 10).first_uncleanable_offset == scanned
     unknown = replace(snapshot, state=replace(snapshot.state, max_timestamp_ms=None))
-    _, jobs = spark_jobs(spark, lambda: compaction.measure(log, unknown, 10))
-    assert jobs >= 2  # U's scan and the measure's own
+    # scanned: a small partition by Arrow (no Spark job), as Spark's query scans it
+    by_arrow, jobs = spark_jobs(spark, lambda: compaction.measure(log, unknown, 10))
+    assert jobs == 0 and by_arrow.first_uncleanable_offset == scanned
+    assert compaction._scanned(log, unknown, 10, 0)[0] == scanned
 
 
 def test_a_binary_topics_append_commits_measure_as_a_scan(spark, warehouse):
@@ -188,3 +191,46 @@ def test_a_binary_topics_append_commits_measure_as_a_scan(spark, warehouse):
     snapshot = log.snapshot()
     assert snapshot.past_checkpoint == AppendedRecords(2, 3 + 1 + 2 + 8 + 1 + 3, 4)
     assert compaction.measure(log, snapshot, 10) == scanned(log, snapshot, 10)
+
+
+def test_a_small_partitions_measure_by_arrow_is_the_spark_measure(spark, warehouse):
+    """A small partition's scan is read by Arrow (``framework.stages.local_measure``): on
+    every version of a partition, at clocks that put U before, inside and past its records
+    (and ``now - lag`` below 0, where every record is young), it gives Spark's numbers. Its
+    versions hold files written by Spark (INT96 timestamps) and by Arrow, a compaction's
+    checkpoint and tombstones; the log it reads through has a session that fails the test
+    if anything starts it. A version with deletion vectors is Spark's to read."""
+    from framework.deferred_session import DeferredSession
+    from framework.log.partition_log import PartitionLog
+    from framework.stages import local_measure
+
+    spec = parse_spec({"topic": "arrow", "partitions": 1,
+                       "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0,
+                                  "min.compaction.lag.ms": 40}}, source="test")
+    topic = Topic(spark, warehouse, spec)
+    produce(topic, parse_records([(i, {"key": f"k{i % 3}", "value": None if i == 4 else "v" * i, "timestamp": ts})
+                                  for i, ts in enumerate([5, 0, 30, 12, 7, 60])], spec, "test"), 0)
+    produce_frame(topic, spark.createDataFrame([("k1", "w", 90), ("k5", None, 45), ("k0", "xyz", 200)],
+                                               "key string, value string, timestamp bigint"), 0)
+    Maintenance(spark, warehouse, [spec], record_history=False).run(100)  # U is 6 (t=60 is young): C 0 -> 6
+    produce(topic, parse_records([(i, {"key": "k2", "value": "z", "timestamp": ts})
+                                  for i, ts in enumerate([150, 10, 300])], spec, "test"), 0)
+    log = topic.partition(0)
+    untouched = PartitionLog(DeferredSession(lambda: pytest.fail("the Arrow measure started a session")),
+                             warehouse, spec, 0)
+    compared = set()
+    latest = log.snapshot().version
+    for version, state in log.states_at(range(latest + 1)).items():
+        checkpoint = max(state.checkpoint, state.log_start_offset)
+        for now in (0, 30, 100, 200, 1000):
+            after = compaction.cleaner.uncleanable_after_ms(now, spec.config)
+            by_arrow = local_measure.scanned(untouched, version, checkpoint, after, state.log_end_offset, None)
+            by_spark = compaction._scanned(log, Snapshot(version, replace(state, max_timestamp_ms=None)), now,
+                                           checkpoint)
+            assert by_arrow == by_spark, (version, now)
+            compared.add((by_arrow[0] < state.log_end_offset, by_arrow[1]["dirty_records"] > 0, checkpoint > 0))
+    # U inside the log and at its end, a dirty section or none, before and after the checkpoint moved
+    assert {(True, True, True), (False, True, True), (True, False, False)} <= compared, compared
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    log.delta_table().delete("`offset` = 7")
+    assert local_measure.scanned(untouched, latest + 2, 0, 0, 9, None) is None

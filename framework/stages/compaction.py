@@ -25,6 +25,7 @@ from framework.log.log_state import AppendedRecords, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
 from framework.log.small_partitions import is_small
 from framework.spec import TopicConfig
+from framework.stages import local_measure
 
 if TYPE_CHECKING:  # (compaction_batch imports this module)
     from framework.stages.compaction_batch import DecidedActions
@@ -58,27 +59,16 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
     The clean section's summary comes from the commit metadata. When the metadata also
     rules out a record too young to compact (U is the log end) and its append commits
     describe every record past the checkpoint (``Snapshot.past_checkpoint``), the whole
-    measure is metadata: no Spark job. Otherwise only records at or after the checkpoint
-    are scanned (Delta skips files below it by their offset stats), and U is looked for
-    only when the metadata cannot rule out a record too young.
+    measure is metadata: no Spark job. Otherwise the version is scanned: a small local one
+    by Arrow (:mod:`framework.stages.local_measure`), else by Spark.
     """
     state = snapshot.state
     config = log.spec.config
     checkpoint = max(state.checkpoint, state.log_start_offset)
     if measured_from_metadata(config, snapshot, now_ms):
         return _measure_from_appends(state, checkpoint, snapshot.past_checkpoint)
-    records = log.read_snapshot(snapshot)
-    u = first_uncleanable_offset(records, config, now_ms, state.log_end_offset, state.max_timestamp_ms)
-    head_from = max(checkpoint, u)
-    in_dirty = f"`offset` >= {int(checkpoint)} AND `offset` < {int(u)}"
-    in_head = f"`offset` >= {int(head_from)}"
-    row = records.where(f"`offset` >= {int(checkpoint)}").selectExpr(
-        f"count(CASE WHEN {in_dirty} THEN 1 END) AS dirty_records",
-        f"sum(CASE WHEN {in_dirty} THEN _size END) AS dirty_bytes",
-        f"min(CASE WHEN {in_dirty} THEN unix_millis(`timestamp`) END) AS oldest_dirty",
-        f"count(CASE WHEN {in_head} THEN 1 END) AS head_records",
-        f"sum(CASE WHEN {in_head} THEN _size END) AS head_bytes",
-    ).collect()[0]
+    u, row = local_measure.scanned(log, snapshot.version, checkpoint, cleaner.uncleanable_after_ms(
+        now_ms, config), state.log_end_offset, state.max_timestamp_ms) or _scanned(log, snapshot, now_ms, checkpoint)
     clean = state.clean
     return PartitionMeasure(
         log_start_offset=state.log_start_offset,
@@ -95,6 +85,22 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeas
         clean_tombstones=clean.tombstones,
         min_delete_horizon_ms=clean.min_delete_horizon_ms,
     )
+
+
+def _scanned(log: PartitionLog, snapshot: Snapshot, now_ms: int, checkpoint: int) -> tuple[int, dict]:
+    """U and the dirty section's and head's sizes by one Spark query (Delta skips the files below C)."""
+    records, state = log.read_snapshot(snapshot), snapshot.state
+    u = first_uncleanable_offset(records, log.spec.config, now_ms, state.log_end_offset, state.max_timestamp_ms)
+    in_dirty = f"`offset` >= {int(checkpoint)} AND `offset` < {int(u)}"
+    in_head = f"`offset` >= {int(max(checkpoint, u))}"
+    row = records.where(f"`offset` >= {int(checkpoint)}").selectExpr(
+        f"count(CASE WHEN {in_dirty} THEN 1 END) AS dirty_records",
+        f"sum(CASE WHEN {in_dirty} THEN _size END) AS dirty_bytes",
+        f"min(CASE WHEN {in_dirty} THEN unix_millis(`timestamp`) END) AS oldest_dirty",
+        f"count(CASE WHEN {in_head} THEN 1 END) AS head_records",
+        f"sum(CASE WHEN {in_head} THEN _size END) AS head_bytes",
+    ).collect()[0]
+    return u, row.asDict()
 
 
 def measured_from_metadata(config: TopicConfig, snapshot: Snapshot, now_ms: int) -> bool:
