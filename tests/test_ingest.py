@@ -190,7 +190,7 @@ def test_ingest_refusals_name_the_field_and_write_nothing(spark, kafka_broker, k
     assert not (tmp_path / "w").exists()
 
 
-@pytest.mark.parametrize("point", ["ingest.before_commit", "ingest.after_commit"])
+@pytest.mark.parametrize("point", ["ingest.before_commit", "ingest.files_written", "ingest.after_commit"])
 def test_ingest_killed_then_rerun_is_exact(spark, kafka_broker, kafka_topic, tmp_path, point):
     kafka_broker.create_topic(kafka_topic, 2, KEEP)
     kafka_broker.produce(kafka_topic, [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2,
@@ -204,12 +204,16 @@ def test_ingest_killed_then_rerun_is_exact(spark, kafka_broker, kafka_topic, tmp
                            str(specs), "ingest"], env=env, cwd=REPO, capture_output=True, text=True, timeout=240)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]  # it died at the point
     # a table comes with its first append's commit, so a partition not appended to has none
-    before = [table_records(spark, warehouse, spec, p) if (warehouse / f"orders-{p}").exists() else []
+    before = [table_records(spark, warehouse, spec, p) if (warehouse / f"orders-{p}" / "_delta_log").exists() else []
               for p in range(2)]
     if point == "ingest.after_commit":
         assert any(before), "the killed run committed one partition before dying"
     else:
         assert not any(before), "a run killed before its first commit appended records"
+    # killed between them: a new table's data files in a folder with no Delta log yet
+    uncommitted = [f for f in warehouse.glob("orders-*/_segment=*/*.parquet")
+                   if not (f.parent.parent / "_delta_log").exists()]
+    assert bool(uncommitted) == (point == "ingest.files_written"), uncommitted
     assert cli(warehouse, specs, "ingest") == 0
     for p in range(2):
         assert table_records(spark, warehouse, spec, p) == kafka_records(kafka_broker, kafka_topic, p)

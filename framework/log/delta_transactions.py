@@ -206,7 +206,8 @@ WRITTEN_OR_SKIPPED = "written or skipped"
 
 
 def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, metadata: str, frame=None,
-                   new_table=None, max_records_per_file: int | None = None):
+                   new_table=None, max_records_per_file: int | None = None,
+                   files_written: Callable[[], None] = lambda: None):
     """Append ``frame``'s rows (None: no rows) and SetTransaction(``app_id``, ``txn_version``)
     as one Delta commit carrying ``metadata``; its version, or None when the table already
     holds ``app_id`` at ``txn_version`` or later (nothing is written). With ``new_table``
@@ -224,7 +225,8 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
     has started, an Arrow table's rows into a local table that allows it (or a new table
     whose protocol ``own_commits`` knows) are committed without a JVM
     (``own_commits.claimed``), which raises ``LostCommitRace`` when another writer took
-    the version.
+    the version. ``files_written`` is called between the data files and the commit (a fault
+    point's place; a DataFrame write makes both in one call).
     """
 
     def by_dataframe():
@@ -239,17 +241,19 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
 
     def by_transaction(delta: DeltaJvm):
         return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame, new_table,
-                                  max_records_per_file)
+                                  max_records_per_file, files_written)
 
     if is_arrow(frame) and not_started(spark):  # no JVM yet: commit here if the table lets us
-        landed = own_commits.claimed(path, frame, app_id, txn_version, metadata, max_records_per_file, new_table)
+        landed = own_commits.claimed(path, frame, app_id, txn_version, metadata, max_records_per_file, new_table,
+                                     files_written)
         if landed is not None:
             return None if landed == own_commits.CLAIM_TAKEN else landed
     return through_the_jvm(spark, by_transaction, by_dataframe)
 
 
 def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_version: int, metadata: str, frame,
-                       new_table=None, max_records_per_file: int | None = None):
+                       new_table=None, max_records_per_file: int | None = None,
+                       files_written: Callable[[], None] = lambda: None):
     txn = delta.delta_log(path).startTransaction()
     # every JVM call whose shape may differ comes before the write
     operation = delta.append_operation(metadata)
@@ -271,6 +275,7 @@ def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_vers
     if frame is not None:
         rows = frame.select(*schema.fieldNames())
         actions = delta.items(txn.writeFiles(rows._jdf, delta.none(), False, delta.seq([])))
+    files_written()
     return int(txn.commit(delta.seq([*actions, claim]), operation))
 
 

@@ -157,7 +157,8 @@ CLAIM_TAKEN = "claim taken"
 
 
 def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
-            max_records_per_file: int | None = None, new_table=None) -> int | str | None:
+            max_records_per_file: int | None = None, new_table=None,
+            files_written: Callable[[], None] = lambda: None) -> int | str | None:
     """``table`` (an Arrow table of every column, partition columns included) appended to
     the local Delta table at ``path`` with SetTransaction(``app_id``, ``txn_version``) and
     ``user_metadata``, as one commit at the version after the newest, in files of up to
@@ -167,11 +168,12 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     :class:`LostCommitRace` when another writer took the version (nothing is committed):
     the caller planned from the version before, so it plans again, as after Delta's
     conflict. With ``new_table`` (a ``delta_create.NewTable``) and no table yet, the
-    commit creates it (:func:`created`), and another creator first is such a race."""
+    commit creates it (:func:`created`), and another creator first is such a race.
+    ``files_written`` is called between the data files and the commit."""
     found = _newest(path)
     if found is None:
         made = None if new_table is None else created(path, new_table, user_metadata, table, (app_id, txn_version),
-                                                      max_records_per_file)
+                                                      max_records_per_file, files_written)
         if made is False:
             raise LostCommitRace(f"{path}: another writer created the table first")
         return made
@@ -190,6 +192,7 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     if not committable(checksum, version, new_files=len(adds), append=True):
         commit_files.remove_files(folder, adds)
         return None
+    files_written()
     made = commit_files.commit(folder, version + 1, checksum, adds, user_metadata=user_metadata,
                                claim=(app_id, txn_version))
     if made:
@@ -242,7 +245,8 @@ def spark_may_default_new_tables() -> bool:
 
 
 def created(path: str, new_table, user_metadata: str | None, table=None, claim: tuple[str, int] | None = None,
-            max_records_per_file: int | None = None) -> int | bool | None:
+            max_records_per_file: int | None = None,
+            files_written: Callable[[], None] = lambda: None) -> int | bool | None:
     """The local table at ``path`` created by a version 0 that declares ``new_table`` (a
     ``delta_create.NewTable``): with ``table``'s rows (in files of up to
     ``max_records_per_file``) and ``claim`` (app id, version), a produce's first append;
@@ -264,6 +268,7 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
     adds = [] if table is None else commit_files.data_files(folder, metadata, table, max_records_per_file)
     if adds is None:
         return None
+    files_written()
     log = os.path.join(folder, DELTA_LOG)
     os.makedirs(log, exist_ok=True)
     made = commit_files.commit(folder, 0, commit_files.new_checksum(metadata, protocol), adds,

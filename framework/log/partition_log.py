@@ -132,8 +132,7 @@ class PartitionLog:
                         f"topiclake: topic {self.spec.topic}, partition {self.partition}")
 
     def properties(self) -> dict[str, str]:
-        rows = self.spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(self.path)}").collect()
-        return {r["key"]: r["value"] for r in rows}
+        return dict(tuple(r) for r in self.spark.sql(f"SHOW TBLPROPERTIES {delta_table_sql(self.path)}").collect())
 
     def sync_properties(self, newest_version: int | None = None) -> dict[str, str]:
         """Bring table properties in line with the spec; returns what changed. The current ones
@@ -307,13 +306,12 @@ class PartitionLog:
     def _claimed_append(self, operation: str, plan: Callable[[LogState], tuple | None], count: int) -> AppendResult:
         """One atomic append whose offsets start at a base that only one writer may claim.
 
-        ``plan(state)`` gives (base offset, frame with offsets, state after, metadata
-        fields), or None when the state shows the append is no longer wanted. The base is
-        claimed with a Delta SetTransaction (:data:`APPEND_APP_ID`, version base + 1), so two
-        writers can never both write from the same base: the later one either conflicts (and
-        plans again from the new snapshot) or finds the claim taken and writes nothing.
-        With no table yet, the append's commit creates it (version 0, :meth:`definition`);
-        a writer that creates it first makes this one conflict and plan again.
+        ``plan(state)`` gives (base offset, frame with offsets, state after, metadata fields),
+        or None when the state shows the append is no longer wanted. The base is claimed with
+        a Delta SetTransaction (:data:`APPEND_APP_ID`, version base + 1), so two writers never
+        both write from one base: the later one conflicts (and plans again from the new
+        snapshot) or finds the claim taken and writes nothing. With no table yet, the commit
+        creates it (version 0, :meth:`definition`); a creator first makes this one conflict.
         """
         producer_id, lost_to = uuid.uuid4().hex, ""  # lost_to: how the last attempt was lost
         for attempt in range(MAX_COMMIT_ATTEMPTS):
@@ -328,11 +326,13 @@ class PartitionLog:
             base, frame, after, fields = planned
             frame = appended_rows.in_layout(frame, self.spec, state.active_segment, count)
             metadata = to_metadata(after, operation, read_version, producer_id=producer_id, **fields)
-            faults.reached(f"{operation}.before_commit", log=self, base_offset=base, count=count)
+            at = dict(log=self, base_offset=base, count=count)
+            faults.reached(f"{operation}.before_commit", **at)
             try:
                 # claim base + 1: bases only grow, so one app id serves all appends (the checksum lists it once)
                 landed = claimed_commit(self.spark, self.path, table_schema(self.spec), APPEND_APP_ID, base + 1,
-                                        metadata, frame, new_table, appended_rows.RECORDS_PER_APPEND_FILE)
+                                        metadata, frame, new_table, appended_rows.RECORDS_PER_APPEND_FILE,
+                                        lambda at=at: faults.reached(f"{operation}.files_written", **at))
             except Exception as error:  # noqa: BLE001
                 if not is_retryable_conflict(error):
                     raise
@@ -342,7 +342,7 @@ class PartitionLog:
             if landed == WRITTEN_OR_SKIPPED:
                 landed = self._landed(producer_id, -1 if read_version is None else read_version)
             if landed is not None:
-                faults.reached(f"{operation}.after_commit", log=self, base_offset=base, count=count, version=landed)
+                faults.reached(f"{operation}.after_commit", **at, version=landed)
                 return AppendResult(self.partition, base, count, landed)
             lost_to = f"base offset {base} already claimed, planned from version {read_version}"
             backoff(attempt)  # Delta skipped it: another writer already wrote this base
