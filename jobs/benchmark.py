@@ -191,7 +191,8 @@
    (``--json``; as a user runs it, with the report; and of a twin topic whose records are
    all too young to compact) and a ``commit-offset`` of a
    warehouse whose ``--partitions`` partitions had a first maintain (nothing due), then a
-   ``produce`` of the same lines into its tables and into a new topic's, each a new
+   ``produce`` of the same lines into its tables and into a new topic's, and a first
+   ``commit-offset`` (the committed offsets' table created too), each a new
    process, A B B A: the session deferred until something asks it a question, so no JVM
    starts (as shipped,
    ``framework/deferred_session.py``; a partition whose records are too young to compact,
@@ -2160,6 +2161,18 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
                 if verb == "--json":  # (the report's pages are compared by the report_commands section)
                     said.setdefault(label, set()).add(_decided(printed[0]) if command == "maintain" else printed[0])
             _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
+        # a first commit-offset of the warehouse: the committed offsets' table created too (its
+        # folder removed before each run)
+        label = f"topiclake commit-offset creating its table, {partitions} settled partitions"
+        labels.append(label)
+        for name in runs:
+            shutil.rmtree(os.path.join(scratch, "w", "_topiclake", "consumer_offsets"))
+            printed = []
+            ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[name.startswith('b')]} ({name})",
+                           scratch, ("--json", *offset, "--topic", "fresh"),
+                           prelude=_SESSION_FIRST_PRELUDE if name.startswith("b") else None, printed=printed)
+            said.setdefault(label, set()).add(printed[0])
+        _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
         # last, a write: the same lines produced into the existing tables, each run's records
         # at the log end the one before left (so nothing lost or numbered twice)
         label = f"topiclake produce of the same lines, {partitions} existing partitions"

@@ -232,9 +232,10 @@ def test_status_plan_and_create_of_a_settled_local_warehouse_start_no_jvm(spark,
 
 
 def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, capsys):
-    """Once the committed offsets' table exists, ``commit-offset`` reads its rows by Arrow and
-    commits the upserted rows itself (framework/log/own_commits.py): in a new process no JVM
-    starts, it prints what it prints in the tests' session, and Delta reads the offset."""
+    """``commit-offset`` creates the committed offsets' table, and once it exists reads its
+    rows by Arrow and commits the upserted rows itself (framework/log/own_commits.py): in a
+    new process no JVM starts, it prints what it prints in the tests' session, and Delta
+    reads the offsets."""
     from framework.log.consumer_offsets import ConsumerOffsets
     from framework.log.warehouse import Warehouse
 
@@ -247,19 +248,24 @@ def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, 
         return ["--json", "--warehouse", wh, "--specs", str(specs), "commit-offset", "--group", group,
                 "--topic", "events", "--partition", "0", "--offset", str(offset)]
 
-    status, here, _ = run(capsys, *command("g", 2))  # creates the table, through Delta
-    assert status == 0
     code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
             "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
-    done = subprocess.run([sys.executable, "-c", code, *command("g", 3)], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
-    *printed, last = done.stdout.strip().splitlines()
-    assert last == "0 True", done.stdout + done.stderr[-2000:]
-    assert json.loads("\n".join(printed)) == {**json.loads(here), "offset": 3}
+
+    def in_a_new_process(group: str, offset: int) -> dict:
+        done = subprocess.run([sys.executable, "-c", code, *command(group, offset)], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+        *printed, last = done.stdout.strip().splitlines()
+        assert last == "0 True", done.stdout + done.stderr[-2000:]
+        return json.loads("\n".join(printed))
+
+    first = in_a_new_process("h", 1)  # creates the table too
+    status, here, _ = run(capsys, *command("g", 2))  # through Delta
+    assert status == 0 and first == {**json.loads(here), "group": "h", "offset": 1}
+    assert in_a_new_process("g", 3) == {**json.loads(here), "offset": 3}
     offsets = ConsumerOffsets(spark, Warehouse.resolve(wh))
-    assert offsets.committed("events", 0) == {"g": 3}
+    assert offsets.committed("events", 0) == {"g": 3, "h": 1}
     rows = spark.read.format("delta").load(offsets.path).collect()
-    assert [(r["group"], r["offset"]) for r in rows] == [("g", 3)]
+    assert sorted((r["group"], r["offset"]) for r in rows) == [("g", 3), ("h", 1)]
     # consumed retention (KIP-68) reads them: once it has cut, an idle run reads them by Arrow
     (specs / "consumed.yaml").write_text("topic: consumed\npartitions: 1\nconfig:\n  cleanup.policy: delete\n"
                                          "  retention.ms: -1\n  consumed.retention.ms: 0\n"

@@ -432,6 +432,29 @@ def test_a_create_without_a_jvm_commits_what_delta_commits_for_the_same_table(sp
     assert _read_records(spark, by_topiclake.path) == _read_records(spark, by_delta.path)
 
 
+def test_an_own_table_is_created_without_a_jvm_as_delta_creates_it(spark, tmp_path):
+    """topiclake's own tables (here the committed offsets', by a first ``commit-offset``) get
+    the same first commit: their properties, auto compaction among them (a setting, not a
+    table feature), give Delta's plain protocol, as Delta's create derives it."""
+    deferred = DeferredSession(lambda: spark)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    by_delta = ConsumerOffsets(spark, Warehouse.resolve(str(tmp_path / "a")))
+    by_topiclake = ConsumerOffsets(deferred, Warehouse.resolve(str(tmp_path / "b")))
+    for offsets in (by_delta, by_topiclake):
+        offsets.commit("g", "t", 0, 5)
+    assert not deferred.started
+    path, twin = by_topiclake.path, by_delta.path
+    assert "no JVM" in _commit(path, 0)[0]["commitInfo"]["engineInfo"]
+    assert _created_shape(_commit(path, 0)) == _created_shape(_commit(twin, 0))
+    assert _checksum_shape(path, 0) == _checksum_shape(twin, 0)
+    assert sorted(os.listdir(os.path.join(path, "_delta_log"))) == sorted(os.listdir(os.path.join(twin, "_delta_log")))
+    detail = [{k: v for k, v in spark.sql(f"DESCRIBE DETAIL {delta_table_sql(p)}").first().asDict().items()
+               if k not in ("id", "location", "createdAt", "lastModified")} for p in (path, twin)]
+    assert detail[0] == detail[1] and detail[0]["minWriterVersion"] == 2, detail
+    assert by_topiclake.committed("t", 0) == by_delta.committed("t", 0) == {"g": 5}
+
+
 def test_a_first_produce_without_a_jvm_creates_its_table_as_delta_does(spark, tmp_path):
     by_delta = _topic(spark, tmp_path / "a")
     deferred = DeferredSession(lambda: spark)

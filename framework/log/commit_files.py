@@ -67,7 +67,7 @@ def commit_lines(read_version: int | None, mode: str, adds: list[dict], removes:
         metadata = created[0]
         operation, parameters, metrics = "CREATE TABLE", {
             "partitionBy": json.dumps(metadata["partitionColumns"], separators=(",", ":")), "clusterBy": "[]",
-            **({"description": metadata["description"]} if "description" in metadata else {}), "isManaged": "false",
+            "description": metadata.get("description"), "isManaged": "false",  # (null without one, as Delta's)
             "properties": json.dumps(metadata["configuration"], separators=(",", ":"))}, {}
     else:
         # as Delta's writes record them (vacuum's rules read what a WRITE removed); as strings in the log

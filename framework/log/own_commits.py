@@ -204,10 +204,11 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
 
 
 #: The table properties of Delta's own a new table may set for :func:`created`, which
-#: declares its protocol as Delta's create derives it from them (a partition table's).
+#: declares its protocol as Delta's create derives it from them (a partition table's, and
+#: topiclake's own tables', whose auto compaction is a setting, not a table feature).
 NEW_TABLE_DELTA_PROPERTIES = frozenset({"delta.enableChangeDataFeed", "delta.deletedFileRetentionDuration",
                                         "delta.logRetentionDuration", "delta.dataSkippingStatsColumns",
-                                        "delta.checkpointInterval"})
+                                        "delta.checkpointInterval", "delta.autoOptimize.autoCompact"})
 #: The protocol Delta's create gives a table with the change data feed on: the feature,
 #: and the two that Delta's plain protocol (writer 2) implies.
 CHANGE_DATA_FEED_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": TABLE_FEATURES_WRITER,
