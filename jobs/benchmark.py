@@ -208,7 +208,11 @@
    young to compact, every partition's compaction planned in this process (the session
    up), A B B A: each measure that its commits cannot settle read by Arrow from its small
    local files (as shipped, ``framework/stages/local_measure.py``), against by Spark's
-   query (as before stop 90); every side's measures the same.
+   query (as before stop 90); every side's measures the same. Then a first ``maintain`` of
+   twin topics whose older four fifths are due and newest fifth too young, A B B A: their
+   small partitions decided together, the plans read by Arrow (as shipped), against each
+   alone (as before stop 90, when such a plan needed a Spark scan and kept its partition
+   out of the batch); every twin the same offsets after it.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -560,6 +564,7 @@ PRUNES_LABEL = "history appends and prunes"
 YOUNG_HEAD_TWINS = TwinKind("young_heads", ("read by Arrow", "scanned by Spark"), "read by Arrow / scanned by Spark",
                             lambda: _scanned_by_spark())
 YOUNG_HEADS_LABEL = "compaction plans of partitions with young records"
+YOUNG_HEADS_DUE_LABEL = "first maintain of partitions with young records and a due dirty section"
 #: The way ``_produce_twins`` creates the tables of new twin topics.
 CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's table builder"),
                         "through the transaction API / by Delta's table builder", lambda: _created_by_builder())
@@ -1179,8 +1184,28 @@ def bench_young_heads(spark, warehouse, partitions: int, now: int, results: dict
             measured[name] = _timed(f"{label}, {kind.sides[by_spark]} ({name})", results,
                                     lambda: [compaction.plan(log, now).measure for log in logs])
     _mean_of_twins(results, label, kind.sides)
+    # a first maintain (no checks, no history) of twin topics whose older records are due and
+    # whose newest fifth is too young: A decides their small partitions together, their plans
+    # read by Arrow; B decides each alone, its plan scanned by Spark, as before stop 90
+    from framework.stages import local_measure
+    from framework.stages.maintenance import Maintenance
+
+    due, kept = YOUNG_HEADS_DUE_LABEL, {}
+    for name in ("a1", "b1", "b2", "a2"):
+        twin = Topic(spark, warehouse, _spec(f"young-due-{name}", partitions, **{"min.compaction.lag.ms": DAY_MS}))
+        mixed = [(i, {**line, "timestamp": line["timestamp"] - (DAY_MS if i < 4000 else 0)}) for i, line in lines]
+        produce(twin, parse_records(mixed, twin.spec, "benchmark"), now)
+        as_before = name.startswith("b")
+        with kind.way(as_before), mock.patch.object(local_measure, "readable", lambda log, version: False) if (
+                as_before) else contextlib.nullcontext():
+            run = _timed(f"{due}, {kind.sides[as_before]} ({name})", results,
+                         lambda twin=twin: Maintenance(spark, warehouse, [twin.spec], record_history=False).run(now))
+        assert not run.failed, [p.error for p in run.partitions]
+        kept[name] = [sorted(r["offset"] for r in log.read().select("offset").collect()) for log in twin.partitions()]
+    _mean_of_twins(results, due, kind.sides)
     return {"partitions": partitions, "heads": sum(m.head_records for m in measured["a1"]),
-            "same_measures": measured["a1"] == measured["b1"] == measured["b2"] == measured["a2"]}
+            "same_measures": measured["a1"] == measured["b1"] == measured["b2"] == measured["a2"],
+            "same_offsets_after_first_maintain": kept["a1"] == kept["b1"] == kept["b2"] == kept["a2"]}
 
 
 def bench_prunes(spark, warehouse, prunes: int, results: dict) -> dict:
@@ -2374,6 +2399,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     young = YOUNG_HEAD_TWINS.ratio_of(YOUNG_HEADS_LABEL, results)
     if young is not None:
         ratios[f"plans of partitions with young records, {YOUNG_HEAD_TWINS.ratio}"] = young
+        ratios["first maintain of partitions with young records, batched / each alone"] = (
+            YOUNG_HEAD_TWINS.ratio_of(YOUNG_HEADS_DUE_LABEL, results))
     prunes = PRUNE_TWINS.ratio_of(PRUNES_LABEL, results)
     if prunes is not None:
         ratios[f"history appends and prunes, {PRUNE_TWINS.ratio}"] = prunes

@@ -152,7 +152,7 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
     A settled log (nothing at or past the checkpoint) that is not due costs no Spark job:
     an idle partition's plan is its commit metadata. A run that is due (forced, or a
     tombstone's horizon passed) measures the table, so its U is exact. Without ``scan``, a
-    plan the commit metadata cannot settle is None.
+    plan that neither the commit metadata nor Arrow (``local_measure.readable``) settles is None.
     """
     snap = snapshot or log.snapshot()
     settled = settled_measure(snap.state)
@@ -160,7 +160,7 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
         decision = cleaner.decide_compaction(log.spec.config, settled, now_ms, force)
         if not decision.due:
             return CompactionPlan(log.partition, snap, settled, decision, now_ms)
-    if not scan and not measured_from_metadata(log.spec.config, snap, now_ms):
+    if not (scan or measured_from_metadata(log.spec.config, snap, now_ms) or local_measure.readable(log, snap.version)):
         return None
     measured = measure(log, snap, now_ms)
     decision = cleaner.decide_compaction(log.spec.config, measured, now_ms, force)

@@ -26,7 +26,7 @@ from framework.cleaner import rules as cleaner
 from framework.log import version_checksum
 from framework.log.small_partitions import is_small
 
-__all__ = ["scanned"]
+__all__ = ["readable", "scanned"]
 
 #: A timestamp column's unit, as a divisor that gives epoch milliseconds (floored, as
 #: Spark's ``unix_millis`` does).
@@ -38,15 +38,23 @@ def scanned(log, version: int, checkpoint: int, after_ms: int, log_end_offset: i
     """U and the dirty section's and head's sizes of ``version`` (the numbers
     ``compaction.measure`` reads by Spark), or None where Spark reads them: the version is
     not small plain local files."""
-    files = version_checksum.plain_files(log.path, version)
-    count = version_checksum.record_count(files)
-    if count is None or not is_small(count):
-        return None
-    columns = _columns(files.paths)
+    files = _small_plain_files(log, version)
+    columns = None if files is None else _columns(files.paths)
     if columns is None:
         return None
     offsets, timestamps, sizes = columns
     return _measured(offsets, timestamps, sizes, checkpoint, after_ms, log_end_offset, max_timestamp_ms)
+
+
+def readable(log, version: int) -> bool:
+    """Whether :func:`scanned` may read ``version`` (a batch's plan asks: no Spark job)."""
+    return _small_plain_files(log, version) is not None
+
+
+def _small_plain_files(log, version: int):
+    files = version_checksum.plain_files(log.path, version)
+    count = version_checksum.record_count(files)
+    return files if count is not None and is_small(count) else None
 
 
 def _columns(paths):
