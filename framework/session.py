@@ -187,6 +187,61 @@ def running_under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def may_launch_with(name: str) -> bool:
+    """Whether the session this process would start may have a setting whose name holds
+    ``name`` before topiclake sets anything: always under spark-submit (its JVM was
+    configured elsewhere), else when PySpark's submit arguments or Spark's
+    ``spark-defaults.conf`` name it."""
+    if running_under_spark_submit() or name in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return True
+    return name in _read(os.path.join(_spark_conf_dir(), "spark-defaults.conf"))
+
+
+#: Hadoop's default file system setting, by its name and its deprecated one.
+DEFAULT_FILE_SYSTEM_SETTINGS = ("fs.defaultFS", "fs.default.name")
+
+
+def paths_without_scheme_are_local() -> bool:
+    """Whether a path with no scheme names the local file system in the session this
+    process would start: Hadoop's default unless ``fs.defaultFS`` is set, in Spark's launch
+    settings (``spark.hadoop.fs.defaultFS``) or in a ``core-site.xml`` of the folders
+    Spark's launcher puts on the class path (Spark's configuration folder,
+    ``HADOOP_CONF_DIR``, ``YARN_CONF_DIR``). Under spark-submit it is not known here."""
+    folders = [_spark_conf_dir(), *(os.environ[name] for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")
+                                    if os.environ.get(name))]
+    return not any(may_launch_with(setting) or setting in _read(os.path.join(folder, "core-site.xml"))
+                   for setting in DEFAULT_FILE_SYSTEM_SETTINGS for folder in folders)
+
+
+def no_session_here() -> bool:
+    """Whether this process runs no Spark session yet and would start the embedded one: a
+    session that runs (its JVM serves every thread), a Spark Connect one or spark-submit's
+    answers for its own settings, which may have been given in code."""
+    if running_under_spark_submit() or any(os.environ.get(name) for name in ("SPARK_REMOTE",
+                                                                              "SPARK_CONNECT_MODE_ENABLED")):
+        return False
+    pyspark = sys.modules.get("pyspark")
+    return pyspark is None or pyspark.SparkContext._active_spark_context is None
+
+
+def _spark_conf_dir() -> str:
+    """The configuration folder Spark's launcher reads (and puts first on the class path)."""
+    import importlib.util
+
+    if os.environ.get("SPARK_CONF_DIR"):
+        return os.environ["SPARK_CONF_DIR"]
+    home = os.environ.get("SPARK_HOME") or (importlib.util.find_spec("pyspark").submodule_search_locations or [""])[0]
+    return os.path.join(home, "conf")
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
 def get_session(app_name: str = "topiclake", kafka: bool = False, metastore: str | None = None):
     """The session a job should use: the active one, spark-submit's, or the embedded one
     (with Spark's Kafka source when ``kafka``; on a cluster, its job settings provide it)."""

@@ -192,7 +192,8 @@
    all too young to compact) and a ``commit-offset`` of a
    warehouse whose ``--partitions`` partitions had a first maintain (nothing due), then a
    ``produce`` of the same lines into its tables and into a new topic's, and a first
-   ``commit-offset`` (the committed offsets' table created too), each a new
+   ``commit-offset`` (the committed offsets' table created too), and a ``create`` and a
+   ``produce`` into a warehouse folder not there yet, each a new
    process, A B B A: the session deferred until something asks it a question, so no JVM
    starts (as shipped,
    ``framework/deferred_session.py``; a partition whose records are too young to compact,
@@ -1956,14 +1957,14 @@ def _topic_spec_and_lines(scratch: str, topics: list[str], partitions: int, now:
 
 
 def _command(results: dict, label: str, scratch: str, args: tuple[str, ...], env: dict | None = None,
-             prelude: str | None = None, printed: list | None = None) -> bool:
-    """One ``topiclake`` command in a new process on ``scratch``'s warehouse and specs, timed
-    as ``label``; whether it succeeded. ``prelude``: Python the process runs first (a way
-    as before, patched in); ``printed`` gets what it printed."""
+             prelude: str | None = None, printed: list | None = None, warehouse: str | None = None) -> bool:
+    """One ``topiclake`` command in a new process on ``scratch``'s warehouse (or ``warehouse``)
+    and specs, timed as ``label``; whether it succeeded. ``prelude``: Python the process
+    runs first (a way as before, patched in); ``printed`` gets what it printed."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     start = ["-m", "framework.cli"] if prelude is None else [
         "-c", f"{prelude}\nfrom framework.cli.main import entry_point\nentry_point()"]
-    argv = [sys.executable, *start, "--warehouse", os.path.join(scratch, "w"), "--specs", scratch, *args]
+    argv = [sys.executable, *start, "--warehouse", warehouse or os.path.join(scratch, "w"), "--specs", scratch, *args]
     done = _timed(label, results, lambda: subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True))
     if done.returncode != 0:
         print(f"  {label}: exit {done.returncode}: {done.stderr.strip()[-400:]}", file=sys.stderr)
@@ -2227,6 +2228,21 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
             said.setdefault(label, set()).add(json.dumps(sorted(
                 (r["partition"], r["base_offset"], r["count"], r["version"]) for r in appended)))
         _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
+        # a first command into a warehouse folder not there yet (a new one each run): its tables
+        # told missing from the local folders and made by topiclake's own commits, no JVM (stop
+        # 91), against the session started first, which Spark then asked (a JVM as before)
+        for verb, *options in (("create",), ("produce", "--input", lines, "--now", str(now))):
+            label = f"topiclake {verb} into a new warehouse, {partitions} partitions"
+            labels.append(label)
+            for name in runs:
+                as_before = name.startswith("b")
+                printed = []
+                ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
+                               ("--json", verb, "--topic", "fresh", *options),
+                               prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed,
+                               warehouse=os.path.join(scratch, f"new-{verb}-{name}", "w"))
+                said.setdefault(label, set()).add(printed[0])
+            _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
     return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
             "same_output_every_way": ok and all(len(outputs) == 1 for outputs in said.values())}
 

@@ -231,6 +231,38 @@ def test_status_plan_and_create_of_a_settled_local_warehouse_start_no_jvm(spark,
         assert json.loads("\n".join(printed)) == entries, verb
 
 
+def test_a_first_command_into_a_new_warehouse_starts_no_jvm(spark, specs, tmp_path, capsys):
+    """A warehouse folder that is not there yet, on a machine whose Spark names no other
+    default file system: ``create`` and a first ``produce`` tell that its tables are missing
+    from the local folders (no JVM asked) and make them by topiclake's own commits. In a new
+    process no JVM starts, they print what they print in the tests' session (whose session
+    answers through Delta), and Spark then reads the same tables."""
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.spec import load_spec
+
+    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
+            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
+    records = write_jsonl(tmp_path / "in.jsonl", [{"key": f"k{i % 3}", "value": str(i), "timestamp": 0}
+                                                  for i in range(6)])
+    for verb, *options in (("create", "--topic", "users"), ("produce", "--topic", "users", "--input", records,
+                                                                 "--now", "1000")):
+        here, there = tmp_path / f"{verb}-here" / "wh", tmp_path / f"{verb}-new-process" / "wh"
+        status, printed_here, _ = run(capsys, "--json", "--warehouse", str(here), "--specs", str(specs), verb,
+                                      *options)
+        assert status == 0
+        done = subprocess.run([sys.executable, "-c", code, "--json", "--warehouse", str(there), "--specs", str(specs),
+                               verb, *options], cwd=REPO, capture_output=True, text=True, timeout=120)
+        *printed, last = done.stdout.strip().splitlines()
+        assert last == "0 True", done.stdout + done.stderr[-2000:]
+        assert json.loads("\n".join(printed)) == json.loads(printed_here.replace(str(here), str(there))), verb
+        spec = load_spec(specs / "users.yaml")
+        logs = [Topic(spark, Warehouse.resolve(str(w)), spec).partitions() for w in (here, there)]
+        for left, right in zip(*logs, strict=True):
+            assert left.snapshot().state == right.snapshot().state, (verb, left.name)
+            assert left.read().orderBy("offset").collect() == right.read().orderBy("offset").collect(), verb
+
+
 def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, capsys):
     """``commit-offset`` creates the committed offsets' table, and once it exists reads its
     rows by Arrow and commits the upserted rows itself (framework/log/own_commits.py): in a

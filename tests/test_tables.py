@@ -1,6 +1,7 @@
 """Partition tables: layout, idempotent creation, specs that no longer fit, and appends."""
 
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -294,6 +295,58 @@ def test_whether_a_table_is_there_is_answered_from_its_local_log_as_delta_answer
         "missing": (None, False, False), "no log folder": (None, False, False),
         "killed create": (False, False, False), "staged commit only": (False, False, False),
         "checksum only": (False, False, False), "table": (True, True, True), "cleaned log": (True, True, True)}
+
+
+def test_a_missing_warehouse_is_told_missing_here_unless_spark_may_look_elsewhere(spark, tmp_path, monkeypatch):
+    """A path with no scheme names the local file system in the embedded session unless
+    Spark's launch settings or a ``core-site.xml`` on its class path name another default
+    file system: only then (or with a session running, or under spark-submit) is a table
+    of a warehouse folder that is not here left for Spark to tell."""
+    from framework import session
+    from framework.log.warehouse import Warehouse
+
+    for name in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    assert not session.no_session_here()  # the tests' own session runs in this process
+    monkeypatch.setattr(session, "no_session_here", lambda: True)
+    new = Warehouse.resolve(str(tmp_path / "not here yet"))
+    table = new.partition_path("t", 0)
+
+    def told() -> tuple:
+        return session.paths_without_scheme_are_local(), new.has_table(table)
+
+    assert told() == (True, False)
+    for folder, variable in ((tmp_path / "hadoop", "HADOOP_CONF_DIR"), (tmp_path / "yarn", "YARN_CONF_DIR"),
+                             (tmp_path / "spark", "SPARK_CONF_DIR")):
+        folder.mkdir()
+        monkeypatch.setenv(variable, str(folder))
+        assert told() == (True, False), variable  # no core-site.xml there
+        (folder / "core-site.xml").write_text("<configuration><property><name>fs.defaultFS</name>"
+                                              "<value>hdfs://namenode:8020</value></property></configuration>")
+        assert told() == (False, None), variable
+        monkeypatch.delenv(variable)
+    (tmp_path / "spark" / "core-site.xml").unlink()
+    (tmp_path / "spark" / "spark-defaults.conf").write_text("spark.hadoop.fs.default.name hdfs://namenode:8020\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "spark"))
+    assert told() == (False, None)
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.hadoop.fs.defaultFS=s3a://bucket pyspark-shell")
+    assert told() == (False, None)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # spark-submit: its JVM was configured elsewhere
+    assert told() == (False, None)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    # a session running in the process answers for itself; a file: warehouse is local by its scheme
+    monkeypatch.setattr(session, "no_session_here", lambda: False)
+    assert new.has_table(table) is None
+    explicit = Warehouse.resolve("file:" + str(tmp_path / "not here either"))
+    assert explicit.has_table(explicit.partition_path("t", 0)) is False
+    # a process that has not imported pyspark runs no session, unless a Spark Connect one is asked for
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    assert session.no_session_here()
+    monkeypatch.setenv("SPARK_REMOTE", "sc://localhost")
+    assert not session.no_session_here()
 
 
 def test_specs_that_no_longer_fit_are_refused(spark, warehouse):

@@ -230,19 +230,9 @@ def spark_may_default_new_tables() -> bool:
     its own (``spark.databricks.delta.properties.defaults.*``, a protocol version, a table
     feature), which only Delta's create applies: under ``spark-submit``, or when Spark's
     ``spark-defaults.conf`` or PySpark's submit arguments name a Delta setting."""
-    import importlib.util
+    from framework.session import may_launch_with
 
-    from framework.session import running_under_spark_submit
-
-    if running_under_spark_submit() or "spark.databricks.delta" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        return True
-    home = os.environ.get("SPARK_HOME") or (importlib.util.find_spec("pyspark").submodule_search_locations or [""])[0]
-    try:
-        with open(os.path.join(os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf"),
-                               "spark-defaults.conf"), encoding="utf-8") as handle:
-            return "spark.databricks.delta" in handle.read()
-    except OSError:
-        return False
+    return may_launch_with("spark.databricks.delta")
 
 
 def created(path: str, new_table, user_metadata: str | None, table=None, claim: tuple[str, int] | None = None,

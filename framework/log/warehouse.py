@@ -169,15 +169,23 @@ class Warehouse:
         """Whether the table at ``path``, under this warehouse, has a commit, read from the
         local file system (``delta_create.has_a_commit``). A path with no scheme may name a
         cluster's default file system, so a table folder missing here is a missing table
-        only when the warehouse's own folder is here; None when this cannot be told here."""
+        only when the warehouse's own folder is here, or the warehouse is local by its
+        scheme or by the default of the session this process would start (no session runs
+        yet: ``session.paths_without_scheme_are_local``), so that a first command into a new
+        warehouse starts no JVM to be told so; None when this cannot be told here."""
         from framework.log.commit_log import local_folder
         from framework.log.delta_create import has_a_commit
 
         present = has_a_commit(path)
         if present is None:
             folder = local_folder(self.root)
-            return False if folder is not None and os.path.isdir(folder) else None
+            return False if folder is not None and (os.path.isdir(folder) or self._local_by_default()) else None
         return present
+
+    def _local_by_default(self) -> bool:
+        from framework import session
+
+        return self.root.startswith("file:") or (session.no_session_here() and session.paths_without_scheme_are_local())
 
     def table_exists(self, spark, path: str) -> bool:
         """Whether the Delta table at ``path``, under this warehouse, exists: from the local
