@@ -561,6 +561,9 @@ def test_the_young_predicate_is_plain_millisecond_arithmetic(spark):
         # U's shortcut from the commit metadata agrees: no record newer exactly when the newest is not
         assert cleaner.none_newer_than(max(stamps), threshold) == (not got), threshold
         assert not cleaner.none_newer_than(None, threshold)
+        # below 0 every record is newer, so U's scans skip the comparison (a null timestamp too)
+        assert cleaner.all_newer_than(threshold) == (threshold < 0), threshold
+        assert not cleaner.all_newer_than(threshold) or got == stamps, threshold
 
 
 def test_what_time_and_consumed_retention_keep_is_one_rule_in_python_and_in_spark(spark):

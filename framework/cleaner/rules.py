@@ -37,6 +37,12 @@ def newer_than(timestamp_ms: int, threshold_ms: int) -> bool:
     return timestamp_ms > threshold_ms
 
 
+def all_newer_than(threshold_ms: int) -> bool:
+    """Every record is newer than a threshold below 0, whatever its timestamp, one left
+    null included (U is then the lowest offset, read without comparing timestamps)."""
+    return threshold_ms < 0
+
+
 def none_newer_than(max_timestamp_ms: int | None, threshold_ms: int) -> bool:
     """No record can be newer than the threshold: the newest timestamp ever appended (an
     upper bound of every record's, None when unknown) is not. Then U is the log end offset

@@ -47,8 +47,7 @@ def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_
     after = cleaner.uncleanable_after_ms(now_ms, config)
     if cleaner.none_newer_than(max_timestamp_ms, after):
         return log_end_offset
-    # Below 0 every timestamp is newer.
-    young = records if after < 0 else records.where(spark_sql.newer_than_sql(after))
+    young = records if cleaner.all_newer_than(after) else records.where(spark_sql.newer_than_sql(after))
     row = young.selectExpr("min(`offset`) AS u").collect()[0]
     return log_end_offset if row["u"] is None else min(row["u"], log_end_offset)
 

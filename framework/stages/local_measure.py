@@ -91,8 +91,7 @@ def _measured(offsets, timestamps, sizes, checkpoint: int, after_ms: int, log_en
 
     u = log_end_offset
     if not cleaner.none_newer_than(max_timestamp_ms, after_ms):
-        # below 0 every record is young, as in ``compaction.first_uncleanable_offset``
-        young = (np.ones(len(offsets), dtype=bool) if after_ms < 0
+        young = (np.ones(len(offsets), dtype=bool) if cleaner.all_newer_than(after_ms)
                  else cleaner.newer_than(timestamps, after_ms).filled(False))
         if young.any():
             u = min(int(offsets[young].min()), log_end_offset)
