@@ -55,8 +55,10 @@ SPECS = {
     "log.yaml": "topic: log\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: 1000000\n"
                 "  time.travel.retention.ms: 0\n",
     # three partitions, small and due together: maintain decides and stages their rewrites as
-    # one batch (framework/stages/compaction_batch.py), then commits each
-    "batch.yaml": "topic: batch\npartitions: 3\nconfig:\n  cleanup.policy: compact\n  min.cleanable.dirty.ratio: 0.0\n",
+    # one batch (framework/stages/compaction_batch.py), then commits each; one of them has
+    # records too young to compact (min.compaction.lag.ms), so its U lies below its log end
+    "batch.yaml": "topic: batch\npartitions: 3\nconfig:\n  cleanup.policy: compact\n  min.cleanable.dirty.ratio: 0.0\n"
+                  "  min.compaction.lag.ms: 2000\n",
     "fresh.yaml": "topic: fresh\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
     "fresh2.yaml": "topic: fresh2\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
     "fresh3.yaml": "topic: fresh3\npartitions: 1\nconfig:\n  cleanup.policy: delete\n  retention.ms: -1\n",
@@ -246,9 +248,12 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
         *[(point, after(lambda: chain.produce_both("cdc", 4, NOW - 3000), ["compact", "--topic", "cdc", *now]), {})
           for point in ("compact.before_commit", "compact.after_commit")],
         # a batch's rewrites moved into its three tables, none committed: the next run must
-        # compact as if they were not there (vacuum deletes them once outside the window)
-        ("compact.after_staging", after(lambda: [chain.produce_both("batch", 4, NOW - 3000, partition=p)
-                                                 for p in range(3)], ["maintain", "--topic", "batch", *quiet]), {}),
+        # compact as if they were not there (vacuum deletes them once outside the window);
+        # batch-2's two newest records are too young, its U below its log end
+        ("compact.after_staging", after(lambda: ([chain.produce_both("batch", 4, NOW - 3000, partition=p)
+                                                  for p in range(3)],
+                                                 chain.produce_both("batch", 2, NOW - 500, partition=2)),
+                                        ["maintain", "--topic", "batch", *quiet]), {}),
         *[(point, after(lambda: chain.produce_both("log", 3, 0), ["retain", "--topic", "log", *now]), {})
           for point in ("retain.before_commit", "retain.after_commit")],
         *[(point, after(lambda: chain.produce_both("log", 2, NOW, calls=3), ["optimize", "--topic", "log", *now]), {})
