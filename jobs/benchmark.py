@@ -192,8 +192,8 @@
    all too young to compact) and a ``commit-offset`` of a
    warehouse whose ``--partitions`` partitions had a first maintain (nothing due), then a
    ``produce`` of the same lines into its tables and into a new topic's, and a first
-   ``commit-offset`` (the committed offsets' table created too), and a ``create`` and a
-   ``produce`` into a warehouse folder not there yet, each a new
+   ``commit-offset`` (the committed offsets' table created too), a ``read`` of a
+   partition, and a ``create`` and a ``produce`` into a warehouse folder not there yet, each a new
    process, A B B A: the session deferred until something asks it a question, so no JVM
    starts (as shipped,
    ``framework/deferred_session.py``; a partition whose records are too young to compact,
@@ -2133,12 +2133,14 @@ READ_ONLY_COMMAND_TWINS = TwinKind("read_only_commands", ("session deferred", "s
                                    "session deferred / started first")
 #: Side B's process starts the session before the verb reads anything (as before stop 87),
 #: its report rebuilds the Data Docs whatever they were built from (as before stop 88),
-#: draws every page in this process (as before stop 89), and a measure that needs a scan
-#: scans by Spark (as before stop 90).
+#: draws every page in this process (as before stop 89), a measure that needs a scan
+#: scans by Spark (as before stop 90), and ``read`` reads through Spark (as before stop 91).
 _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
                           "context.Context.deferred_spark = property(lambda self: self.spark)\n"
                           "from framework.stages import local_measure\n"
                           "local_measure.scanned = lambda *args: None\n"
+                          "from framework.log import local_records\n"
+                          "local_records.records = lambda *args: None\n"
                           "from framework.report import site\n"
                           "site._read = lambda path: None\n"
                           "site.PAGES_FOR_WORKERS = 10 ** 9")
@@ -2174,7 +2176,9 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
                 (", idle, with the report", "fresh", ("maintain", "--now", str(now))),
                 # every record too young to compact: the metadata cannot rule out a head, so each
                 # partition's records are scanned (by Arrow with no JVM, stop 90; by Spark before)
-                (", idle, young records in every head", "young", ("--json", "maintain", "--now", str(now)))):
+                (", idle, young records in every head", "young", ("--json", "maintain", "--now", str(now))),
+                # a partition's records printed: by Arrow from its files (stop 91), by Spark before
+                (" of one partition", "fresh", ("read", "--partition", "0"))):
             command = verb if verb != "--json" else options[0]
             label = f"topiclake {command}{what}, {partitions} {'settled ' if topic == 'fresh' else ''}partitions"
             labels.append(label)
@@ -2184,7 +2188,7 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
                 ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
                                (verb, *options, "--topic", topic),
                                prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
-                if verb == "--json":  # (the report's pages are compared by the report_commands section)
+                if verb in ("--json", "read"):  # (the report's pages are compared by the report_commands section)
                     said.setdefault(label, set()).add(_decided(printed[0]) if command == "maintain" else printed[0])
             _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
         # a first commit-offset of the warehouse: the committed offsets' table created too (its

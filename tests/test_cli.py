@@ -126,6 +126,62 @@ def test_create_produce_read_round_trip(spark, specs, tmp_path, capsys):
     assert status["users-1"]["log_end_offset"] == 0
 
 
+def test_read_of_a_small_local_version_by_arrow_prints_what_sparks_read_prints(spark, specs, tmp_path, capsys,
+                                                                               monkeypatch):
+    """``read`` of a small partition whose version is plain local files reads them by Arrow
+    (``framework.log.local_records``): it prints exactly what the read through Spark prints,
+    for text and binary keys, text and binary header values, tombstones, millisecond and
+    year-9999 timestamps, a version holding Spark's INT96 files (a compaction's rewrite) and
+    Arrow's beside them, ``--from-offset`` and ``--version``; in a new process no JVM starts."""
+    import pyarrow.parquet as pq
+
+    from framework.log import local_records
+
+    (specs / "blobs.yaml").write_text("topic: blobs\npartitions: 1\nkey: {type: binary}\nvalue: {type: binary}\n"
+                                      "config:\n  cleanup.policy: compact\n  min.cleanable.dirty.ratio: 0.0\n")
+    wh = str(tmp_path / "wh")
+    common = ["--warehouse", wh, "--specs", str(specs)]
+    batches = {
+        "users": [[{"key": "a", "value": "1", "timestamp": 1, "headers": [["h", "x"], ["b", {"base64": "AP8="}]]},
+                   {"key": "b", "value": None, "timestamp": "2026-12-05T00:00:00.123Z", "partition": 0},
+                   {"key": "a", "value": "2", "timestamp": 253402300799999, "partition": 0}],
+                  [{"key": "c", "value": "3", "timestamp": 1999, "partition": 0, "headers": [["h", None]]}]],
+        "blobs": [[{"key": {"base64": "AP8="}, "value": {"base64": "gA=="}, "timestamp": 5},
+                   {"key": {"base64": "AP8="}, "value": None, "timestamp": 6}],
+                  [{"key": {"base64": "AQ=="}, "value": {"base64": "AA=="}, "timestamp": 7}]]}
+    for topic, (first, second) in batches.items():
+        assert run(capsys, *common, "produce", "--topic", topic, "--input",
+                   write_jsonl(tmp_path / f"{topic}-1.jsonl", first), "--now", "10")[0] == 0
+        # Spark rewrites the files that lose records (INT96 timestamps), then Arrow appends beside them
+        assert run(capsys, *common, "compact", "--topic", topic, "--now", "253402300799999")[0] == 0
+        assert run(capsys, *common, "produce", "--topic", topic, "--input",
+                   write_jsonl(tmp_path / f"{topic}-2.jsonl", second), "--now", "10")[0] == 0
+    reads = [("users", ()), ("users", ("--from-offset", "2")), ("users", ("--version", "0")),
+             ("blobs", ()), ("blobs", ("--from-offset", "1"))]
+
+    def read_all() -> list:
+        return [run(capsys, *common, "read", "--topic", topic, "--partition", "0", *options) for topic, options in reads]
+
+    by_arrow = read_all()
+    asked = []
+    monkeypatch.setattr(local_records, "records", lambda *args: asked.append(args))  # every read through Spark
+    by_spark = read_all()
+    assert len(asked) == len(reads) and by_arrow == by_spark
+    printed = [[json.loads(line) for line in out.splitlines()] for _, out, _ in by_arrow]
+    assert [r["offset"] for r in printed[0]] == [1, 2, 3] and [r["offset"] for r in printed[1]] == [2, 3]
+    assert [r["timestamp"] for r in printed[2]] == [1, 1796428800123, 253402300799999]  # before the compaction
+    assert printed[2][0]["headers"] == [["h", "x"], ["b", {"base64": "AP8="}]] and printed[2][1]["value"] is None
+    assert [(r["key"], r["value"]) for r in printed[3]] == [("AP8=", None), ("AQ==", "AA==")]
+    users = local_records.small_plain_files(f"{wh}/users-0", 2)
+    assert sorted(pq.ParquetFile(path).schema.column(1).physical_type for path in users.paths) == ["INT64", "INT96"]
+    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
+            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
+    done = subprocess.run([sys.executable, "-c", code, *common, "read", "--topic", "users", "--partition", "0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    *lines, last = done.stdout.strip().splitlines()
+    assert last == "0 True" and "\n".join(lines) + "\n" == by_arrow[0][1], done.stdout + done.stderr[-2000:]
+
+
 def test_bad_records_write_nothing(spark, specs, tmp_path, capsys):
     wh = tmp_path / "wh"
     source = write_jsonl(tmp_path / "in.jsonl", [{"key": "a", "value": "1", "timestamp": 0},

@@ -162,22 +162,25 @@ def commit_offset(ctx) -> int:
 
 
 def read(ctx) -> int:
-    from pyspark.sql import functions as F
+    from framework.log import local_records
 
     args = ctx.args
     ctx.spec(args.topic).table_name(args.partition)
     for name in ("from_offset", "version"):
         if getattr(args, name) is not None and getattr(args, name) < 0:
             raise ArgumentError(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(args, name)}")
-    log = ctx.existing_log(args.topic, args.partition)
-    as_of = None
-    if args.as_of is not None:
-        as_of = _as_of_text(ctx, args.as_of)
-    frame = log.read(args.version, as_of)
-    if args.from_offset is not None:
-        frame = frame.where(F.col("offset") >= args.from_offset)
-    frame = frame.select("offset", F.unix_millis("timestamp").alias("timestamp_ms"), "key", "value", "headers")
-    for row in frame.orderBy("offset").toLocalIterator():
+    # a small local version is read by Arrow: no Spark job, and in a new process no JVM
+    log = ctx.existing_log(args.topic, args.partition, deferred=True)
+    rows = None if args.as_of is not None else local_records.records(log.path, args.version, args.from_offset)
+    if rows is None:
+        from pyspark.sql import functions as F
+
+        frame = log.read(args.version, None if args.as_of is None else _as_of_text(ctx, args.as_of))
+        if args.from_offset is not None:
+            frame = frame.where(F.col("offset") >= args.from_offset)
+        frame = frame.select("offset", F.unix_millis("timestamp").alias("timestamp"), "key", "value", "headers")
+        rows = frame.orderBy("offset").toLocalIterator()
+    for row in rows:
         print(json.dumps(record_json(row, log.spec, log.partition), sort_keys=False))
     return ExitCode.OK
 

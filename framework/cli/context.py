@@ -127,11 +127,13 @@ class Context:
         partition = getattr(self.args, "partition", None)
         return [topic.partition(partition)] if partition is not None else topic.partitions()
 
-    def existing_log(self, topic: str, partition: int):
-        """A partition's log that must exist already (read, delete-records)."""
+    def existing_log(self, topic: str, partition: int, deferred: bool = False):
+        """A partition's log that must exist already (read, delete-records); ``deferred``: on
+        the session started when first asked (:attr:`deferred_spark`)."""
         from framework.log.topic import Topic
 
-        log = Topic(self.spark, self.warehouse, self.spec(topic)).partition(partition)
+        spark = self.deferred_spark if deferred else self.spark
+        log = Topic(spark, self.warehouse, self.spec(topic)).partition(partition)
         if not log.exists():
             raise ArgumentError(f"{log.name}: no table at {log.path}; run `topiclake create` or produce first")
         return log

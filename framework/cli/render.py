@@ -32,7 +32,7 @@ def record_json(row, spec, partition: int) -> dict:
     return {
         "partition": partition,
         "offset": row["offset"],
-        "timestamp": row["timestamp_ms"],
+        "timestamp": row["timestamp"],
         "key": _payload(row["key"], spec.key_type),
         "value": _payload(row["value"], spec.value_type),
         "headers": [[h["key"], _text_or_base64(h["value"])] for h in (row["headers"] or [])],

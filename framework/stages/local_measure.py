@@ -23,14 +23,9 @@ local file system, or one with deletion vectors is scanned by Spark.
 from __future__ import annotations
 
 from framework.cleaner import rules as cleaner
-from framework.log import version_checksum
-from framework.log.small_partitions import is_small
+from framework.log import local_records
 
 __all__ = ["readable", "scanned"]
-
-#: A timestamp column's unit, as a divisor that gives epoch milliseconds (floored, as
-#: Spark's ``unix_millis`` does).
-_PER_MILLISECOND = {"ms": 1, "us": 1_000, "ns": 1_000_000}
 
 
 def scanned(log, version: int, checkpoint: int, after_ms: int, log_end_offset: int,
@@ -38,8 +33,8 @@ def scanned(log, version: int, checkpoint: int, after_ms: int, log_end_offset: i
     """U and the dirty section's and head's sizes of ``version`` (the numbers
     ``compaction.measure`` reads by Spark), or None where Spark reads them: the version is
     not small plain local files."""
-    files = _small_plain_files(log, version)
-    columns = None if files is None else _columns(files.paths)
+    files = local_records.small_plain_files(log.path, version)
+    columns = None if files is None else _columns(files)
     if columns is None:
         return None
     offsets, timestamps, sizes = columns
@@ -48,33 +43,21 @@ def scanned(log, version: int, checkpoint: int, after_ms: int, log_end_offset: i
 
 def readable(log, version: int) -> bool:
     """Whether :func:`scanned` may read ``version`` (a batch's plan asks: no Spark job)."""
-    return _small_plain_files(log, version) is not None
+    return local_records.small_plain_files(log.path, version) is not None
 
 
-def _small_plain_files(log, version: int):
-    files = version_checksum.plain_files(log.path, version)
-    count = version_checksum.record_count(files)
-    return files if count is not None and is_small(count) else None
-
-
-def _columns(paths):
+def _columns(files):
     """The offset, timestamp (epoch ms, masked where null) and size columns of the files, as
     numpy arrays; None when a file's columns are not what a partition table writes."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    empty = np.ma.masked_array([], dtype=np.int64)
-    offsets, timestamps, sizes = [empty.data], [empty], [empty]  # (a version may have no file)
-    for path in paths:
-        table = pq.ParquetFile(path, coerce_int96_timestamp_unit="us").read(columns=["offset", "timestamp", "_size"])
-        kind = table.schema.field("timestamp").type  # Spark's INT96 has no time zone, Arrow's files UTC
-        if not (pa.types.is_timestamp(kind) and _PER_MILLISECOND.get(kind.unit)) or table.column("offset").null_count:
-            return None
-        offsets.append(table.column("offset").to_numpy())
-        timestamps.append(_masked(table.column("timestamp").cast(pa.int64())) // _PER_MILLISECOND[kind.unit])
-        sizes.append(_masked(table.column("_size")))
-    return np.concatenate(offsets), np.ma.concatenate(timestamps), np.ma.concatenate(sizes)
+    tables = local_records.columns(files, ["offset", "timestamp", "_size"])
+    if tables is None:
+        return None
+    empty = np.ma.masked_array([], dtype=np.int64)  # (a version may have no file)
+    return (np.concatenate([empty.data, *(t.column("offset").to_numpy() for t in tables)]),
+            np.ma.concatenate([empty, *(_masked(t.column("timestamp")) for t in tables)]),
+            np.ma.concatenate([empty, *(_masked(t.column("_size")) for t in tables)]))
 
 
 def _masked(column):

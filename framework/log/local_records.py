@@ -1,0 +1,85 @@
+"""A small local partition's records read by Arrow from the files a version's checksum
+lists, with no Spark job (and in a new process, no JVM).
+
+A partition table's version is exactly its data files' rows when
+``version_checksum.plain_files`` says so (local files, no deletion vectors, no column
+mapping). For a small one (``small_partitions.is_small`` by its files' statistics) reading
+those files by Arrow costs about a millisecond where a Spark query costs a job, and a JVM
+in a new process. ``stages.local_measure`` reads the compaction measure's three columns
+this way, and ``topiclake read`` prints a partition's records so.
+
+Spark writes timestamps as Parquet's INT96 (no time zone) and Arrow as microseconds in UTC,
+and a version may hold files of both: each file's ``timestamp`` is read as epoch
+milliseconds on its own (floored, as Spark's ``unix_millis``), so files of both kinds
+never have to share one Arrow type.
+"""
+
+from __future__ import annotations
+
+import os
+
+from framework.log import version_checksum
+from framework.log.commit_log import local_commits
+from framework.log.small_partitions import is_small
+
+__all__ = ["READ_COLUMNS", "columns", "records", "small_plain_files"]
+
+#: The timestamp units a partition table's files hold (Arrow's, Spark's INT96 read as "us").
+_UNITS = ("ms", "us", "ns")
+
+
+def small_plain_files(path: str, version: int) -> version_checksum.PlainFiles | None:
+    """The files of ``version`` when they are its records and a small partition's (by their
+    statistics), else None."""
+    files = version_checksum.plain_files(path, version)
+    count = version_checksum.record_count(files)
+    return files if count is not None and is_small(count) else None
+
+
+def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None:
+    """The ``names`` columns of each of ``files``' files, one Arrow table a file, with
+    ``timestamp`` (when named) as epoch milliseconds (int64, nulls kept); None when a
+    file's columns are not what a partition table writes (a null offset, a timestamp of
+    another type, a column missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables = []
+    for path in files.paths:
+        parquet = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+        if not set(names) <= set(parquet.schema_arrow.names):
+            return None
+        table = parquet.read(columns=names)
+        if "offset" in names and table.column("offset").null_count:
+            return None
+        if "timestamp" in names:
+            kind = table.schema.field("timestamp").type
+            if not (pa.types.is_timestamp(kind) and kind.unit in _UNITS):
+                return None
+            ms = pc.floor_temporal(table.column("timestamp"), unit="millisecond").cast(pa.timestamp("ms", kind.tz))
+            table = table.set_column(names.index("timestamp"), "timestamp", ms.cast(pa.int64()))
+        tables.append(table)
+    return tables
+
+
+#: What ``topiclake read`` prints of a record (``timestamp`` as epoch milliseconds).
+READ_COLUMNS = ["offset", "timestamp", "key", "value", "headers"]
+
+
+def records(path: str, version: int | None, from_offset: int | None) -> list[dict] | None:
+    """The records of ``version`` (the newest when None) from ``from_offset`` on (all when
+    None), in offset order, as dicts of :data:`READ_COLUMNS`; None when this way does not
+    apply (not small plain local files, a file gone): Spark reads them, and says why a
+    version cannot be read."""
+    if version is None:
+        commits = local_commits(path, 1)
+        version = commits[0].version if commits else None
+    files = None if version is None else small_plain_files(path, version)
+    if files is None or not all(os.path.isfile(p) for p in files.paths):
+        return None
+    tables = columns(files, READ_COLUMNS)
+    if tables is None:
+        return None
+    rows = [row for table in tables for row in table.to_pylist() if from_offset is None or row["offset"] >= from_offset]
+    return sorted(rows, key=lambda row: row["offset"])
