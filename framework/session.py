@@ -220,8 +220,11 @@ def no_session_here() -> bool:
     if running_under_spark_submit() or any(os.environ.get(name) for name in ("SPARK_REMOTE",
                                                                               "SPARK_CONNECT_MODE_ENABLED")):
         return False
-    pyspark = sys.modules.get("pyspark")
-    return pyspark is None or pyspark.SparkContext._active_spark_context is None
+    # read from the module that defines it, without importing: another thread (Great
+    # Expectations' background import) may be importing pyspark, part of it not defined yet,
+    # and a class not yet defined has no context running
+    context = getattr(sys.modules.get("pyspark.context"), "SparkContext", None)
+    return getattr(context, "_active_spark_context", None) is None
 
 
 def _spark_conf_dir() -> str:

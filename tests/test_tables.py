@@ -3,6 +3,7 @@
 import json
 import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -343,7 +344,10 @@ def test_a_missing_warehouse_is_told_missing_here_unless_spark_may_look_elsewher
     assert explicit.has_table(explicit.partition_path("t", 0)) is False
     # a process that has not imported pyspark runs no session, unless a Spark Connect one is asked for
     monkeypatch.undo()
-    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.context", None)
+    assert session.no_session_here()
+    # nor does one whose import another thread has begun (pyspark's SparkContext not defined yet)
+    monkeypatch.setitem(sys.modules, "pyspark.context", types.ModuleType("pyspark.context"))
     assert session.no_session_here()
     monkeypatch.setenv("SPARK_REMOTE", "sc://localhost")
     assert not session.no_session_here()
