@@ -2183,11 +2183,8 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
             label = f"topiclake {command}{what}, {partitions} {'settled ' if topic == 'fresh' else ''}partitions"
             labels.append(label)
             for name in runs:
-                as_before = name.startswith("b")
                 printed: list[str] = []
-                ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
-                               (verb, *options, "--topic", topic),
-                               prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
+                ok &= _read_only_run(results, label, name, scratch, (verb, *options, "--topic", topic), printed)
                 if verb in ("--json", "read"):  # (the report's pages are compared by the report_commands section)
                     said.setdefault(label, set()).add(_decided(printed[0]) if command == "maintain" else printed[0])
             _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
@@ -2198,9 +2195,7 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
         for name in runs:
             shutil.rmtree(os.path.join(scratch, "w", "_topiclake", "consumer_offsets"))
             printed = []
-            ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[name.startswith('b')]} ({name})",
-                           scratch, ("--json", *offset, "--topic", "fresh"),
-                           prelude=_SESSION_FIRST_PRELUDE if name.startswith("b") else None, printed=printed)
+            ok &= _read_only_run(results, label, name, scratch, ("--json", *offset, "--topic", "fresh"), printed)
             said.setdefault(label, set()).add(printed[0])
         _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
         # last, a write: the same lines produced into the existing tables, each run's records
@@ -2209,11 +2204,9 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
         labels.append(label)
         ends: dict[int, int] = {}
         for name in runs:
-            as_before = name.startswith("b")
             printed = []
-            ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
-                           ("--json", "produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
-                           prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
+            ok &= _read_only_run(results, label, name, scratch,
+                                 ("--json", "produce", "--topic", "fresh", "--input", lines, "--now", str(now)), printed)
             appended = json.loads(printed[0]) if printed else []
             ok &= all(ends.get(r["partition"], r["base_offset"]) == r["base_offset"] for r in appended)
             ends.update({r["partition"]: r["base_offset"] + r["count"] for r in appended})
@@ -2223,11 +2216,9 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
         label = f"topiclake produce of the same lines into a new topic of {partitions} partitions"
         labels.append(label)
         for name in runs:
-            as_before = name.startswith("b")
             printed = []
-            ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
-                           ("--json", "produce", "--topic", f"new-{name}", "--input", lines, "--now", str(now)),
-                           prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed)
+            ok &= _read_only_run(results, label, name, scratch, ("--json", "produce", "--topic", f"new-{name}",
+                                                                  "--input", lines, "--now", str(now)), printed)
             appended = json.loads(printed[0]) if printed else []
             said.setdefault(label, set()).add(json.dumps(sorted(
                 (r["partition"], r["base_offset"], r["count"], r["version"]) for r in appended)))
@@ -2239,16 +2230,22 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
             label = f"topiclake {verb} into a new warehouse, {partitions} partitions"
             labels.append(label)
             for name in runs:
-                as_before = name.startswith("b")
                 printed = []
-                ok &= _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
-                               ("--json", verb, "--topic", "fresh", *options),
-                               prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed,
-                               warehouse=os.path.join(scratch, f"new-{verb}-{name}", "w"))
+                ok &= _read_only_run(results, label, name, scratch, ("--json", verb, "--topic", "fresh", *options),
+                                     printed, warehouse=os.path.join(scratch, f"new-{verb}-{name}", "w"))
                 said.setdefault(label, set()).add(printed[0])
             _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
     return {"partitions": partitions, "labels": labels, "commands_succeeded": ok,
             "same_output_every_way": ok and all(len(outputs) == 1 for outputs in said.values())}
+
+
+def _read_only_run(results: dict, label: str, name: str, scratch: str, args: tuple[str, ...], printed: list,
+                   warehouse: str | None = None) -> bool:
+    """One run (``name``: a1, b1, b2 or a2) of a ``read_only_commands`` case, a new process:
+    side B with the session started first and the ways as before (:data:`_SESSION_FIRST_PRELUDE`)."""
+    as_before = name.startswith("b")
+    return _command(results, f"{label}, {READ_ONLY_COMMAND_TWINS.sides[as_before]} ({name})", scratch, args,
+                    prelude=_SESSION_FIRST_PRELUDE if as_before else None, printed=printed, warehouse=warehouse)
 
 
 def _decided(printed: str) -> str:
