@@ -1188,7 +1188,6 @@ def bench_young_heads(spark, warehouse, partitions: int, now: int, results: dict
     # a first maintain (no checks, no history) of twin topics whose older records are due and
     # whose newest fifth is too young: A decides their small partitions together, their plans
     # read by Arrow; B decides each alone, its plan scanned by Spark, as before stop 90
-    from framework.stages import local_measure
     from framework.stages.maintenance import Maintenance
 
     due, kept = YOUNG_HEADS_DUE_LABEL, {}
@@ -1197,8 +1196,7 @@ def bench_young_heads(spark, warehouse, partitions: int, now: int, results: dict
         mixed = [(i, {**line, "timestamp": line["timestamp"] - (DAY_MS if i < 4000 else 0)}) for i, line in lines]
         produce(twin, parse_records(mixed, twin.spec, "benchmark"), now)
         as_before = name.startswith("b")
-        with kind.way(as_before), mock.patch.object(local_measure, "readable", lambda log, version: False) if (
-                as_before) else contextlib.nullcontext():
+        with kind.way(as_before):  # (side B's plans, scanned by Spark, are not batched: each decides alone)
             run = _timed(f"{due}, {kind.sides[as_before]} ({name})", results,
                          lambda twin=twin: Maintenance(spark, warehouse, [twin.spec], record_history=False).run(now))
         assert not run.failed, [p.error for p in run.partitions]

@@ -52,22 +52,25 @@ def first_uncleanable_offset(records, config: TopicConfig, now_ms: int, log_end_
     return log_end_offset if row["u"] is None else min(row["u"], log_end_offset)
 
 
-def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int) -> PartitionMeasure:
+def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int, spark_scan: bool = True) -> PartitionMeasure | None:
     """Read what the due rule needs: U, the dirty section's and the head's sizes.
 
     The clean section's summary comes from the commit metadata. When the metadata also
     rules out a record too young to compact (U is the log end) and its append commits
     describe every record past the checkpoint (``Snapshot.past_checkpoint``), the whole
     measure is metadata: no Spark job. Otherwise the version is scanned: a small local one
-    by Arrow (:mod:`framework.stages.local_measure`), else by Spark.
+    by Arrow (:mod:`framework.stages.local_measure`), else by Spark (None without ``spark_scan``).
     """
     state = snapshot.state
     config = log.spec.config
     checkpoint = max(state.checkpoint, state.log_start_offset)
     if measured_from_metadata(config, snapshot, now_ms):
         return _measure_from_appends(state, checkpoint, snapshot.past_checkpoint)
-    u, row = local_measure.scanned(log, snapshot.version, checkpoint, cleaner.uncleanable_after_ms(
-        now_ms, config), state.log_end_offset, state.max_timestamp_ms) or _scanned(log, snapshot, now_ms, checkpoint)
+    scanned = local_measure.scanned(log, snapshot.version, checkpoint, cleaner.uncleanable_after_ms(now_ms, config),
+                                    state.log_end_offset, state.max_timestamp_ms)
+    if scanned is None and not spark_scan:
+        return None
+    u, row = scanned or _scanned(log, snapshot, now_ms, checkpoint)
     clean = state.clean
     return PartitionMeasure(
         log_start_offset=state.log_start_offset,
@@ -151,7 +154,7 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
     A settled log (nothing at or past the checkpoint) that is not due costs no Spark job:
     an idle partition's plan is its commit metadata. A run that is due (forced, or a
     tombstone's horizon passed) measures the table, so its U is exact. Without ``scan``, a
-    plan that neither the commit metadata nor Arrow (``local_measure.readable``) settles is None.
+    plan that neither the commit metadata nor Arrow (``local_measure``) settles is None.
     """
     snap = snapshot or log.snapshot()
     settled = settled_measure(snap.state)
@@ -159,9 +162,9 @@ def plan(log: PartitionLog, now_ms: int, force: bool = False, snapshot: Snapshot
         decision = cleaner.decide_compaction(log.spec.config, settled, now_ms, force)
         if not decision.due:
             return CompactionPlan(log.partition, snap, settled, decision, now_ms)
-    if not (scan or measured_from_metadata(log.spec.config, snap, now_ms) or local_measure.readable(log, snap.version)):
+    measured = measure(log, snap, now_ms, spark_scan=scan)
+    if measured is None:
         return None
-    measured = measure(log, snap, now_ms)
     decision = cleaner.decide_compaction(log.spec.config, measured, now_ms, force)
     return CompactionPlan(log.partition, snap, measured, decision, now_ms)
 
@@ -374,8 +377,7 @@ def version_actions(log: PartitionLog, snapshot: Snapshot, cleanable_end: int, n
 
 
 def _offsets_reader(log: PartitionLog, version: int):
-    """:func:`version_checksum.offsets_reader` of ``version``, each record with its file's
-    name (:func:`_with_file`)."""
+    """:func:`version_checksum.offsets_reader` of ``version``, records with their file (:func:`_with_file`)."""
     read = version_checksum.offsets_reader(log.spark, log.path, version, lambda: log.read(version))
     return lambda start, end: _with_file(*read(start, end))
 
@@ -387,10 +389,9 @@ def _through_delta(log: PartitionLog, version: int):
 
 
 def _with_file(records, scanned: bool):
-    """``records`` with each record's file name (``_file``), so that the run's totals also
-    name the files it touches. A read of no listed file is no file scan (``scanned``
-    false): Spark cannot resolve ``_metadata`` there, and PySpark would log its refusal as
-    an ERROR with a stack trace; that read has no record to name a file for (null)."""
+    """``records`` with each record's file name (``_file``), so that the run's totals also name
+    the files it touches. A read of no listed file is no file scan (``scanned`` false): Spark
+    cannot resolve ``_metadata`` there (PySpark would log an ERROR); it has no record (null)."""
     return records.selectExpr("*", "_metadata.file_name AS _file" if scanned else "CAST(NULL AS STRING) AS _file")
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from framework.cleaner import rules as cleaner
 from framework.log import local_records
 
-__all__ = ["readable", "scanned"]
+__all__ = ["scanned"]
 
 
 def scanned(log, version: int, checkpoint: int, after_ms: int, log_end_offset: int,
@@ -39,11 +39,6 @@ def scanned(log, version: int, checkpoint: int, after_ms: int, log_end_offset: i
         return None
     offsets, timestamps, sizes = columns
     return _measured(offsets, timestamps, sizes, checkpoint, after_ms, log_end_offset, max_timestamp_ms)
-
-
-def readable(log, version: int) -> bool:
-    """Whether :func:`scanned` may read ``version`` (a batch's plan asks: no Spark job)."""
-    return local_records.small_plain_files(log.path, version) is not None
 
 
 def _columns(files):
