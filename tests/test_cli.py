@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from framework.cli.main import main
+from tests.support.cli_process import in_a_new_cli_process, printed_with_no_jvm
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -174,12 +175,7 @@ def test_read_of_a_small_local_version_by_arrow_prints_what_sparks_read_prints(s
     assert [(r["key"], r["value"]) for r in printed[3]] == [("AP8=", None), ("AQ==", "AA==")]
     users = local_records.small_plain_files(f"{wh}/users-0", 2)
     assert sorted(pq.ParquetFile(path).schema.column(1).physical_type for path in users.paths) == ["INT64", "INT96"]
-    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
-            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
-    done = subprocess.run([sys.executable, "-c", code, *common, "read", "--topic", "users", "--partition", "0"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    *lines, last = done.stdout.strip().splitlines()
-    assert last == "0 True" and "\n".join(lines) + "\n" == by_arrow[0][1], done.stdout + done.stderr[-2000:]
+    assert printed_with_no_jvm(*common, "read", "--topic", "users", "--partition", "0") + "\n" == by_arrow[0][1]
 
 
 def test_bad_records_write_nothing(spark, specs, tmp_path, capsys):
@@ -271,8 +267,6 @@ def test_status_plan_and_create_of_a_settled_local_warehouse_start_no_jvm(spark,
                "--input", write_jsonl(tmp_path / "in.jsonl", records), "--now", "1000")[0] == 0
     assert run(capsys, "maintain", "--warehouse", wh, "--specs", str(specs), "--topic", "users", "--now", "1000",
                "--no-report")[0] == 0
-    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
-            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
     for verb, *options in (("status", "--now", "1000"), ("plan", "--now", "1000"), ("create",)):
         command = ["--json", "--warehouse", wh, "--specs", str(specs), verb, "--topic", "users", *options]
         status, here, _ = run(capsys, *command)
@@ -280,11 +274,8 @@ def test_status_plan_and_create_of_a_settled_local_warehouse_start_no_jvm(spark,
         entries = json.loads(here)
         assert entries == {"users": {"0": "exists", "1": "exists"}} if verb == "create" else (
             [e["partition"] for e in entries] == ["users-0", "users-1"])
-        done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
-                              timeout=120)
-        *printed, last = done.stdout.strip().splitlines()
-        assert last == "0 True", done.stdout + done.stderr[-2000:]
-        assert json.loads("\n".join(printed)) == entries, verb
+        printed = printed_with_no_jvm(*command)
+        assert json.loads(printed) == entries, verb
 
 
 def test_a_first_command_into_a_new_warehouse_starts_no_jvm(spark, specs, tmp_path, capsys):
@@ -297,8 +288,6 @@ def test_a_first_command_into_a_new_warehouse_starts_no_jvm(spark, specs, tmp_pa
     from framework.log.warehouse import Warehouse
     from framework.spec import load_spec
 
-    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
-            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
     records = write_jsonl(tmp_path / "in.jsonl", [{"key": f"k{i % 3}", "value": str(i), "timestamp": 0}
                                                   for i in range(6)])
     for verb, *options in (("create", "--topic", "users"), ("produce", "--topic", "users", "--input", records,
@@ -307,11 +296,8 @@ def test_a_first_command_into_a_new_warehouse_starts_no_jvm(spark, specs, tmp_pa
         status, printed_here, _ = run(capsys, "--json", "--warehouse", str(here), "--specs", str(specs), verb,
                                       *options)
         assert status == 0
-        done = subprocess.run([sys.executable, "-c", code, "--json", "--warehouse", str(there), "--specs", str(specs),
-                               verb, *options], cwd=REPO, capture_output=True, text=True, timeout=120)
-        *printed, last = done.stdout.strip().splitlines()
-        assert last == "0 True", done.stdout + done.stderr[-2000:]
-        assert json.loads("\n".join(printed)) == json.loads(printed_here.replace(str(here), str(there))), verb
+        printed = printed_with_no_jvm("--json", "--warehouse", str(there), "--specs", str(specs), verb, *options)
+        assert json.loads(printed) == json.loads(printed_here.replace(str(here), str(there))), verb
         spec = load_spec(specs / "users.yaml")
         logs = [Topic(spark, Warehouse.resolve(str(w)), spec).partitions() for w in (here, there)]
         for left, right in zip(*logs, strict=True):
@@ -336,15 +322,10 @@ def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, 
         return ["--json", "--warehouse", wh, "--specs", str(specs), "commit-offset", "--group", group,
                 "--topic", "events", "--partition", "0", "--offset", str(offset)]
 
-    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
-            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
 
     def in_a_new_process(group: str, offset: int) -> dict:
-        done = subprocess.run([sys.executable, "-c", code, *command(group, offset)], cwd=REPO, capture_output=True,
-                              text=True, timeout=120)
-        *printed, last = done.stdout.strip().splitlines()
-        assert last == "0 True", done.stdout + done.stderr[-2000:]
-        return json.loads("\n".join(printed))
+        printed = printed_with_no_jvm(*command(group, offset))
+        return json.loads(printed)
 
     first = in_a_new_process("h", 1)  # creates the table too
     status, here, _ = run(capsys, *command("g", 2))  # through Delta
@@ -368,11 +349,8 @@ def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, 
 
     def in_a_new_process(*command: str) -> tuple[dict, bool]:
         """What ``command`` printed, and whether it ran with no JVM started."""
-        done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
-                              timeout=120)
-        *printed, last = done.stdout.strip().splitlines()
-        assert last.startswith("0 "), done.stdout + done.stderr[-2000:]
-        return json.loads("\n".join(printed)), last == "0 True"
+        printed, jvm_started = in_a_new_cli_process(*command)
+        return json.loads(printed), not jvm_started
 
     assert in_a_new_process("--json", "--warehouse", wh, "--specs", str(specs), "commit-offset", "--group", "g",
                             "--topic", "consumed", "--partition", "0", "--offset", "4")[1]
@@ -397,16 +375,11 @@ def test_a_produce_into_local_partition_tables_starts_no_jvm(spark, specs, tmp_p
     status, here, _ = run(capsys, "--json", "produce", "--warehouse", wh, "--specs", str(specs), "--topic", "users",
                           "--input", write_jsonl(tmp_path / "first.jsonl", first), "--now", "1000")
     assert status == 0  # creates the tables, through Delta
-    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
-            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
     command = ["--json", "--warehouse", wh, "--specs", str(specs), "produce", "--topic", "users",
                "--input", write_jsonl(tmp_path / "second.jsonl", first), "--now", "2000"]
-    done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
-    *printed, last = done.stdout.strip().splitlines()
-    assert last == "0 True", done.stdout + done.stderr[-2000:]
+    printed = printed_with_no_jvm(*command)
     before = {r["partition"]: r for r in json.loads(here)}
-    after = {r["partition"]: r for r in json.loads("\n".join(printed))}
+    after = {r["partition"]: r for r in json.loads(printed)}
     assert sorted(after) == sorted(before) and all(
         (after[p]["base_offset"], after[p]["count"], after[p]["version"]) == (r["count"], r["count"], 1)
         for p, r in before.items())  # the same keys land in the same partitions, after the first batch
@@ -423,11 +396,8 @@ def test_a_produce_into_local_partition_tables_starts_no_jvm(spark, specs, tmp_p
     # (a partition with records) or a create (one without), still with no JVM
     command = ["--json", "--warehouse", wh, "--specs", str(specs), "produce", "--topic", "events", "--partition",
                "0", "--input", write_jsonl(tmp_path / "third.jsonl", first[:2]), "--now", "3000"]
-    done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
-    *printed, last = done.stdout.strip().splitlines()
-    assert last == "0 True", done.stdout + done.stderr[-2000:]
-    assert [(r["partition"], r["base_offset"], r["count"], r["version"]) for r in json.loads("\n".join(printed))] == [
+    printed = printed_with_no_jvm(*command)
+    assert [(r["partition"], r["base_offset"], r["count"], r["version"]) for r in json.loads(printed)] == [
         (0, 0, 2, 0)]
     events = Topic(spark, Warehouse.resolve(wh), load_spec(specs / "events.yaml"))
     assert [sorted(r["value"] for r in spark.read.format("delta").load(log.path).collect())
@@ -469,18 +439,13 @@ def test_an_idle_maintain_of_a_local_warehouse_starts_no_jvm(spark, specs, tmp_p
     heads = [s["first_uncleanable_offset"] < s["log_end_offset"] for p in json.loads(here)["partitions"]
              for s in p["stages"] if s["stage"] == "compact"]
     assert any(heads) == young, here
-    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
-            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
-    done = subprocess.run([sys.executable, "-c", code, *command], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
-    *printed, last = done.stdout.strip().splitlines()
-    assert last == "0 True", done.stdout + done.stderr[-2000:]
-    assert _decided("\n".join(printed)) == _decided(here)
-    run_id = json.loads("\n".join(printed))["run_id"]
+    printed = printed_with_no_jvm(*command)
+    assert _decided(printed) == _decided(here)
+    run_id = json.loads(printed)["run_id"]
     history = MaintenanceHistory(spark, Warehouse.resolve(wh))
     rows = history.read().where(f"run_id = '{run_id}'").select("topic", "partition", "stage").collect()
     assert sorted(tuple(r) for r in rows) == sorted(
-        (p["topic"], p["partition"], s["stage"]) for p in json.loads("\n".join(printed))["partitions"]
+        (p["topic"], p["partition"], s["stage"]) for p in json.loads(printed)["partitions"]
         for s in p["stages"])
 
 

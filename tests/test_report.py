@@ -16,6 +16,7 @@ from framework.errors import ArgumentError
 from framework.log.history import HistoryRow, MaintenanceHistory
 from framework.log.warehouse import Warehouse
 from framework.report.site import write_report
+from tests.support.cli_process import printed_with_no_jvm
 
 DAY_MS = 86_400_000
 START_MS = 1_700_000_000_000
@@ -453,14 +454,8 @@ def test_the_threshold_is_read_from_the_checksum_as_spark_reads_it(spark, wareho
 def test_report_in_a_new_process_starts_no_jvm(spark, tmp_path):
     """``topiclake report`` of a local warehouse reads it without Spark: no JVM starts, with
     a history or with none yet."""
-    code = ("import sys; from framework.cli.main import main; status = main(sys.argv[1:]); "
-            "from pyspark import SparkContext; print(status, SparkContext._gateway is None)")
-
     def report(warehouse: Warehouse, out: Path) -> str:
-        done = subprocess.run([sys.executable, "-c", code, "--warehouse", warehouse.root, "report", "--output",
-                               str(out)], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
-                              timeout=300)
-        assert done.stdout.split()[-2:] == ["0", "True"], done.stdout + done.stderr[-2000:]
+        printed_with_no_jvm("--warehouse", warehouse.root, "report", "--output", str(out), timeout=300)
         return Page(out / "index.html").all_text
 
     empty = Warehouse.resolve(str(tmp_path / "empty"))
