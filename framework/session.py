@@ -209,8 +209,8 @@ def paths_without_scheme_are_local() -> bool:
     ``HADOOP_CONF_DIR``, ``YARN_CONF_DIR``). Under spark-submit it is not known here."""
     folders = [_spark_conf_dir(), *(os.environ[name] for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")
                                     if os.environ.get(name))]
-    return not any(may_launch_with(setting) or setting in _read(os.path.join(folder, "core-site.xml"))
-                   for setting in DEFAULT_FILE_SYSTEM_SETTINGS for folder in folders)
+    sites = "\n".join(_read(os.path.join(folder, "core-site.xml")) for folder in folders)
+    return not any(setting in sites or may_launch_with(setting) for setting in DEFAULT_FILE_SYSTEM_SETTINGS)
 
 
 def no_session_here() -> bool:
