@@ -305,6 +305,17 @@ def test_a_first_command_into_a_new_warehouse_starts_no_jvm(spark, specs, tmp_pa
             assert left.read().orderBy("offset").collect() == right.read().orderBy("offset").collect(), verb
 
 
+def test_validate_of_a_warehouse_with_no_tables_starts_no_jvm(spark, specs, tmp_path, capsys):
+    """``validate`` where no partition table exists yet (a new warehouse, or topics not
+    produced to) has nothing to pair: it says so, and in a new process starts no JVM."""
+    (tmp_path / "empty").mkdir()
+    for where in (tmp_path / "new" / "wh", tmp_path / "empty"):
+        command = ["--warehouse", str(where), "--specs", str(specs), "validate"]
+        status, here, _ = run(capsys, *command)
+        assert (status, here) == (0, "no partition table to validate yet\n")
+        assert json.loads(printed_with_no_jvm("--json", *command)) == []
+
+
 def test_commit_offset_into_a_local_table_starts_no_jvm(spark, specs, tmp_path, capsys):
     """``commit-offset`` creates the committed offsets' table, and once it exists reads its
     rows by Arrow and commits the upserted rows itself (framework/log/own_commits.py): in a

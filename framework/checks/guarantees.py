@@ -160,6 +160,8 @@ class Guarantees:
         from framework.log.delta_transactions import forget_table
         from framework.log.history import MaintenanceHistory
 
+        if not logs:
+            return []
         history = MaintenanceHistory(self.spark, self.warehouse)
         last_runs: dict[str, dict] = {}
         planned = []

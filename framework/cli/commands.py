@@ -325,11 +325,12 @@ def validate(ctx) -> int:
     from framework.log.topic import Topic
 
     args = ctx.args
-    guarantees = Guarantees(ctx.spark, ctx.warehouse)
+    spark = ctx.deferred_spark  # a local warehouse with no tables yet has nothing to ask Spark
+    guarantees = Guarantees(spark, ctx.warehouse)
     failed = False
     results = []
     for spec in ctx.selected():
-        logs = [log for log in ctx.partitions(Topic(ctx.spark, ctx.warehouse, spec)) if log.exists()]
+        logs = [log for log in ctx.partitions(Topic(spark, ctx.warehouse, spec)) if log.exists()]
         outcomes = guarantees.validate_many(logs, ctx.now_ms(), args.from_version, args.to_version)
         for log, outcome in zip(logs, outcomes):
             failed |= not outcome.passed
@@ -338,7 +339,7 @@ def validate(ctx) -> int:
             ctx.out(f"{log.name}: {'passed' if outcome.passed else 'FAILED ' + ', '.join(outcome.failed_guarantees)}")
             for line in outcome.details:
                 ctx.out(f"  {line}")
-    ctx.out(None, results)
+    ctx.out(None if results else "no partition table to validate yet", results)
     return ExitCode.FAILED if failed else ExitCode.OK
 
 
