@@ -500,3 +500,57 @@ def test_a_killed_create_s_folder_is_cleared_and_the_table_made_without_a_jvm(sp
     assert log.create() and not log.spark.started
     assert sorted(os.listdir(killed)) == ["00000000000000000000.crc", "00000000000000000000.json", "_staged_commits"]
     assert spark.read.format("delta").load(log.path).count() == 0
+
+
+def test_temporary_files_a_killed_commit_left_are_deleted_by_the_next_vacuum_once_an_hour_old(spark, tmp_path,
+                                                                                              monkeypatch):
+    """A writer killed between writing its commit's temporary file and removing it (topiclake's
+    own commit, or Delta's log store) leaves the file in ``_delta_log``; Delta never removes
+    it. The vacuum stage of a partition, and the own tables' vacuum, delete such files once
+    they are an hour old (a commit holds one for milliseconds), and nothing else."""
+    import time
+    import uuid
+
+    from framework.log.abandoned_temporaries import ABANDONED_AFTER_MS
+    from framework.log.warehouse import vacuum_own_tables
+    from framework.stages.maintenance import Maintenance
+
+    warehouse = Warehouse.resolve(str(tmp_path / "wh"))
+    # topiclake's own commit of the history, its temporary file left where a kill leaves it
+    history = _history(spark, tmp_path / "wh")
+    monkeypatch.setattr(commit_files.os, "unlink", lambda path: None)
+    assert own_commits.appended(history, arrow_rows(_rows("second"), history_schema())) == 2
+    monkeypatch.undo()
+    own_left = [n for n in os.listdir(os.path.join(history, "_delta_log")) if n.endswith(".tmp")]
+    assert len(own_left) == 1, own_left  # the commit's (its checksum's was renamed into place)
+
+    spec = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "delete", "retention.ms": -1}},
+                      "t.yaml")
+    topic = Topic(spark, warehouse, spec)
+    produce(topic, parse_records([(None, {"key": "k", "value": "v", "timestamp": 0})], spec, "t"), 1_000)
+    log = topic.partition(0)
+    delta_log = os.path.join(log.path, "_delta_log")
+    # the names Delta's log store gives a commit, a checksum and a checkpoint on their way
+    planted = {f".{0:020d}.json.{uuid.uuid4()}.tmp": True, f".{0:020d}.crc.{uuid.uuid4()}.tmp": True,
+               f".{0:020d}.checkpoint.parquet.{uuid.uuid4()}.tmp": True,
+               f".{1:020d}.json.{uuid.uuid4()}.tmp": False,  # young: maybe a commit in flight
+               ".notes.tmp": False}  # not a commit's
+    hour_ago = time.time() - ABANDONED_AFTER_MS / 1000 - 60
+    for name, old in planted.items():
+        with open(os.path.join(delta_log, name), "w") as handle:
+            handle.write("{}")
+        if old:
+            os.utime(os.path.join(delta_log, name), (hour_ago, hour_ago))
+    for name in own_left:
+        os.utime(os.path.join(history, "_delta_log", name), (hour_ago, hour_ago))
+    version = log.snapshot().version
+
+    run = Maintenance(spark, warehouse, [spec], record_history=False).run(1_000, stages=("vacuum",))
+    stage = run.partitions[0].rows[0]
+    assert "abandoned commit temporary files deleted 3" in stage.message, stage.message
+    left = {n for n in os.listdir(delta_log) if n.startswith(".")}
+    assert left == {name for name, old in planted.items() if not old}
+    assert log.snapshot().version == version and log.read().count() == 1
+    vacuum_own_tables(spark, warehouse)
+    assert not [n for n in os.listdir(os.path.join(history, "_delta_log")) if n.endswith(".tmp")]
+    assert [r["run_id"] for r in delta_rs_query(history, "run_id")].count("second") == 3

@@ -4,6 +4,7 @@ delete anything, and the window an own table's property states."""
 import pytest
 
 from framework.cleaner.rules import purge_due, vacuum_due
+from framework.log.abandoned_temporaries import ABANDONED_AFTER_MS, abandoned
 from framework.log.commit_log import Commit
 from framework.log.warehouse import interval_ms
 
@@ -61,3 +62,21 @@ def test_a_vacuum_is_due_once_removed_files_or_untracked_ones_can_have_left_the_
 ])
 def test_an_interval_property_in_milliseconds_or_none(text, ms):
     assert interval_ms(text.encode().decode("unicode_escape")) == ms
+
+
+UUID = "182a3ba1-e791-47f2-a19a-6373013651dc"
+
+
+@pytest.mark.parametrize("name, is_temporary", [
+    (f".00000000000000000002.json.{UUID}.tmp", True),  # a commit on its way (own commits, Delta's log store)
+    (f".00000000000000000002.crc.{UUID}.tmp", True),
+    (f".00000000000000000010.checkpoint.parquet.{UUID}.tmp", True),
+    ("00000000000000000002.json", False),  # a version
+    (f".00000000000000000002.json.{UUID}", False),
+    (f".0002.json.{UUID}.tmp", False),  # not a version's 20 digits
+    (f".00000000000000000002.json.{UUID[:-1]}.tmp", False),
+    (".notes.tmp", False),
+])
+def test_a_commits_temporary_file_is_abandoned_once_an_hour_old(name, is_temporary):
+    assert abandoned(name, NOW - ABANDONED_AFTER_MS, NOW) is is_temporary
+    assert not abandoned(name, NOW - ABANDONED_AFTER_MS + 1, NOW)  # a commit may still be under way

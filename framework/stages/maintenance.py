@@ -387,7 +387,8 @@ class Maintenance:
                         committed=result.version_after != result.version_before,
                         message=f"window {result.window_ms} ms; purged={result.purged}; "
                                 f"vacuumed: {result.vacuumed_because or 'not needed'}; files deleted "
-                                f"{result.files_deleted}; oldest readable version {result.oldest_readable_version}")
+                                f"{result.files_deleted}; oldest readable version {result.oldest_readable_version}; "
+                                f"abandoned commit temporary files deleted {result.temporary_files_deleted}")
         if row.committed:
             state = log.snapshot().state
             self._validate(part, row, StageCheck(
@@ -398,5 +399,7 @@ class Maintenance:
         part.rows.append(row)
         self.progress(f"      vacuum: window {result.window_ms} ms, purged={result.purged}, "
                       f"vacuum {'ran (' + result.vacuumed_because + ')' if result.vacuumed_because else 'not needed'}, "
-                      f"{result.files_deleted} file(s) deleted")
+                      f"{result.files_deleted} file(s) deleted" + (
+                          f", {result.temporary_files_deleted} abandoned commit temporary file(s) deleted"
+                          if result.temporary_files_deleted else ""))
         return result

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from framework import faults
 from framework.cleaner.rules import purge_due, vacuum_due
 from framework.errors import ArgumentError
+from framework.log.abandoned_temporaries import delete_abandoned
 from framework.log.commit_log import HISTORY_PAGE, Commit, read_commits
 from framework.log.delta_commits import commit_metadata, session_confs
 from framework.log.log_state import to_metadata
@@ -39,6 +40,8 @@ class VacuumResult:
     files_deleted: int
     oldest_readable_version: int | None
     vacuumed_because: str | None = None
+    #: commits' temporary files that killed writers left in ``_delta_log`` (abandoned_temporaries)
+    temporary_files_deleted: int = 0
 
 
 def check_window(spec_window_ms: int, requested_ms: int | None, unsafe: bool) -> int:
@@ -120,7 +123,7 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
     version_after = _commit_summaries(log, 1)[0].version
     oldest = oldest_readable_version(log, window, wall_now)
     return VacuumResult(log.partition, window, changed, purge, version_before, version_after, deleted, oldest,
-                        sweep)
+                        sweep, delete_abandoned(log.path, wall_now))
 
 
 def purge_leaves_old_files(window_ms: int) -> bool:
