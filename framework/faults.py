@@ -25,6 +25,8 @@ POINTS = {
     "produce.before_commit": "a producer is about to commit its append",
     "produce.files_written": "a producer's data files are written, its commit not made yet",
     "produce.after_commit": "a producer's append has committed",
+    "own_commit.temporary_written": "a commit topiclake makes itself is written under a temporary name, not yet "
+                                    "linked to its version's",
     "ingest.before_commit": "ingest has read a Kafka partition's new records and is about to append them",
     "ingest.files_written": "ingest's data files are written, its commit not made yet",
     "ingest.after_commit": "ingest's append of a Kafka partition has committed",

@@ -35,6 +35,7 @@ import pytest
 
 from framework import faults
 from framework.cli.main import main
+from framework.log.abandoned_temporaries import ABANDONED_AFTER_MS
 from framework.log.warehouse import delta_table_sql
 from tests.support.delta_readers import delta_rs_query
 
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = 10_000_000
-#: The whole matrix runs in ``make test``: 24 named points, one of them again with two
+#: The whole matrix runs in ``make test``: 25 named points, one of them again with two
 #: cleaner threads and two again into a new table, and two random moments, the second with
 #: two cleaner threads; each a real process killed (250 s alone on 2 cores, 2026-12-04).
 SPECS = {
@@ -241,6 +242,8 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
         # data files no version lists (vacuum removes them once outside the window)
         ("produce.files_written", produce_into(0), {"resend_if_not_landed": ("cdc", 0)}),
         ("produce.after_commit", produce_into(1), {"resend_if_not_landed": ("cdc", 1)}),
+        # an own commit's file written under its temporary name, never linked: no append (checked below)
+        ("own_commit.temporary_written", produce_into(1), {"resend_if_not_landed": ("cdc", 1)}),
         ("commit_offset.before_commit", lambda: ["commit-offset", "--group", "g", "--topic", "log", "--partition",
                                                  "0", "--offset", "2"], {}),
         ("commit_offset.after_commit", lambda: ["commit-offset", "--group", "g", "--topic", "log", "--partition",
@@ -296,6 +299,19 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
                 killed, seconds = step(f"{name}, again", command(), None, after_s=seconds / 2)
             assert killed, f"{name}: the command finished before each of its moments"
             random_kills += 1
+
+    # The commit's temporary file own_commit.temporary_written left is still there (every read
+    # above ignored it; a vacuum keeps it while a writer may still hold it), and a vacuum
+    # deletes it once it is an hour old, with the records as they were.
+    delta_log = chain.crashed / "cdc-1" / "_delta_log"
+    left = [p for p in delta_log.iterdir() if p.name.endswith(".tmp")]
+    assert left, "the killed own commit left no temporary file"
+    hour_ago = time.time() - ABANDONED_AFTER_MS / 1000
+    for path in left:
+        os.utime(path, (hour_ago, hour_ago))
+    assert main(chain.args(chain.crashed, "vacuum", "--topic", "cdc", *now)) == 0
+    assert not [p for p in delta_log.iterdir() if p.name.endswith(".tmp")]
+    _same(spark, chain, "a vacuum of the abandoned temporary file")
 
     # ingest's points need a Kafka broker: tests/test_ingest.py kills ingest there.
     named = {p for p in faults.POINTS if p != "compact.during_commit" and not p.startswith("ingest.")}

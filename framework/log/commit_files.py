@@ -12,7 +12,7 @@ import os
 import time
 import uuid
 
-from framework import __version__
+from framework import __version__, faults
 from framework.log import arrow_files
 from framework.log.commit_log import DELTA_LOG
 
@@ -121,6 +121,7 @@ def put_if_absent(folder: str, version: int, text: str) -> bool | None:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
+    faults.reached("own_commit.temporary_written", path=temporary)
     try:
         os.link(temporary, os.path.join(log, f"{version:020d}.json"))
         return True
