@@ -9,7 +9,8 @@ log cleanup lists only versions and checkpoints, so nothing else ever removes it
 
 A commit holds its temporary file for milliseconds; one older than
 :data:`ABANDONED_AFTER_MS` belongs to a process that is gone. The vacuum stage deletes
-those (local tables only: an object store's log store writes no temporary file).
+those of a table on the local file system, where topiclake's own commits are made; a
+table elsewhere is left as Delta leaves it.
 """
 
 from __future__ import annotations
