@@ -74,8 +74,10 @@ BATCH = 8
 WORKERS = int(os.environ.get("TOPICLAKE_PROPERTY_WORKERS", "4"))
 CASES = max(MIN_CASES, int(os.environ.get("TOPICLAKE_PROPERTY_EXAMPLES", str(MIN_CASES))))
 #: The scenarios of a batch are drawn distinct; hypothesis may still draw one it drew in
-#: an earlier batch, which is not run again (and not counted), so one spare batch.
-MAX_EXAMPLES = math.ceil(CASES / BATCH) + 1
+#: an earlier batch, which is not run again (and not counted), so spare batches: a quarter
+#: more (a random seed drew 14 repeats in 408 scenarios, where one spare batch is 8). A
+#: batch drawn once ``CASES`` scenarios have run returns at once, unrun.
+MAX_EXAMPLES = math.ceil(CASES / BATCH * 1.25) + 1
 SEED = os.environ.get("TOPICLAKE_PROPERTY_SEED")
 STAGES = ("compact", "retain")
 #: what the generated scenarios must exercise, at least this often, for the run to count
