@@ -509,7 +509,6 @@ def test_temporary_files_a_killed_commit_left_are_deleted_by_the_next_vacuum_onc
     it. The vacuum stage of a partition, and the own tables' vacuum, delete such files once
     they are an hour old (a commit holds one for milliseconds), and nothing else."""
     import time
-    import uuid
 
     from framework.log.abandoned_temporaries import ABANDONED_AFTER_MS
     from framework.log.warehouse import vacuum_own_tables
@@ -530,17 +529,8 @@ def test_temporary_files_a_killed_commit_left_are_deleted_by_the_next_vacuum_onc
     produce(topic, parse_records([(None, {"key": "k", "value": "v", "timestamp": 0})], spec, "t"), 1_000)
     log = topic.partition(0)
     delta_log = os.path.join(log.path, "_delta_log")
-    # the names Delta's log store gives a commit, a checksum and a checkpoint on their way
-    planted = {f".{0:020d}.json.{uuid.uuid4()}.tmp": True, f".{0:020d}.crc.{uuid.uuid4()}.tmp": True,
-               f".{0:020d}.checkpoint.parquet.{uuid.uuid4()}.tmp": True,
-               f".{1:020d}.json.{uuid.uuid4()}.tmp": False,  # young: maybe a commit in flight
-               ".notes.tmp": False}  # not a commit's
+    planted = _plant_temporaries(delta_log)
     hour_ago = time.time() - ABANDONED_AFTER_MS / 1000 - 60
-    for name, old in planted.items():
-        with open(os.path.join(delta_log, name), "w") as handle:
-            handle.write("{}")
-        if old:
-            os.utime(os.path.join(delta_log, name), (hour_ago, hour_ago))
     for name in own_left:
         os.utime(os.path.join(history, "_delta_log", name), (hour_ago, hour_ago))
     version = log.snapshot().version
@@ -554,3 +544,57 @@ def test_temporary_files_a_killed_commit_left_are_deleted_by_the_next_vacuum_onc
     vacuum_own_tables(spark, warehouse)
     assert not [n for n in os.listdir(os.path.join(history, "_delta_log")) if n.endswith(".tmp")]
     assert [r["run_id"] for r in delta_rs_query(history, "run_id")].count("second") == 3
+
+
+def _plant_temporaries(delta_log: str) -> dict[str, bool]:
+    """Files in ``delta_log`` named as Delta's log store names a commit, a checksum and a
+    checkpoint on their way, an hour and a minute old, beside a young one and a dot file
+    that is not a commit's; each name, and whether it is abandoned."""
+    import time
+    import uuid
+
+    from framework.log.abandoned_temporaries import ABANDONED_AFTER_MS
+
+    planted = {f".{0:020d}.json.{uuid.uuid4()}.tmp": True, f".{0:020d}.crc.{uuid.uuid4()}.tmp": True,
+               f".{0:020d}.checkpoint.parquet.{uuid.uuid4()}.tmp": True,
+               f".{1:020d}.json.{uuid.uuid4()}.tmp": False,  # young: maybe a commit in flight
+               ".notes.tmp": False}  # not a commit's
+    hour_ago = time.time() - ABANDONED_AFTER_MS / 1000 - 60
+    for name, old in planted.items():
+        with open(os.path.join(delta_log, name), "w") as handle:
+            handle.write("{}")
+        if old:
+            os.utime(os.path.join(delta_log, name), (hour_ago, hour_ago))
+    return planted
+
+
+def test_temporary_files_of_a_table_elsewhere_are_deleted_through_hadoops_file_system(spark, tmp_path):
+    """A table on HDFS or Azure storage (Delta's rename-based log stores) gets the same sweep
+    through Hadoop's file system, by the same rule: here a local table reached through
+    Hadoop's (as a ``file:`` URI and as a plain path), so the two listings are held to the
+    same answer on the same files."""
+    import time
+
+    from framework.log.abandoned_temporaries import delete_abandoned, delete_abandoned_through_hadoop
+
+    spec = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "delete", "retention.ms": -1}},
+                      "t.yaml")
+    topic = Topic(spark, Warehouse.resolve(str(tmp_path / "wh")), spec)
+    produce(topic, parse_records([(None, {"key": "k", "value": "v", "timestamp": 0})], spec, "t"), 1_000)
+    log = topic.partition(0)
+    delta_log = os.path.join(log.path, "_delta_log")
+    now = int(time.time() * 1000)
+    for path in (f"file://{log.path}", log.path):
+        planted = _plant_temporaries(delta_log)
+        assert delete_abandoned_through_hadoop(spark, path, now) == 3
+        assert {n for n in os.listdir(delta_log) if n.startswith(".")} == {n for n, old in planted.items() if not old}
+        assert delete_abandoned_through_hadoop(spark, path, now) == 0  # nothing old is left
+        for name in (n for n, old in planted.items() if not old):
+            os.remove(os.path.join(delta_log, name))
+    # the local listing, on the same files, gives the same answer
+    planted = _plant_temporaries(delta_log)
+    assert delete_abandoned(log.path, now) == 3
+    assert {n for n in os.listdir(delta_log) if n.startswith(".")} == {n for n, old in planted.items() if not old}
+    assert log.snapshot().version == 0 and log.read().count() == 1
+    # a table not there yet: nothing to list, nothing deleted
+    assert delete_abandoned_through_hadoop(spark, str(tmp_path / "none"), now) == 0

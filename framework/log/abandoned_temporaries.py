@@ -1,4 +1,4 @@
-"""Temporary files a killed commit left in a local table's ``_delta_log``.
+"""Temporary files a killed commit left in a table's ``_delta_log``.
 
 A commit file is written under a temporary name and then linked (topiclake's own commits,
 ``commit_files.put_if_absent``) or renamed (Delta's log store) to its version's name; the
@@ -9,8 +9,10 @@ log cleanup lists only versions and checkpoints, so nothing else ever removes it
 
 A commit holds its temporary file for milliseconds; one older than
 :data:`ABANDONED_AFTER_MS` belongs to a process that is gone. The vacuum stage deletes
-those of a table on the local file system, where topiclake's own commits are made; a
-table elsewhere is left as Delta leaves it.
+those: of a local table through the OS (topiclake's own commits and Delta's local log
+store), of a table elsewhere through Hadoop's file system (Delta's rename-based log
+stores, HDFS's and Azure's, write the same names; S3's write in place and leave none).
+The hour also covers a remote store's clock running ahead of this machine's.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ import re
 
 from framework.log.commit_log import local_folder
 
-__all__ = ["ABANDONED_AFTER_MS", "abandoned", "delete_abandoned"]
+__all__ = ["ABANDONED_AFTER_MS", "abandoned", "delete_abandoned", "delete_abandoned_through_hadoop"]
 
 #: How old a temporary file must be before it counts as abandoned (an hour).
 ABANDONED_AFTER_MS = 3_600_000
 #: ``.<20-digit version>.<kind>.<uuid>.tmp``, the way Delta's log stores and topiclake's own
 #: commits name a file on its way to ``<version>.<kind>``.
 _TEMPORARY = re.compile(r"\.\d{20}\.[a-z.]+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp")
+#: The Hadoop glob of the names that may be one (the rule still judges each match).
+_TEMPORARY_GLOB = ".*.tmp"
 
 
 def abandoned(name: str, modified_ms: int, now_ms: int) -> bool:
@@ -35,12 +39,13 @@ def abandoned(name: str, modified_ms: int, now_ms: int) -> bool:
     return _TEMPORARY.fullmatch(name) is not None and now_ms - modified_ms >= ABANDONED_AFTER_MS
 
 
-def delete_abandoned(path: str, now_ms: int) -> int:
-    """Delete the abandoned temporary files of the table at ``path``; how many (0 for a table
-    that is not on the local file system)."""
+def delete_abandoned(path: str, now_ms: int, spark=None) -> int:
+    """Delete the abandoned temporary files of the table at ``path``; how many. A table that
+    is not on the local file system goes through ``spark``'s Hadoop file system (none
+    deleted without one)."""
     folder = local_folder(path)
     if folder is None:
-        return 0
+        return delete_abandoned_through_hadoop(spark, path, now_ms) if spark is not None else 0
     deleted = 0
     try:
         entries = list(os.scandir(os.path.join(folder, "_delta_log")))
@@ -55,4 +60,24 @@ def delete_abandoned(path: str, now_ms: int) -> int:
                 deleted += 1
         except FileNotFoundError:  # another maintain deleted it first
             continue
+    return deleted
+
+
+def delete_abandoned_through_hadoop(spark, path: str, now_ms: int) -> int:
+    """:func:`delete_abandoned` of a table on any storage Spark's Hadoop file systems reach.
+    One glob returns only the dot-named ``.tmp`` entries, so a long log costs no py4j call
+    per entry. A Spark Connect session has no JVM to reach: 0."""
+    from framework.log.delta_transactions import jvm_of
+
+    jvm = jvm_of(spark)
+    if jvm is None:
+        return 0
+    pattern = getattr(jvm, "org.apache.hadoop.fs.Path")(f"{path.rstrip('/')}/_delta_log/{_TEMPORARY_GLOB}")
+    files = pattern.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    deleted = 0
+    for status in files.globStatus(pattern) or []:  # None when ``_delta_log`` is not there
+        # a delete that finds nothing (another maintain's) answers False and counts nothing
+        if abandoned(status.getPath().getName(), status.getModificationTime(), now_ms) \
+                and files.delete(status.getPath(), False):
+            deleted += 1
     return deleted

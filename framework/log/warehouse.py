@@ -57,7 +57,7 @@ def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
     for path in (warehouse.maintenance_history_path, warehouse.consumer_offsets_path):
         if not is_delta_table(spark, path):
             continue
-        delete_abandoned(path, wall_now)  # what killed commits left (committed offsets are topiclake's own)
+        delete_abandoned(path, wall_now, spark)  # what killed commits left (committed offsets are topiclake's own)
         commits = read_commits(spark, path, HISTORY_PAGE)
         window = _deleted_file_window_ms(path, commits[0].version) if commits else None
         if window is not None and vacuum_due(commits, window, wall_now, len(commits) < HISTORY_PAGE) is None:
