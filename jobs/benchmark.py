@@ -214,6 +214,13 @@
    small partitions decided together, the plans read by Arrow (as shipped), against each
    alone (as before stop 90, when such a plan needed a Spark scan and kept its partition
    out of the batch); every twin the same offsets after it.
+32. ``window_start``: the first version of a partition's time-travel window, which the
+   vacuum stage, its check and ``plan`` ask for every run, over a ``_delta_log`` of
+   ``--window-commits`` commits (60,000 by default: a week of produces every 10 s), each a
+   copy of a real produce's commit, one every 10 s, for five window starts spread over the
+   log, A B B A: a binary search over the commit files and the 100 commits before what it
+   finds (as shipped, ``commit_log.first_version_since``), against every commit read (as
+   before stop 93); both sides must answer the same.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -246,7 +253,7 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
-            "read_only_commands", "young_heads")
+            "read_only_commands", "young_heads", "window_start")
 
 
 def _timed(label, results, action):
@@ -1162,6 +1169,57 @@ def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
     _mean_of_twins(results, label, kind.sides)
     return {"commits": commits, "same_offsets": all(twins[a].committed("t", p) == twins[b].committed("t", p)
                                 for a, b in (("a1", "b1"), ("a2", "b2")) for p in (0, 1))}
+
+
+WINDOW_START_LABEL = "time-travel window starts"
+WINDOW_START_SIDES = ("by a binary search", "every commit read (as before)")
+
+
+def _window_start_by_reading_every_commit(path: str, since_ms: int) -> int | None:
+    from framework.log.commit_log import local_commits
+
+    inside = [c.version for c in local_commits(path) if c.timestamp_ms >= since_ms]
+    return min(inside) if inside else None
+
+
+def bench_window_start(spark, warehouse, commits: int, now: int, results: dict) -> dict:
+    """Section 32: a ``_delta_log`` of ``commits`` copies of a real produce's commit, one
+    every 10 s, and the window's first version found for five starts spread over it."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.commit_log import DELTA_LOG, first_version_since
+    from framework.log.topic import Topic
+
+    spec = _spec("window", policy="delete", retention_ms=-1)
+    topic = Topic(spark, warehouse, spec)
+    produce(topic, parse_records([(None, {"key": f"k{i}", "value": "v" * 200, "timestamp": now})
+                                  for i in range(50)], spec, "window"), now)
+    real = os.path.join(topic.partition(0).path, DELTA_LOG)
+    newest = max(name for name in os.listdir(real) if name.endswith(".json"))
+    with open(os.path.join(real, newest)) as handle:
+        body = handle.read()
+    path = os.path.join(warehouse.root, "window-log")
+    os.makedirs(os.path.join(path, DELTA_LOG))
+    first_ms = now - commits * 10_000
+    for version in range(commits):
+        name = os.path.join(path, DELTA_LOG, f"{version:020d}.json")
+        with open(name, "w") as handle:
+            handle.write(body)
+        os.utime(name, ns=((first_ms + version * 10_000) * 1_000_000,) * 2)
+    starts = [first_ms + commits * 10_000 * share // 5 + 3_000 for share in range(5)]
+    answers = {}
+    for name in ("a1", "b1", "b2", "a2"):
+        find = _window_start_by_reading_every_commit if name.startswith("b") else \
+            (lambda p, since: first_version_since(spark, p, since))
+        side = WINDOW_START_SIDES[name.startswith("b")]
+        answers[name] = _timed(f"{WINDOW_START_LABEL}, {side} ({name})", results,
+                               lambda find=find: [find(path, since) for since in starts])
+    for side in WINDOW_START_SIDES:
+        results[f"{WINDOW_START_LABEL}, {side}"] = round(statistics.mean(
+            results[f"{WINDOW_START_LABEL}, {side} ({n})"] for n in (("a1", "a2") if side == WINDOW_START_SIDES[0]
+                                                                     else ("b1", "b2"))), 3)
+    return {"commits": commits, "starts": answers["a1"],
+            "same_answers": all(answers[n] == answers["a1"] for n in answers)}
 
 
 def bench_young_heads(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
@@ -2474,6 +2532,7 @@ def run(argv) -> int:
     parser.add_argument("--page-rounds", type=int, default=5, help="maintain runs of the pages section")
     parser.add_argument("--cut-runs", type=int, default=16, help="maintain runs of the cuts section")
     parser.add_argument("--prunes", type=int, default=6, help="history prunes of the prunes section")
+    parser.add_argument("--window-commits", type=int, default=60_000, help="commits of the window_start section")
     parser.add_argument("--time-boundary-records", type=int, default=500_000,
                         help="records a minute of the time_boundary, retention_packing, consumed_retention "
                              "and size_cuts sections")
@@ -2554,6 +2613,8 @@ def run(argv) -> int:
             others["offsets"] = bench_offsets(spark, warehouse, args.runs, results)
         if "prunes" in sections:
             others["prunes"] = bench_prunes(spark, warehouse, args.prunes, results)
+        if "window_start" in sections:
+            others["window_start"] = bench_window_start(spark, warehouse, args.window_commits, now, results)
         if "files" in sections:
             others["files"] = bench_files(spark, warehouse, args.calls, now, results)
         if "metadata" in sections:
@@ -2607,6 +2668,10 @@ def run(argv) -> int:
             ratios[f"topiclake report, {REPORT_COMMAND_TWINS.ratio}"] = ratio
         for label in others.get("read_only_commands", {}).get("labels", []):
             ratios[f"{label}, {READ_ONLY_COMMAND_TWINS.ratio}"] = READ_ONLY_COMMAND_TWINS.ratio_of(label, results)
+        if "window_start" in others:
+            a, b = (results[f"{WINDOW_START_LABEL}, {side}"] for side in WINDOW_START_SIDES)
+            ratios[f"{WINDOW_START_LABEL}, {WINDOW_START_SIDES[0]} / {WINDOW_START_SIDES[1]}"] = \
+                round(a / b, 4) if b else None
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:
@@ -2632,6 +2697,7 @@ def run(argv) -> int:
     failed = failed or not others.get("batch_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("report_commands", {}).get("same_pages_every_way", True)
     failed = failed or not others.get("read_only_commands", {}).get("same_output_every_way", True)
+    failed = failed or not others.get("window_start", {}).get("same_answers", True)
     return 0 if exact and not failed else 1
 
 

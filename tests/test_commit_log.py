@@ -15,7 +15,14 @@ import pytest
 
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.log.commit_log import _from_delta_history, local_folder, read_commits
+from framework.log import commit_log
+from framework.log.commit_log import (
+    _from_delta_history,
+    first_version_since,
+    local_commits,
+    local_folder,
+    read_commits,
+)
 from framework.log.topic import Topic
 from framework.spec import parse_spec
 from framework.stages.maintenance import Maintenance
@@ -70,3 +77,79 @@ def test_only_local_paths_are_read_directly():
     assert local_folder("file:///tmp/w/t-0") == "/tmp/w/t-0"
     assert local_folder("s3a://bucket/w/t-0") is None
     assert local_folder("dbfs:/w/t-0") is None
+
+
+def _first_by_reading_all(commits, since_ms: int) -> int | None:
+    """The window's first version by its definition: every commit read, the oldest at or after."""
+    inside = [c.version for c in commits if c.timestamp_ms >= since_ms]
+    return min(inside) if inside else None
+
+
+def _probes(commits) -> list[int]:
+    """Times around every commit's: at it, a millisecond either side, and beyond both ends."""
+    times = sorted({c.timestamp_ms for c in commits})
+    return [times[0] - 10_000, *[t + d for t in times for d in (-1, 0, 1)], times[-1] + 10_000]
+
+
+def test_the_windows_first_version_is_found_as_delta_history_finds_it(spark, table):
+    delta = _from_delta_history(spark, table.path, None)
+    for since in _probes(delta):
+        assert first_version_since(spark, table.path, since) == _first_by_reading_all(delta, since), since
+
+
+def _write_log(folder, times: list[tuple[int, int | None]]) -> str:
+    """A ``_delta_log`` whose commit ``v`` has file time ``times[v][0]`` (ms) and, when given,
+    the in-commit timestamp ``times[v][1]``."""
+    import json
+
+    log = folder / "_delta_log"
+    log.mkdir(parents=True)
+    for version, (mtime_ms, in_commit) in enumerate(times):
+        info = {"operation": "WRITE", "readVersion": version - 1}
+        if in_commit is not None:
+            info["inCommitTimestamp"] = in_commit
+        path = log / f"{version:020d}.json"
+        path.write_text(json.dumps({"commitInfo": info}) + "\n" + json.dumps({"add": {"path": "x"}}) + "\n")
+        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+    return str(folder)
+
+
+BASE = 1_700_000_000_000
+LOGS = {
+    "a commit a second": [(BASE + 1000 * v, None) for v in range(400)],
+    # a burst of commits in the same millisecond: each is made a millisecond later than the last
+    "bursts in one millisecond": [(BASE + 1000 * (v // 7), None) for v in range(400)],
+    "in-commit timestamps on some": [(BASE + 1000 * v, BASE + 1000 * v + 500 if v % 3 == 0 else None)
+                                     for v in range(400)],
+    # the clock stepped back for 40 commits: made increasing, they follow the commit before them
+    "a clock step back": [(BASE + 1000 * v - (30_000 if 200 <= v < 240 else 0), None) for v in range(400)],
+}
+
+
+def _counted(reads: list, read):
+    def counted(file_name):
+        reads.append(file_name)
+        return read(file_name)
+    return counted
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_the_windows_first_version_reads_a_few_commits_and_finds_what_reading_all_finds(tmp_path, monkeypatch,
+                                                                                       name):
+    """A week of produces every 10 s is 60,000 commits: the search reads about log2(n) + 100
+    of them (1.6 s a call when it read every one of a produce's commits), and answers as reading every one does,
+    also where times tie, where in-commit timestamps decide, after a clock's step back and
+    once log cleanup expired the oldest commits."""
+    path = _write_log(tmp_path, LOGS[name])
+    for expired in (0, 50):
+        for version in range(expired):
+            os.remove(os.path.join(path, "_delta_log", f"{version:020d}.json"))
+        every = local_commits(path)
+        assert len(every) == len(LOGS[name]) - expired
+        reads: list[str] = []
+        monkeypatch.setattr(commit_log, "_commit_info", _counted(reads, commit_log._commit_info))
+        for since in _probes(every):
+            reads.clear()
+            assert first_version_since(None, path, since) == _first_by_reading_all(every, since), (name, since)
+            assert len(reads) <= 10 + commit_log._TIME_STRETCH + 1, len(reads)  # log2(400) < 10
+        monkeypatch.undo()

@@ -18,7 +18,7 @@ from framework import faults
 from framework.cleaner.rules import purge_due, vacuum_due
 from framework.errors import ArgumentError
 from framework.log.abandoned_temporaries import delete_abandoned
-from framework.log.commit_log import HISTORY_PAGE, Commit, read_commits
+from framework.log.commit_log import HISTORY_PAGE, Commit, first_version_since, read_commits
 from framework.log.delta_commits import commit_metadata, session_confs
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog
@@ -76,9 +76,9 @@ def _commit_summaries(log: PartitionLog, limit: int | None) -> list[Commit]:
 
 
 def oldest_readable_version(log: PartitionLog, window_ms: int, now_wall_ms: int) -> int | None:
-    """The oldest version committed inside the window (Delta's commit times are wall-clock)."""
-    inside = [c.version for c in _commit_summaries(log, None) if c.timestamp_ms >= now_wall_ms - window_ms]
-    return min(inside) if inside else None
+    """The oldest version committed inside the window (Delta's commit times are wall-clock),
+    found without reading every commit (``commit_log.first_version_since``)."""
+    return first_version_since(log.spark, log.path, now_wall_ms - window_ms)
 
 
 def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = False,
