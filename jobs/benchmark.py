@@ -220,6 +220,10 @@
    copy of a real produce's commit, one every 10 s, for five window starts spread over the
    log, A B B A: a binary search over the commit files and the 100 commits before what it
    finds (as shipped, ``commit_log.first_version_since``), against every commit read (as
+   before stop 93); then the newest commits as an idle run asks for them of a partition
+   (the newest eight times, a page of 500 twice), each commit beside its checksum and a
+   checkpoint every 100, A B B A: probed up from the checkpoint ``_last_checkpoint`` names
+   (as shipped, ``commit_log._newest_version``), against a listing of ``_delta_log`` (as
    before stop 93); both sides must answer the same.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
@@ -1173,6 +1177,8 @@ def bench_offsets(spark, warehouse, commits: int, results: dict) -> dict:
 
 WINDOW_START_LABEL = "time-travel window starts"
 WINDOW_START_SIDES = ("by a binary search", "every commit read (as before)")
+NEWEST_COMMITS_LABEL = "newest commits"
+NEWEST_COMMITS_SIDES = ("probed from the last checkpoint", "from a listing (as before)")
 
 
 def _window_start_by_reading_every_commit(path: str, since_ms: int) -> int | None:
@@ -1182,12 +1188,24 @@ def _window_start_by_reading_every_commit(path: str, since_ms: int) -> int | Non
     return min(inside) if inside else None
 
 
-def bench_window_start(spark, warehouse, commits: int, now: int, results: dict) -> dict:
-    """Section 32: a ``_delta_log`` of ``commits`` copies of a real produce's commit, one
-    every 10 s, and the window's first version found for five starts spread over it."""
+def _newest_version_listed():
+    """The newest commit found by listing ``_delta_log`` (as before stop 93)."""
+    from framework.log import commit_log
+
+    def listed(log_folder):
+        versions = commit_log._commit_versions(log_folder)
+        return versions[-1] if versions else None
+
+    return mock.patch.object(commit_log, "_newest_version", listed)
+
+
+def _a_week_of_commits(spark, warehouse, commits: int, now: int) -> tuple[str, int]:
+    """A table folder whose ``_delta_log`` holds ``commits`` copies of a real produce's
+    commit, one every 10 s, each with its checksum, a checkpoint name every 100 and
+    Delta's pointer to the newest; the folder and the first commit's time."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
-    from framework.log.commit_log import DELTA_LOG, first_version_since
+    from framework.log.commit_log import DELTA_LOG
     from framework.log.topic import Topic
 
     spec = _spec("window", policy="delete", retention_ms=-1)
@@ -1195,31 +1213,56 @@ def bench_window_start(spark, warehouse, commits: int, now: int, results: dict) 
     produce(topic, parse_records([(None, {"key": f"k{i}", "value": "v" * 200, "timestamp": now})
                                   for i in range(50)], spec, "window"), now)
     real = os.path.join(topic.partition(0).path, DELTA_LOG)
-    newest = max(name for name in os.listdir(real) if name.endswith(".json"))
-    with open(os.path.join(real, newest)) as handle:
-        body = handle.read()
+    bodies = {}
+    for kind in ("json", "crc"):
+        with open(os.path.join(real, max(n for n in os.listdir(real) if n.endswith("." + kind)))) as handle:
+            bodies[kind] = handle.read()
     path = os.path.join(warehouse.root, "window-log")
-    os.makedirs(os.path.join(path, DELTA_LOG))
+    log = os.path.join(path, DELTA_LOG)
+    os.makedirs(log)
     first_ms = now - commits * 10_000
     for version in range(commits):
-        name = os.path.join(path, DELTA_LOG, f"{version:020d}.json")
-        with open(name, "w") as handle:
-            handle.write(body)
-        os.utime(name, ns=((first_ms + version * 10_000) * 1_000_000,) * 2)
+        for kind, body in bodies.items():
+            with open(os.path.join(log, f"{version:020d}.{kind}"), "w") as handle:
+                handle.write(body)
+        os.utime(os.path.join(log, f"{version:020d}.json"), ns=((first_ms + version * 10_000) * 1_000_000,) * 2)
+        if version % 100 == 0:
+            open(os.path.join(log, f"{version:020d}.checkpoint.parquet"), "w").close()
+    with open(os.path.join(log, "_last_checkpoint"), "w") as handle:
+        json.dump({"version": (commits - 1) // 100 * 100, "size": 1}, handle)
+    return path, first_ms
+
+
+def bench_window_start(spark, warehouse, commits: int, now: int, results: dict) -> dict:
+    """Section 32: a ``_delta_log`` of ``commits`` copies of a real produce's commit, and
+    the window's first version found for five starts spread over it, then the newest
+    commits as a run asks for them, each A B B A."""
+    from framework.log.commit_log import HISTORY_PAGE, first_version_since, local_commits
+
+    path, first_ms = _a_week_of_commits(spark, warehouse, commits, now)
     starts = [first_ms + commits * 10_000 * share // 5 + 3_000 for share in range(5)]
-    answers = {}
-    for name in ("a1", "b1", "b2", "a2"):
-        find = _window_start_by_reading_every_commit if name.startswith("b") else \
+
+    def window_starts(as_before: bool):
+        find = _window_start_by_reading_every_commit if as_before else \
             (lambda p, since: first_version_since(spark, p, since))
-        side = WINDOW_START_SIDES[name.startswith("b")]
-        answers[name] = _timed(f"{WINDOW_START_LABEL}, {side} ({name})", results,
-                               lambda find=find: [find(path, since) for since in starts])
-    for side in WINDOW_START_SIDES:
-        results[f"{WINDOW_START_LABEL}, {side}"] = round(statistics.mean(
-            results[f"{WINDOW_START_LABEL}, {side} ({n})"] for n in (("a1", "a2") if side == WINDOW_START_SIDES[0]
-                                                                     else ("b1", "b2"))), 3)
-    return {"commits": commits, "starts": answers["a1"],
-            "same_answers": all(answers[n] == answers["a1"] for n in answers)}
+        return [find(path, since) for since in starts]
+
+    def newest_commits(as_before: bool):
+        # an idle run's asks of one partition: the newest commit eight times, a page twice
+        with _newest_version_listed() if as_before else contextlib.nullcontext():
+            return [[c.version for c in local_commits(path, limit)] for limit in [1] * 8 + [HISTORY_PAGE] * 2]
+
+    answers: dict[str, dict] = {WINDOW_START_LABEL: {}, NEWEST_COMMITS_LABEL: {}}
+    for label, sides, measure in ((WINDOW_START_LABEL, WINDOW_START_SIDES, window_starts),
+                                  (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES, newest_commits)):
+        for name in ("a1", "b1", "b2", "a2"):
+            as_before = name.startswith("b")
+            answers[label][name] = _timed(f"{label}, {sides[as_before]} ({name})", results,
+                                          lambda measure=measure, as_before=as_before: measure(as_before))
+        for side, runs in zip(sides, (("a1", "a2"), ("b1", "b2")), strict=True):
+            results[f"{label}, {side}"] = round(statistics.mean(results[f"{label}, {side} ({n})"] for n in runs), 3)
+    return {"commits": commits, "starts": answers[WINDOW_START_LABEL]["a1"],
+            "same_answers": all(answer == found["a1"] for found in answers.values() for answer in found.values())}
 
 
 def bench_young_heads(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
@@ -2668,10 +2711,10 @@ def run(argv) -> int:
             ratios[f"topiclake report, {REPORT_COMMAND_TWINS.ratio}"] = ratio
         for label in others.get("read_only_commands", {}).get("labels", []):
             ratios[f"{label}, {READ_ONLY_COMMAND_TWINS.ratio}"] = READ_ONLY_COMMAND_TWINS.ratio_of(label, results)
-        if "window_start" in others:
-            a, b = (results[f"{WINDOW_START_LABEL}, {side}"] for side in WINDOW_START_SIDES)
-            ratios[f"{WINDOW_START_LABEL}, {WINDOW_START_SIDES[0]} / {WINDOW_START_SIDES[1]}"] = \
-                round(a / b, 4) if b else None
+        for label, sides in ((WINDOW_START_LABEL, WINDOW_START_SIDES), (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES)):
+            if "window_start" in others:
+                a, b = (results[f"{label}, {side}"] for side in sides)
+                ratios[f"{label}, {sides[0]} / {sides[1]}"] = round(a / b, 4) if b else None
         summary = {"seconds": results, "ratios": ratios, "compaction": cases, **others}
         print(json.dumps(summary, indent=2))
         if args.json:

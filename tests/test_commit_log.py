@@ -97,13 +97,16 @@ def test_the_windows_first_version_is_found_as_delta_history_finds_it(spark, tab
         assert first_version_since(spark, table.path, since) == _first_by_reading_all(delta, since), since
 
 
-def _write_log(folder, times: list[tuple[int, int | None]]) -> str:
+def _write_log(folder, times: list[tuple[int, int | None]], last_checkpoint: str | None = None) -> str:
     """A ``_delta_log`` whose commit ``v`` has file time ``times[v][0]`` (ms) and, when given,
-    the in-commit timestamp ``times[v][1]``."""
+    the in-commit timestamp ``times[v][1]``; ``last_checkpoint``: the text of Delta's pointer
+    to its newest checkpoint."""
     import json
 
     log = folder / "_delta_log"
     log.mkdir(parents=True)
+    if last_checkpoint is not None:
+        (log / "_last_checkpoint").write_text(last_checkpoint)
     for version, (mtime_ms, in_commit) in enumerate(times):
         info = {"operation": "WRITE", "readVersion": version - 1}
         if in_commit is not None:
@@ -140,7 +143,7 @@ def test_the_windows_first_version_reads_a_few_commits_and_finds_what_reading_al
     of them (1.6 s a call when it read every one of a produce's commits), and answers as reading every one does,
     also where times tie, where in-commit timestamps decide, after a clock's step back and
     once log cleanup expired the oldest commits."""
-    path = _write_log(tmp_path, LOGS[name])
+    path = _write_log(tmp_path, LOGS[name], last_checkpoint='{"version": 300, "size": 3}')
     for expired in (0, 50):
         for version in range(expired):
             os.remove(os.path.join(path, "_delta_log", f"{version:020d}.json"))
@@ -153,3 +156,30 @@ def test_the_windows_first_version_reads_a_few_commits_and_finds_what_reading_al
             assert first_version_since(None, path, since) == _first_by_reading_all(every, since), (name, since)
             assert len(reads) <= 10 + commit_log._TIME_STRETCH + 1, len(reads)  # log2(400) < 10
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("pointer,probed", [
+    ('{"version": 300, "size": 3}', True),  # the newest checkpoint: the newest commits without a listing
+    ('{"version": 100, "size": 3}', True),  # a checkpoint written since, the pointer not yet moved
+    ('{"version": 10, "size": 3}', False),  # a version log cleanup has expired: the listing answers
+    ("not JSON", False), (None, False)])
+def test_the_newest_commits_are_found_from_the_last_checkpoint_as_a_listing_finds_them(tmp_path, monkeypatch,
+                                                                                      pointer, probed):
+    """The newest commits, which every command asks for, are found by probing up from the
+    checkpoint Delta's ``_last_checkpoint`` names (commits go on without a gap from it), not
+    by listing a folder that holds every commit and checksum the window keeps; a pointer that
+    is missing, unreadable or names an expired commit falls back to the listing. The same
+    commits either way, and the same window starts."""
+    path = _write_log(tmp_path, LOGS["bursts in one millisecond"], pointer)
+    log_folder = os.path.join(path, "_delta_log")
+    for version in range(50):  # log cleanup expired the oldest
+        os.remove(os.path.join(log_folder, f"{version:020d}.json"))
+    listed = commit_log._commit_versions(log_folder)
+    listings: list[str] = []
+    monkeypatch.setattr(commit_log, "_commit_versions", _counted(listings, commit_log._commit_versions))
+    for limit in (1, 3, 100, 350, 500):
+        assert local_commits(path, limit) == commit_log._commits_of(log_folder, listed[-limit:])[::-1], limit
+    every = commit_log._commits_of(log_folder, listed)
+    for since in _probes(every)[::7]:
+        assert first_version_since(None, path, since) == _first_by_reading_all(every, since), since
+    assert (listings == []) == probed, listings

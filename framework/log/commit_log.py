@@ -10,7 +10,9 @@ On a local file system the commit files are read here, as the Delta protocol lay
 out: ``_delta_log/<version, 20 digits>.json``, one action per line, one ``commitInfo``
 among them. A commit's time is what Delta's own history reports: the in-commit timestamp
 when the table has one, else the commit file's modification time, made strictly
-increasing over the commits read. Other storage (``s3a://``, ``abfss://``, ``dbfs:/``)
+increasing over the commits read. The newest commits are found from the checkpoint
+Delta's ``_last_checkpoint`` names, and the first version of a time-travel window by a
+binary search, so that neither reads or lists every commit the window keeps. Other storage (``s3a://``, ``abfss://``, ``dbfs:/``)
 and Spark Connect sessions go through ``DeltaTable.history()``, the same answer the
 slower way; ``tests/test_commit_log.py`` pins the two together.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Sequence
 
 DELTA_LOG = "_delta_log"
 #: The folder Delta's create makes in ``_delta_log`` before its first commit.
@@ -27,6 +30,8 @@ STAGED_COMMITS = "_staged_commits"
 #: How many of a table's newest commits vacuum's rules read (fewer than this: all it has).
 HISTORY_PAGE = 500
 _COMMIT_NAME_LENGTH = 20 + len(".json")
+#: Delta's pointer to the table's newest checkpoint.
+_LAST_CHECKPOINT = "_last_checkpoint"
 #: How many commits before the one a time search finds are read to make their times
 #: increasing (Delta's time travel likewise starts from the checkpoint before the time
 #: asked; topiclake checkpoints every 100 commits).
@@ -99,27 +104,52 @@ def commit_txn_id(log_folder: str, version: int) -> str | None:
     """The ``txnId`` a commit's commitInfo carries (Delta 4 writes the same id into the
     version's checksum), or None when the commit file is gone, unreadable or has none."""
     try:
-        found = _commit_info(os.path.join(log_folder, f"{version:020d}.json"))
+        found = _commit_info(_commit_file(log_folder, version))
     except (OSError, ValueError):  # unreadable, or its commitInfo line is not JSON
         return None
     txn_id = None if found is None else found[0].get("txnId")
     return txn_id if isinstance(txn_id, str) else None
 
 
+def _newest_version(log_folder: str) -> int | None:
+    """The newest commit's version. From the checkpoint Delta's ``_last_checkpoint`` names,
+    the commits go on without a gap, so the first version above it with no commit file ends
+    the log: at most a checkpoint interval of ``stat`` calls, where a listing of the folder
+    grows with every commit and checksum the log keeps (0.1 s at 60,000 commits, and a run
+    asks several times a partition). A listing when there is no such checkpoint."""
+    try:
+        with open(os.path.join(log_folder, _LAST_CHECKPOINT), encoding="utf-8") as handle:
+            version = int(json.load(handle)["version"])
+    except (OSError, ValueError, KeyError, TypeError):  # none yet, or not what Delta writes
+        version = None
+    if version is None or not os.path.exists(_commit_file(log_folder, version)):
+        versions = _commit_versions(log_folder)
+        return versions[-1] if versions else None
+    while os.path.exists(_commit_file(log_folder, version + 1)):
+        version += 1
+    return version
+
+
+def _commit_file(log_folder: str, version: int) -> str:
+    return os.path.join(log_folder, f"{version:020d}.json")
+
+
 def _from_files(log_folder: str, limit: int | None) -> list[Commit]:
-    versions = _commit_versions(log_folder)
-    if limit is not None:
-        versions = versions[-limit:]
+    if limit is None:
+        versions: Sequence[int] = _commit_versions(log_folder)
+    else:  # log cleanup removes the oldest commits only: the newest ``limit`` versions that remain
+        newest = _newest_version(log_folder)
+        versions = range(0) if newest is None else range(max(0, newest - limit + 1), newest + 1)
     return _commits_of(log_folder, versions)[::-1]
 
 
-def _commits_of(log_folder: str, versions: list[int]) -> list[Commit]:
+def _commits_of(log_folder: str, versions: Sequence[int]) -> list[Commit]:
     """These versions' commits, oldest first, their times made strictly increasing over them."""
     commits: list[Commit] = []
     previous_ms = None
     for version in versions:  # oldest first, to make the times strictly increasing as Delta does
-        found = _commit_info(os.path.join(log_folder, f"{version:020d}.json"))
-        if found is None:
+        found = _commit_info(_commit_file(log_folder, version))
+        if found is None:  # expired by log cleanup
             continue
         info, mtime_ms = found
         timestamp_ms = _commit_time(info, mtime_ms)
@@ -140,7 +170,8 @@ def first_version_since(spark, path: str, since_ms: int) -> int | None:
     version), or None when every commit is older.
 
     On a local table a commit's time grows with its version, so a binary search over the
-    commit files finds the first whose own time is at or after ``since_ms``; the
+    versions up to the newest (one log cleanup expired counting as older) finds the first
+    whose own time is at or after ``since_ms``; the
     :data:`_TIME_STRETCH` commits before it are then read and made increasing, as
     :func:`read_commits` makes what it reads, since that can bring the boundary a few
     commits earlier. About log2(n) + 100 files read where reading every commit reads n (a
@@ -151,12 +182,13 @@ def first_version_since(spark, path: str, since_ms: int) -> int | None:
     if log_folder is None or not os.path.isdir(log_folder):
         inside = [c.version for c in read_commits(spark, path) if c.timestamp_ms >= since_ms]
         return min(inside) if inside else None
-    versions = _commit_versions(log_folder)
+    newest = _newest_version(log_folder)
+    versions = range(0 if newest is None else newest + 1)
     low, high = 0, len(versions)
     while low < high:
         middle = (low + high) // 2
-        found = _commit_info(os.path.join(log_folder, f"{versions[middle]:020d}.json"))
-        # a commit gone since the listing was expired by log cleanup: older than any kept
+        found = _commit_info(_commit_file(log_folder, versions[middle]))
+        # a commit not there was expired by log cleanup: older than any kept
         if found is not None and _commit_time(*found) >= since_ms:
             high = middle
         else:

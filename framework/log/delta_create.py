@@ -73,12 +73,16 @@ def has_a_commit(path: str) -> bool | None:
     if folder is None:
         return None
     try:
-        names = os.listdir(os.path.join(folder, DELTA_LOG))
+        # entries read lazily, stopping at the first commit: a long log holds many thousands
+        with os.scandir(os.path.join(folder, DELTA_LOG)) as entries:
+            return any(_a_commit_or_checkpoint(entry.name) for entry in entries)
     except OSError:
         return None
-    # a commit (<version>.json) or a checkpoint (<version>.checkpoint[.<part>.<parts> | .<uuid>].<format>)
-    return any(len(name) > 20 and name[:20].isdigit() and (name[20:] == ".json" or name[20:].startswith(".checkpoint."))
-               for name in names)
+
+
+def _a_commit_or_checkpoint(name: str) -> bool:
+    """A commit (<version>.json) or a checkpoint (<version>.checkpoint[.<part>.<parts> | .<uuid>].<format>)."""
+    return len(name) > 20 and name[:20].isdigit() and (name[20:] == ".json" or name[20:].startswith(".checkpoint."))
 
 
 def create_table(spark, path: str, schema, properties: dict[str, str], partition_columns: tuple[str, ...] = (),
