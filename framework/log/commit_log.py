@@ -12,9 +12,10 @@ among them. A commit's time is what Delta's own history reports: the in-commit t
 when the table has one, else the commit file's modification time, made strictly
 increasing over the commits read. The newest commits are found from the checkpoint
 Delta's ``_last_checkpoint`` names, and the first version of a time-travel window by a
-binary search, so that neither reads or lists every commit the window keeps. Other storage (``s3a://``, ``abfss://``, ``dbfs:/``)
-and Spark Connect sessions go through ``DeltaTable.history()``, the same answer the
-slower way; ``tests/test_commit_log.py`` pins the two together.
+binary search, so that neither reads or lists every commit the window keeps. Other
+storage (``s3a://``, ``abfss://``, ``dbfs:/``) and Spark Connect sessions go through
+``DeltaTable.history()``, the same answer the slower way; ``tests/test_commit_log.py``
+pins the two together.
 """
 
 from __future__ import annotations
