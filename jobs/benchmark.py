@@ -224,7 +224,11 @@
    (the newest eight times, a page of 500 twice), each commit beside its checksum and a
    checkpoint every 100, A B B A: probed up from the checkpoint ``_last_checkpoint`` names
    (as shipped, ``commit_log._newest_version``), against a listing of ``_delta_log`` (as
-   before stop 93); both sides must answer the same.
+   before stop 93); then ``--window-delta-commits`` produces into a real table (400:
+   four checkpoints) and its five window starts by the route storage other than the local
+   file system takes, A B B A: the commit Delta's time travel finds active
+   (``getActiveCommitAtTime``, as shipped) against every commit from Delta's history (as
+   before stop 93); every side must answer the same.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -1179,6 +1183,8 @@ WINDOW_START_LABEL = "time-travel window starts"
 WINDOW_START_SIDES = ("by a binary search", "every commit read (as before)")
 NEWEST_COMMITS_LABEL = "newest commits"
 NEWEST_COMMITS_SIDES = ("probed from the last checkpoint", "from a listing (as before)")
+DELTA_WINDOW_START_LABEL = "time-travel window starts through Delta (other storage's route)"
+DELTA_WINDOW_START_SIDES = ("by Delta's time travel", "every commit from Delta's history (as before)")
 
 
 def _window_start_by_reading_every_commit(path: str, since_ms: int) -> int | None:
@@ -1233,14 +1239,45 @@ def _a_week_of_commits(spark, warehouse, commits: int, now: int) -> tuple[str, i
     return path, first_ms
 
 
-def bench_window_start(spark, warehouse, commits: int, now: int, results: dict) -> dict:
+def _window_start_from_delta_history(spark, path: str, since_ms: int) -> int | None:
+    from framework.log.commit_log import _from_delta_history
+
+    inside = [c.version for c in _from_delta_history(spark, path, None) if c.timestamp_ms >= since_ms]
+    return min(inside) if inside else None
+
+
+def _a_real_log(spark, warehouse, commits: int, now: int) -> tuple[str, list[int]]:
+    """A partition table of ``commits`` produces of one record (Delta checkpoints every
+    100); its path and five times spread over its commits."""
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.commit_log import local_commits
+    from framework.log.topic import Topic
+
+    spec = _spec("window-delta", policy="delete", retention_ms=-1)
+    topic = Topic(spark, warehouse, spec)
+    for n in range(commits):
+        produce(topic, parse_records([(None, {"key": f"k{n}", "value": "v", "timestamp": now})], spec, "w"), now)
+    path = topic.partition(0).path
+    times = sorted(c.timestamp_ms for c in local_commits(path))
+    return path, [times[len(times) * share // 5] + 1 for share in range(5)]
+
+
+def bench_window_start(spark, warehouse, commits: int, delta_commits: int, now: int, results: dict) -> dict:
     """Section 32: a ``_delta_log`` of ``commits`` copies of a real produce's commit, and
     the window's first version found for five starts spread over it, then the newest
-    commits as a run asks for them, each A B B A."""
-    from framework.log.commit_log import HISTORY_PAGE, first_version_since, local_commits
+    commits as a run asks for them; then a real table of ``delta_commits`` commits and its
+    window starts by the route other storage takes; each A B B A."""
+    from framework.log.commit_log import (
+        HISTORY_PAGE,
+        _first_version_since_by_delta,
+        first_version_since,
+        local_commits,
+    )
 
     path, first_ms = _a_week_of_commits(spark, warehouse, commits, now)
     starts = [first_ms + commits * 10_000 * share // 5 + 3_000 for share in range(5)]
+    real_path, real_starts = _a_real_log(spark, warehouse, delta_commits, now)
 
     def window_starts(as_before: bool):
         find = _window_start_by_reading_every_commit if as_before else \
@@ -1252,16 +1289,22 @@ def bench_window_start(spark, warehouse, commits: int, now: int, results: dict) 
         with _newest_version_listed() if as_before else contextlib.nullcontext():
             return [[c.version for c in local_commits(path, limit)] for limit in [1] * 8 + [HISTORY_PAGE] * 2]
 
-    answers: dict[str, dict] = {WINDOW_START_LABEL: {}, NEWEST_COMMITS_LABEL: {}}
+    def delta_window_starts(as_before: bool):
+        find = _window_start_from_delta_history if as_before else _first_version_since_by_delta
+        return [find(spark, real_path, since) for since in real_starts]
+
+    answers: dict[str, dict] = {WINDOW_START_LABEL: {}, NEWEST_COMMITS_LABEL: {}, DELTA_WINDOW_START_LABEL: {}}
     for label, sides, measure in ((WINDOW_START_LABEL, WINDOW_START_SIDES, window_starts),
-                                  (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES, newest_commits)):
+                                  (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES, newest_commits),
+                                  (DELTA_WINDOW_START_LABEL, DELTA_WINDOW_START_SIDES, delta_window_starts)):
         for name in ("a1", "b1", "b2", "a2"):
             as_before = name.startswith("b")
             answers[label][name] = _timed(f"{label}, {sides[as_before]} ({name})", results,
                                           lambda measure=measure, as_before=as_before: measure(as_before))
         for side, runs in zip(sides, (("a1", "a2"), ("b1", "b2")), strict=True):
             results[f"{label}, {side}"] = round(statistics.mean(results[f"{label}, {side} ({n})"] for n in runs), 3)
-    return {"commits": commits, "starts": answers[WINDOW_START_LABEL]["a1"],
+    return {"commits": commits, "delta_commits": delta_commits, "starts": answers[WINDOW_START_LABEL]["a1"],
+            "delta_starts": answers[DELTA_WINDOW_START_LABEL]["a1"],
             "same_answers": all(answer == found["a1"] for found in answers.values() for answer in found.values())}
 
 
@@ -2576,6 +2619,8 @@ def run(argv) -> int:
     parser.add_argument("--cut-runs", type=int, default=16, help="maintain runs of the cuts section")
     parser.add_argument("--prunes", type=int, default=6, help="history prunes of the prunes section")
     parser.add_argument("--window-commits", type=int, default=60_000, help="commits of the window_start section")
+    parser.add_argument("--window-delta-commits", type=int, default=400,
+                        help="produces into the window_start section's real table")
     parser.add_argument("--time-boundary-records", type=int, default=500_000,
                         help="records a minute of the time_boundary, retention_packing, consumed_retention "
                              "and size_cuts sections")
@@ -2657,7 +2702,8 @@ def run(argv) -> int:
         if "prunes" in sections:
             others["prunes"] = bench_prunes(spark, warehouse, args.prunes, results)
         if "window_start" in sections:
-            others["window_start"] = bench_window_start(spark, warehouse, args.window_commits, now, results)
+            others["window_start"] = bench_window_start(spark, warehouse, args.window_commits,
+                                                        args.window_delta_commits, now, results)
         if "files" in sections:
             others["files"] = bench_files(spark, warehouse, args.calls, now, results)
         if "metadata" in sections:
@@ -2711,7 +2757,8 @@ def run(argv) -> int:
             ratios[f"topiclake report, {REPORT_COMMAND_TWINS.ratio}"] = ratio
         for label in others.get("read_only_commands", {}).get("labels", []):
             ratios[f"{label}, {READ_ONLY_COMMAND_TWINS.ratio}"] = READ_ONLY_COMMAND_TWINS.ratio_of(label, results)
-        for label, sides in ((WINDOW_START_LABEL, WINDOW_START_SIDES), (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES)):
+        for label, sides in ((WINDOW_START_LABEL, WINDOW_START_SIDES), (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES),
+                             (DELTA_WINDOW_START_LABEL, DELTA_WINDOW_START_SIDES)):
             if "window_start" in others:
                 a, b = (results[f"{label}, {side}"] for side in sides)
                 ratios[f"{label}, {sides[0]} / {sides[1]}"] = round(a / b, 4) if b else None

@@ -176,13 +176,13 @@ def first_version_since(spark, path: str, since_ms: int) -> int | None:
     :data:`_TIME_STRETCH` commits before it are then read and made increasing, as
     :func:`read_commits` makes what it reads, since that can bring the boundary a few
     commits earlier. About log2(n) + 100 files read where reading every commit reads n (a
-    week of produces every 10 s is 60,000 commits: 1.6 s a call). Elsewhere, Delta's history.
+    week of produces every 10 s is 60,000 commits: 1.6 s a call). Elsewhere, Delta's time
+    travel answers (:func:`_first_version_since_by_delta`).
     """
     folder = local_folder(path)
     log_folder = None if folder is None else os.path.join(folder, DELTA_LOG)
     if log_folder is None or not os.path.isdir(log_folder):
-        inside = [c.version for c in read_commits(spark, path) if c.timestamp_ms >= since_ms]
-        return min(inside) if inside else None
+        return _first_version_since_by_delta(spark, path, since_ms)
     newest = _newest_version(log_folder)
     versions = range(0 if newest is None else newest + 1)
     low, high = 0, len(versions)
@@ -196,6 +196,25 @@ def first_version_since(spark, path: str, since_ms: int) -> int | None:
             low = middle + 1
     stretch = _commits_of(log_folder, versions[max(0, low - _TIME_STRETCH):low + 1])
     return next((c.version for c in stretch if c.timestamp_ms >= since_ms), None)
+
+
+def _first_version_since_by_delta(spark, path: str, since_ms: int) -> int | None:
+    """:func:`first_version_since` on other storage: the commit Delta's time travel finds
+    active at ``since_ms`` (``getActiveCommitAtTime``, which searches from the checkpoint
+    before it instead of reading the whole history), or the one after it when it is older.
+    A Spark Connect session has no JVM to ask: every commit from Delta's history."""
+    from framework.log.delta_transactions import DeltaJvm, jvm_of
+
+    if jvm_of(spark) is None:
+        inside = [c.version for c in read_commits(spark, path) if c.timestamp_ms >= since_ms]
+        return min(inside) if inside else None
+    delta = DeltaJvm(spark)
+    # the last commit when since_ms is after every commit; the first when it is before
+    active = delta.delta_log(path).history().getActiveCommitAtTime(
+        delta.cls("java.sql.Timestamp")(since_ms), delta.none(), True, False, True)
+    if active.timestamp() >= since_ms:
+        return int(active.version())
+    return int(active.version()) + 1 if active.version() < read_commits(spark, path, 1)[0].version else None
 
 
 def _commit_time(info: dict, mtime_ms: int) -> int:
