@@ -144,9 +144,9 @@ def _counted(reads: list, read):
 def test_the_windows_first_version_reads_a_few_commits_and_finds_what_reading_all_finds(tmp_path, monkeypatch,
                                                                                        name):
     """A week of produces every 10 s is 60,000 commits: the search reads about log2(n) + 100
-    of them (1.6 s a call when it read every one of a produce's commits), and answers as reading every one does,
-    also where times tie, where in-commit timestamps decide, after a clock's step back and
-    once log cleanup expired the oldest commits."""
+    of them (reading every one of a produce's commits took 1.6 s a call), and answers as
+    reading every one does, also where times tie, where in-commit timestamps decide, after a
+    clock's step back and once log cleanup expired the oldest commits."""
     path = _write_log(tmp_path, LOGS[name], last_checkpoint='{"version": 300, "size": 3}')
     for expired in (0, 50):
         for version in range(expired):
