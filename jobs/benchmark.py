@@ -1187,11 +1187,16 @@ DELTA_WINDOW_START_LABEL = "time-travel window starts through Delta (other stora
 DELTA_WINDOW_START_SIDES = ("by Delta's time travel", "every commit from Delta's history (as before)")
 
 
+def _oldest_at_or_after(commits, since_ms: int) -> int | None:
+    """The window's first version as it was found before stop 93: from every commit."""
+    inside = [c.version for c in commits if c.timestamp_ms >= since_ms]
+    return min(inside) if inside else None
+
+
 def _window_start_by_reading_every_commit(path: str, since_ms: int) -> int | None:
     from framework.log.commit_log import local_commits
 
-    inside = [c.version for c in local_commits(path) if c.timestamp_ms >= since_ms]
-    return min(inside) if inside else None
+    return _oldest_at_or_after(local_commits(path), since_ms)
 
 
 def _newest_version_listed():
@@ -1242,8 +1247,7 @@ def _a_week_of_commits(spark, warehouse, commits: int, now: int) -> tuple[str, i
 def _window_start_from_delta_history(spark, path: str, since_ms: int) -> int | None:
     from framework.log.commit_log import _from_delta_history
 
-    inside = [c.version for c in _from_delta_history(spark, path, None) if c.timestamp_ms >= since_ms]
-    return min(inside) if inside else None
+    return _oldest_at_or_after(_from_delta_history(spark, path, None), since_ms)
 
 
 def _a_real_log(spark, warehouse, commits: int, now: int) -> tuple[str, list[int]]:
