@@ -25,7 +25,7 @@ from framework.log.commit_log import read_commits
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
-from framework.stages import compaction, compaction_rewrite, file_rewrite
+from framework.stages import arrow_rewrite, compaction, compaction_rewrite, file_rewrite
 
 NOW = 1_767_225_600_000
 DAY_MS = 86_400_000
@@ -60,8 +60,8 @@ def _feed(spark, log, version: int) -> list[tuple]:
 class Twins:
     """One partition per path, fed the same records, compacted at the same clock."""
 
-    def __init__(self, spark, folder, monkeypatch):
-        self.spark, self.monkeypatch = spark, monkeypatch
+    def __init__(self, spark, folder, monkeypatch, writer: str = "arrow"):
+        self.spark, self.monkeypatch, self.writer = spark, monkeypatch, writer
         self.topics = {}
         for path in PATHS:
             topic = Topic(spark, Warehouse.resolve(str(folder / path)), parse_spec(SPEC, "test"))
@@ -70,6 +70,11 @@ class Twins:
         self.rewrites = []
         real = compaction_rewrite.rewrite
         monkeypatch.setattr(compaction_rewrite, "rewrite", lambda *a, **k: self.rewrites.append(1) or real(*a, **k))
+        # which writer wrote the rewrite's files: Arrow (as shipped, on a local table) or Spark's
+        self.by_arrow = []
+        by_arrow = arrow_rewrite.write
+        monkeypatch.setattr(arrow_rewrite, "write", lambda *a, **k: None if writer == "spark" else (
+            lambda written: self.by_arrow.append(written is not None) or written)(by_arrow(*a, **k)))
 
     def produce(self, first: int, count: int, now: int) -> None:
         for topic in self.topics.values():
@@ -83,9 +88,14 @@ class Twins:
             with self.monkeypatch.context() as patch:
                 if path == "merge":
                     patch.setattr(compaction_rewrite, "available", lambda *a: False)
-                before = len(self.rewrites)
+                before, arrow_before = len(self.rewrites), len(self.by_arrow)
                 result = compaction.execute(log, compaction.plan(log, now, force=True))
                 assert len(self.rewrites) - before == (path == "rewrite"), f"{path}: the wrong path ran"
+                own_merge = result.committed and "executionTimeMs" in _commit(
+                    self.spark, log, result.version_after).metrics
+                if path == "rewrite" and result.removed_records and not own_merge:  # the rewrite wrote it
+                    expected = {"arrow": [True], "spark": [], "arrow declines": [False]}[self.writer]
+                    assert self.by_arrow[arrow_before:] == expected, self.writer
             assert result.committed
             versions[path] = result.version_after
         return versions
@@ -101,6 +111,23 @@ def twins(spark, tmp_path, monkeypatch):
     return Twins(spark, tmp_path, monkeypatch)
 
 
+def _statistics_hold(spark, log) -> None:
+    """Each live file's statistics say what the file holds: its records, its lowest and
+    highest offset, its records without a delete horizon (read by Spark, file by file)."""
+    from pyspark.sql import functions as F
+
+    per_file = {row["f"]: row for row in log.read().groupBy(F.col("_metadata.file_name").alias("f")).agg(
+        F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+        F.count(F.when(F.col("_delete_horizon").isNull(), 1)).alias("open")).collect()}
+    with open(os.path.join(log.path, "_delta_log", f"{log.snapshot().version:020d}.crc")) as handle:
+        adds = json.load(handle)["allFiles"]
+    assert len(adds) == len(per_file)
+    for add in adds:
+        stats, held = json.loads(add["stats"]), per_file[os.path.basename(unquote(add["path"]))]
+        assert (stats["numRecords"], stats["minValues"]["offset"], stats["maxValues"]["offset"],
+                stats["nullCount"]["_delete_horizon"]) == (held["n"], held["lo"], held["hi"], held["open"]), add
+
+
 def _offset_ranges(spark, log) -> list[tuple[int, int]]:
     """Each live data file's lowest and highest offset, in order."""
     from pyspark.sql import functions as F
@@ -109,8 +136,10 @@ def _offset_ranges(spark, log) -> list[tuple[int, int]]:
     return sorted((row["lo"], row["hi"]) for row in files.collect())
 
 
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
 @pytest.mark.parametrize("layout", ["small, one task", "large, by splits", "large, read through Delta"])
-def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins, monkeypatch, layout):
+def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, tmp_path, monkeypatch, layout, writer):
+    twins = Twins(spark, tmp_path, monkeypatch, writer)
     if layout.startswith("large"):
         # a large partition: its touched files written in the splits they were read in
         monkeypatch.setattr(file_rewrite, "ONE_TASK_BYTES", 0)
@@ -146,6 +175,21 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, twins, monk
     for uri in log.read().inputFiles():
         offsets = pq.read_table(unquote(urlparse(uri).path), columns=["offset"])["offset"].to_pylist()
         assert offsets == sorted(offsets), uri
+    _statistics_hold(spark, log)
+
+
+def test_a_file_arrow_cannot_read_as_the_table_is_rewritten_by_spark(spark, tmp_path, monkeypatch):
+    """A touched file without one of the table's columns (a file an older writer wrote, say):
+    Arrow writes nothing and Spark's writer, which reads it as nulls, writes the rewrite."""
+    twins = Twins(spark, tmp_path, monkeypatch, "arrow declines")
+    monkeypatch.setattr(arrow_rewrite, "_file_columns", lambda path: ["offset"])
+    twins.produce(0, 30, NOW)
+    versions = twins.compact(NOW)
+    assert twins.by_arrow == [False]
+    twins.assert_same(versions)
+    log = twins.topics["rewrite"].partition(0)
+    assert all("__is_cdc" in pq.read_schema(unquote(urlparse(uri).path)).names for uri in log.read().inputFiles()
+               if "part-" in uri), "not Spark's writer"
 
 
 def test_more_changes_than_a_rewrite_broadcasts_go_to_delta_s_merge(spark, twins, monkeypatch):

@@ -24,7 +24,7 @@ from framework.log.commit_log import read_commits
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
-from framework.stages import compaction, retention, retention_rewrite
+from framework.stages import arrow_rewrite, compaction, retention, retention_rewrite
 
 NOW = 1_767_225_600_000
 MINUTE_MS = 60_000
@@ -57,8 +57,8 @@ def _commit(spark, log, version: int):
 class Twins:
     """One partition per path, fed the same records, maintained at the same clock."""
 
-    def __init__(self, spark, folder, monkeypatch, spec=SPEC):
-        self.spark, self.monkeypatch = spark, monkeypatch
+    def __init__(self, spark, folder, monkeypatch, spec=SPEC, writer: str = "arrow"):
+        self.spark, self.monkeypatch, self.writer = spark, monkeypatch, writer
         self.topics = {}
         for path in PATHS:
             topic = Topic(spark, Warehouse.resolve(str(folder / path)), parse_spec(spec, "test"))
@@ -67,6 +67,11 @@ class Twins:
         self.cuts = []
         real = retention_rewrite.cut
         monkeypatch.setattr(retention_rewrite, "cut", lambda *a, **k: self.cuts.append(1) or real(*a, **k))
+        # which writer wrote a cut's files: Arrow (as shipped, on a local table) or Spark's
+        self.by_arrow = []
+        by_arrow = arrow_rewrite.write
+        monkeypatch.setattr(arrow_rewrite, "write", lambda *a, **k: None if writer == "spark" else (
+            lambda written: self.by_arrow.append(written is not None) or written)(by_arrow(*a, **k)))
 
     def logs(self):
         return {path: topic.partition(0) for path, topic in self.topics.items()}
@@ -88,9 +93,11 @@ class Twins:
             with self.monkeypatch.context() as patch:
                 if path == "delete":
                     patch.setattr(retention_rewrite, "cut", lambda log, start, app, epoch, removed, delete: delete())
-                before = len(self.cuts)
+                before, arrow_before = len(self.cuts), len(self.by_arrow)
                 result = step(log)
                 assert len(self.cuts) - before == (path == "rewrite"), f"{path}: the wrong path ran"
+                if path == "rewrite":
+                    assert self.by_arrow[arrow_before:] == ([True] if self.writer == "arrow" else []), self.writer
             assert result.committed and result.removed_records > 0
             versions[path] = result.version_after
         return versions
@@ -120,7 +127,9 @@ def _live_files(log, version: int) -> dict[str, dict]:
         return {add["path"]: add for add in json.load(handle)["allFiles"]}
 
 
-def test_a_rewrite_commits_what_delta_s_delete_commits_cut_after_cut(spark, twins):
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_a_rewrite_commits_what_delta_s_delete_commits_cut_after_cut(spark, tmp_path, monkeypatch, writer):
+    twins = Twins(spark, tmp_path, monkeypatch, writer=writer)
     for batch in range(4):  # four segments, a minute apart
         twins.produce(batch * 10, 10, NOW + batch * MINUTE_MS)
         twins.compact_and_roll(NOW + batch * MINUTE_MS + 20)

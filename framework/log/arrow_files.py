@@ -36,7 +36,8 @@ import uuid
 
 from framework.log import file_stats, version_checksum
 
-__all__ = ["add_actions", "data_files", "stats_columns", "write_metrics", "written_metrics"]
+__all__ = ["add_actions", "data_files", "statistics", "stats_columns", "table_struct", "takes", "write_metrics",
+           "written_metrics"]
 
 
 def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
@@ -46,7 +47,7 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
     each: their ``add`` actions, or None when the table does not take such files (nothing
     is written)."""
     metadata = txn.metadata()
-    struct = _table_struct(txn, metadata)
+    struct = table_struct(txn, metadata)
     if struct is None:
         return None
     partition_columns = list(delta.items(metadata.partitionColumns()))
@@ -63,12 +64,12 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
 def add_actions(folder: str, table, struct, partition_columns: list[str], stats_columns: list[str],
                 max_records_per_file: int | None = None) -> list[dict] | None:
     """:func:`data_files` for a table whose schema (``struct``, a ``StructType`` a rewrite may
-    meet: see ``_table_struct``), partition columns and statistics columns the caller read:
+    meet: see ``table_struct``), partition columns and statistics columns the caller read:
     the ``add`` actions as dicts (as in the Delta log), or None (nothing is written)."""
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    if not _takes(struct, partition_columns, stats_columns):
+    if not takes(struct, partition_columns, stats_columns):
         return None
     if not table.schema.equals(to_arrow_schema(struct), check_metadata=False):
         return None
@@ -89,7 +90,7 @@ def add_actions(folder: str, table, struct, partition_columns: list[str], stats_
         step = max_records_per_file or max(rows.num_rows, 1)
         for start in range(0, max(rows.num_rows, 1), step):
             piece = rows.slice(start, step)
-            stats = _statistics(piece, stats_columns)
+            stats = statistics(piece, stats_columns)
             if stats is None:
                 return None
             pieces.append(({name: str(value) for name, value in values.items()}, piece, stats))
@@ -108,7 +109,7 @@ def written_metrics(actions: list[dict]) -> dict:
             "numOutputRows": sum(json.loads(a["stats"])["numRecords"] for a in actions)}
 
 
-def _table_struct(txn, metadata):
+def table_struct(txn, metadata):
     """The table's schema (a ``StructType``) from the transaction's ``metadata``, or None when the
     table's columns carry what a Spark write enforces or maps (invariants, column mapping)
     or it has a feature a rewrite may not meet. Read from the transaction's own snapshot,
@@ -131,7 +132,7 @@ def stats_columns(named: str | None, partition_columns: list[str]) -> list[str]:
     return [c.strip() for c in named.split(",") if c.strip() and c.strip() not in partition_columns]
 
 
-def _takes(struct, partition_columns: list, stats_columns: list) -> bool:
+def takes(struct, partition_columns: list, stats_columns: list) -> bool:
     from pyspark.sql import types as T
 
     kinds = {f.name: f.dataType for f in struct.fields}
@@ -140,7 +141,7 @@ def _takes(struct, partition_columns: list, stats_columns: list) -> bool:
             and all(isinstance(kinds.get(c), (*integers, T.TimestampType)) for c in stats_columns))
 
 
-def _statistics(rows, stats_columns: list) -> str | None:
+def statistics(rows, stats_columns: list) -> str | None:
     """Delta's ``stats`` of ``rows``, or None when a bound cannot be written as Delta writes it."""
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -74,8 +74,21 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
             "numTargetBytesAdded": done["bytes_added"], "numTargetBytesRemoved": done["bytes_removed"],
         }
 
+    def marks():
+        # the changes the rewrite broadcasts, for Arrow: each offset's action looked up
+        import pyarrow.compute as pc
+
+        changes = changed.toArrow()
+        offsets = changes.column("offset").combine_chunks()
+
+        def mark(batch_offsets):
+            at = pc.index_in(batch_offsets, value_set=offsets)
+            return changes.column("_action").take(at), changes.column("_horizon").take(at)
+
+        return mark
+
     with delta.active():
         change = file_rewrite.Rewrite(
             operation=_merge_operation(delta), touched=touched,
-            annotate=lambda rows: rows.join(F.broadcast(changed), "offset", "left"), metrics=metrics)
+            annotate=lambda rows: rows.join(F.broadcast(changed), "offset", "left"), metrics=metrics, marks=marks)
         return file_rewrite.commit(delta, log.path, app_id, epoch, change, merge, staged)

@@ -43,6 +43,7 @@ from urllib.parse import unquote
 
 from framework.log import file_stats, version_checksum
 from framework.log.delta_transactions import DeltaJvm, jvm_of
+from framework.stages import arrow_rewrite
 from framework.stages.compaction import DELETE, STAMP  # what a stage does to a record (``_action``)
 
 #: A touched record in the rewrite: the record as kept, or a change feed row.
@@ -76,6 +77,9 @@ class Rewrite:
     annotate: Callable[[object], object]
     #: the operation metrics to register, from what was written and removed
     metrics: Callable[[list, list], dict]
+    #: :attr:`annotate` for Arrow (``arrow_rewrite``), called inside the transaction; None:
+    #: the rewrite is written by Spark
+    marks: Callable[[], arrow_rewrite.Marks] | None = None
 
 
 @dataclass
@@ -139,6 +143,10 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
     if staged is not None:
         action = delta.cls("org.apache.spark.sql.delta.actions.Action")
         written = [action.fromJson(json.dumps(one)) for one in staged.actions]
+    elif touched and rewrite.marks is not None and (by_arrow := arrow_rewrite.write(
+            delta, txn, files, touched, rewrite.marks, change_feed(files.configuration), ONE_TASK_BYTES)) is not None:
+        action = delta.cls("org.apache.spark.sql.delta.actions.Action")
+        written = [action.fromJson(json.dumps(one)) for one in by_arrow]
     elif touched:
         rows = rewrite.annotate(read.parquet(*[p for p in files.paths if file_name(p) in touched]).select(*columns))
         out = rewritten_rows(rows, columns, change_feed(files.configuration))

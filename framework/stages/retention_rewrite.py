@@ -57,6 +57,17 @@ def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Call
         return rows.selectExpr("*", f"CASE WHEN `offset` < {int(new_start)} THEN '{DELETE}' END AS _action",
                                "CAST(NULL AS TIMESTAMP) AS _horizon")
 
+    def marks():
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        def mark(offsets):
+            below = pc.less(offsets, int(new_start))
+            return (pc.if_else(below, pa.scalar(DELETE), pa.scalar(None, pa.string())),
+                    pa.nulls(len(offsets), pa.timestamp("us", tz="UTC")))
+
+        return mark
+
     def metrics(written: list, removes: list) -> dict:
         done = file_rewrite.written_summary(written, removes)
         return {
@@ -71,5 +82,6 @@ def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Call
         operation = _delete_operation(delta, predicate(new_start))
         if operation is None:
             return delete()
-        change = file_rewrite.Rewrite(operation=operation, touched=touched, annotate=annotate, metrics=metrics)
+        change = file_rewrite.Rewrite(operation=operation, touched=touched, annotate=annotate, metrics=metrics,
+                                       marks=marks)
         return file_rewrite.commit(delta, log.path, app_id, epoch, change, delete)

@@ -1,0 +1,206 @@
+"""A rewrite's files written by Arrow instead of Spark's Parquet writer (local tables).
+
+``file_rewrite.commit`` reads the files a stage touches, keeps, stamps or drops each record
+of them, and writes what it keeps with the change data feed's rows beside. Through Delta's
+``writeFiles`` that is Spark's Parquet writer, row by row in the JVM: at 5M records of 200
+bytes (two files of 370 MB) about 8 s of a compaction's 9.6 s on 2 cores. Arrow decodes,
+marks, filters and encodes column by column, a file per thread (it lets go of the GIL):
+about 2.5 s for the same files. The records pass through the driver's process one row
+group at a time; the touched files are local files (``version_checksum.plain_files``), so
+this is the machine Spark would have used.
+
+What the files hold is what ``writeFiles`` writes of ``file_rewrite.rewritten_rows``: each
+record as kept, with its new delete horizon when stamped; with the change data feed on, a
+``delete`` row for each dropped record and an ``update_preimage``/``update_postimage`` pair
+for each stamped one, in ``_change_data``. So is the layout: a segment's touched files up
+to ``one_file_bytes`` become one file in offset order, larger ones a file each, in the
+order they hold. The data files carry the table's columns without its partition columns,
+in Arrow's form of the table's schema, and Delta's statistics, as a producer's Arrow
+append writes them (``arrow_files``). ``tests/test_compaction_rewrite.py`` pins the
+commit to the one Spark's writer makes.
+
+Not taken (None, nothing left behind; the caller writes through Spark) when ``arrow_files``
+would not write the table's files (a feature, column mapping, invariants, a partition or
+statistics column of another type), when a touched file lacks a column of the table, or
+when Arrow cannot read a file's column as the table's type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+from urllib.parse import unquote
+
+from framework.log import arrow_files, file_stats, version_checksum
+from framework.stages.compaction import DELETE, STAMP
+
+__all__ = ["Marks", "write"]
+
+#: Given a batch's offsets, what the stage does to each record: its ``_action`` (DELETE,
+#: STAMP or null) and ``_horizon`` (a stamped record's new delete horizon), as Arrow arrays.
+Marks = Callable[[object], tuple[object, object]]
+
+
+def write(delta, txn, files: version_checksum.PlainFiles, touched: set[str], marks: Callable[[], Marks],
+          feed: bool, one_file_bytes: int) -> list[dict] | None:
+    """The ``touched`` files of ``files`` (the version ``txn`` reads) rewritten as ``marks``
+    (called once, inside the transaction) says, with the change feed's rows when ``feed``:
+    the ``add`` and ``cdc`` actions of the files written (dicts as in the Delta log), or None
+    when Arrow does not write this table's files (nothing is written)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    metadata = txn.metadata()
+    struct = arrow_files.table_struct(txn, metadata)
+    if struct is None:
+        return None
+    partition_columns = list(delta.items(metadata.partitionColumns()))
+    named = metadata.configuration().get("delta.dataSkippingStatsColumns")
+    stats_columns = arrow_files.stats_columns(str(named.get()) if named.isDefined() else None, partition_columns)
+    schema = pa.schema([f for f in to_arrow_schema(struct) if f.name not in partition_columns])
+    if not arrow_files.takes(struct, partition_columns, stats_columns) or not {"offset", "_delete_horizon"} <= set(
+            schema.names):
+        return None
+    jobs = _jobs(files, touched, one_file_bytes)
+    if any(not set(schema.names) <= set(_file_columns(path)) for _, paths, _ in jobs for path in paths):
+        return None
+    mark = marks()
+    outputs: list[_Output] = []
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+            done = list(pool.map(lambda job: _rewrite(files.folder, *job, schema, stats_columns, mark, feed, outputs),
+                                 jobs))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, _NoStatistics):
+        _discard(outputs)
+        return None
+    except BaseException:
+        _discard(outputs)
+        raise
+    return [action for actions in done for action in actions]
+
+
+def _jobs(files: version_checksum.PlainFiles, touched: set[str], one_file_bytes: int) -> list[tuple[dict, list, bool]]:
+    """The rewrite's pieces of work: (partition values, input paths, whether they become one
+    file sorted by offset). A segment's touched files up to ``one_file_bytes`` are one
+    piece; larger ones a piece each, in offset order."""
+    segments: dict[tuple, list[tuple[str, dict]]] = {}
+    for path, add in zip(files.paths, files.adds, strict=True):
+        if unquote(add["path"]).rsplit("/", 1)[-1] in touched:
+            values = tuple(sorted((add.get("partitionValues") or {}).items()))
+            segments.setdefault(values, []).append((path, add))
+    jobs = []
+    for values, members in sorted(segments.items()):
+        members.sort(key=lambda member: file_stats.of(member[1]).min_offset or 0)
+        if sum(int(add["size"]) for _, add in members) <= one_file_bytes:
+            jobs.append((dict(values), [path for path, _ in members], True))
+        else:
+            jobs.extend((dict(values), [path], False) for path, _ in members)
+    return jobs
+
+
+def _file_columns(path: str) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).names
+
+
+def _rewrite(folder: str, values: dict, paths: list[str], one_file: bool, schema, stats_columns: list[str],
+             mark: Marks, feed: bool, outputs: list) -> list[dict]:
+    """One piece of :func:`_jobs`: its files read a row group at a time (all of them, sorted
+    by offset, when ``one_file``), marked, and written; the actions of what was written."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    data = _Output(folder, values, schema, stats_columns, change=False)
+    change = _Output(folder, values, schema.append(pa.field("_change_type", pa.string())), [], change=True)
+    outputs.extend((data, change))
+
+    def row_groups():
+        for path in paths:
+            parquet = pq.ParquetFile(path)
+            for index in range(parquet.num_row_groups):
+                yield parquet.read_row_group(index, columns=schema.names).cast(schema, safe=False)
+
+    pieces = [pa.concat_tables(list(row_groups())).sort_by("offset")] if one_file else row_groups()
+    horizon_type = schema.field("_delete_horizon").type
+    for rows in pieces:
+        action, horizon = mark(rows.column("offset"))
+        deleted = pc.fill_null(pc.equal(action, DELETE), False)
+        stamped = pc.fill_null(pc.equal(action, STAMP), False)
+        at = schema.get_field_index("_delete_horizon")
+        after = rows.set_column(at, schema.field(at),
+                                pc.if_else(stamped, pc.cast(horizon, horizon_type), rows.column(at)))
+        data.write(after.filter(pc.invert(deleted)))
+        if feed:
+            # as Delta's commands write the feed: a delete per dropped record, a pre- and a
+            # post-image per stamped one, in offset order (the sort is stable: pre before post)
+            feed_rows = pa.concat_tables([_typed(rows.filter(deleted), "delete"),
+                                          _typed(rows.filter(stamped), "update_preimage"),
+                                          _typed(after.filter(stamped), "update_postimage")])
+            change.write(feed_rows.sort_by("offset"))
+    return [action for action in (data.close(), change.close()) if action is not None]
+
+
+def _typed(rows, change_type: str):
+    import pyarrow as pa
+
+    return rows.append_column("_change_type", pa.array([change_type] * rows.num_rows, pa.string()))
+
+
+class _NoStatistics(Exception):
+    """A bound Delta's statistics cannot hold as Delta writes them."""
+
+
+class _Output:
+    """One file being written: a data file (``add``, with statistics) or a change data file (``cdc``)."""
+
+    def __init__(self, folder: str, values: dict, schema, stats_columns: list[str], change: bool):
+        name = f"{'cdc' if change else 'part'}-00000-{uuid.uuid4()}.c000.snappy.parquet"
+        self.relative = "/".join([*(["_change_data"] if change else []),
+                                  *(f"{key}={value}" for key, value in values.items()), name])
+        self.path = os.path.join(folder, *self.relative.split("/"))
+        self.values, self.schema, self.stats_columns, self.change = values, schema, stats_columns, change
+        self.writer = None
+        self.bounds: list = []  # the statistics columns of what was written (the offset always: it counts the rows)
+
+    def write(self, rows) -> None:
+        import pyarrow.parquet as pq
+
+        if not rows.num_rows:
+            return
+        if self.writer is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression="snappy")
+        self.writer.write_table(rows)
+        self.bounds.append(rows.select(["offset", *(c for c in self.stats_columns if c != "offset")]))
+
+    def close(self) -> dict | None:
+        """The file's action, or None when nothing was written (no file)."""
+        import pyarrow as pa
+
+        if self.writer is None:
+            return None
+        self.writer.close()
+        self.writer = None
+        action = {"path": self.relative, "partitionValues": self.values, "size": os.path.getsize(self.path)}
+        if self.change:
+            return {"cdc": {**action, "dataChange": False}}
+        stats = arrow_files.statistics(pa.concat_tables(self.bounds), self.stats_columns)
+        if stats is None:
+            raise _NoStatistics(self.path)
+        return {"add": {**action, "modificationTime": int(os.path.getmtime(self.path) * 1000), "dataChange": True,
+                        "stats": stats}}
+
+
+def _discard(outputs: list[_Output]) -> None:
+    """Delete what a rewrite that is not committed wrote (a crash leaves it to VACUUM)."""
+    for output in outputs:
+        with contextlib.suppress(Exception):
+            if output.writer is not None:
+                output.writer.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(output.path)
