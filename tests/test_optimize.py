@@ -23,7 +23,7 @@ from framework.log import version_checksum
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import MIB, parse_spec
-from framework.stages import optimize
+from framework.stages import arrow_rewrite, optimize
 from framework.stages.maintenance import Maintenance
 from framework.stages.optimize import DataFile, pack_groups
 from tests.support.table_files import data_files_on_disk
@@ -163,7 +163,8 @@ def commit_actions(log, version: int) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehouse):
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehouse, monkeypatch, writer):
     spec = parse_spec(SPEC, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
@@ -173,9 +174,14 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     state_before = log.snapshot().state
     before = records(log)
     assert optimize.plan(log).files_before >= 12
+    # Arrow writes the packed file on a local table (as shipped); Spark's writer where it cannot
+    packed, by_arrow = arrow_rewrite.packed, []
+    monkeypatch.setattr(arrow_rewrite, "packed", lambda *a: None if writer == "spark" else (
+        lambda add: by_arrow.append(add is not None) or add)(packed(*a)))
     run = Maintenance(spark, warehouse, [spec], record_history=True).run(2_000, stages=("optimize",))
     row = run.partitions[0].rows[0]
     assert row.stage == "optimize" and row.committed, row.message
+    assert by_arrow == ([True] if writer == "arrow" else [])
     assert row.files_before >= 12 and row.files_after == 1
     assert records(log) == before
     assert records(log, before_version) == before  # time travel to the version before is intact
@@ -192,6 +198,27 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     assert log.snapshot().state == state_before
     again = Maintenance(spark, warehouse, [spec], record_history=False).run(3_000, stages=("optimize",))
     assert not again.partitions[0].rows[0].committed  # one file: nothing left worth packing
+
+
+@pytest.mark.slow
+def test_files_whose_offsets_interleave_are_left_to_spark_s_writer(spark, warehouse):
+    """Arrow packs a file at a time, in the order of their first offsets, so it writes nothing
+    for files whose offsets interleave (here: one file listed twice); Spark's writer sorts them."""
+    from framework.log.delta_transactions import DeltaJvm
+
+    spec = parse_spec(SPEC, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    many_small_appends(topic, spec, 2)
+    log = topic.partition(0)
+    adds = version_checksum.live_adds(log.path, log.snapshot().version)
+    on_disk = set(data_files_on_disk(log.path))
+    delta = DeltaJvm(spark)
+    txn = delta.delta_log(log.path).startTransaction()
+    assert arrow_rewrite.packed(delta, txn, log.path, [adds[0], adds[0]]) is None
+    assert set(data_files_on_disk(log.path)) == on_disk, "a file left behind"
+    packed = arrow_rewrite.packed(delta, txn, log.path, adds)  # the same files, each once: packed
+    assert packed is not None and json.loads(packed["stats"])["numRecords"] == 40 and not packed["dataChange"]
 
 
 def test_a_local_table_with_nothing_worth_packing_is_planned_without_asking_the_session(spark, warehouse):

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 from framework.log import arrow_files, file_stats, version_checksum
 from framework.stages.compaction import DELETE, STAMP
 
-__all__ = ["Marks", "write"]
+__all__ = ["Marks", "packed", "write"]
 
 #: Given a batch's offsets, what the stage does to each record: its ``_action`` (DELETE,
 #: STAMP or null) and ``_horizon`` (a stamped record's new delete horizon), as Arrow arrays.
@@ -51,19 +51,11 @@ def write(delta, txn, files: version_checksum.PlainFiles, touched: set[str], mar
     the ``add`` and ``cdc`` actions of the files written (dicts as in the Delta log), or None
     when Arrow does not write this table's files (nothing is written)."""
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    metadata = txn.metadata()
-    struct = arrow_files.table_struct(txn, metadata)
-    if struct is None:
+    layout = _layout(delta, txn)
+    if layout is None:
         return None
-    partition_columns = list(delta.items(metadata.partitionColumns()))
-    named = metadata.configuration().get("delta.dataSkippingStatsColumns")
-    stats_columns = arrow_files.stats_columns(str(named.get()) if named.isDefined() else None, partition_columns)
-    schema = pa.schema([f for f in to_arrow_schema(struct) if f.name not in partition_columns])
-    if not arrow_files.takes(struct, partition_columns, stats_columns) or not {"offset", "_delete_horizon"} <= set(
-            schema.names):
-        return None
+    schema, stats_columns = layout
     jobs = _jobs(files, touched, one_file_bytes)
     if any(not set(schema.names) <= set(_file_columns(path)) for _, paths, _ in jobs for path in paths):
         return None
@@ -80,6 +72,67 @@ def write(delta, txn, files: version_checksum.PlainFiles, touched: set[str], mar
         _discard(outputs)
         raise
     return [action for actions in done for action in actions]
+
+
+def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
+    """Bin-packing's group ``adds`` (``add`` actions as dicts, of files in the table's local
+    ``folder``, of one segment) written as one file in offset order: its ``add`` action, a
+    rearrangement (``dataChange`` false), or None, nothing written, when Arrow does not write
+    this table's files or the files' offsets are not disjoint stretches. A file at a time is
+    read, so a group of small files never sits in memory whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    layout = _layout(delta, txn)
+    values = [add.get("partitionValues") or {} for add in adds]
+    if layout is None or any(value != values[0] for value in values):
+        return None
+    schema, stats_columns = layout
+    paths = sorted((file_stats.of(add).min_offset, os.path.join(folder, *unquote(add["path"]).split("/")))
+                   for add in adds if file_stats.of(add).min_offset is not None)
+    if len(paths) != len(adds) or any(not os.path.isfile(path) or not set(schema.names) <= set(_file_columns(path))
+                                      for _, path in paths):
+        return None
+    output = _Output(folder, values[0], schema, stats_columns, change=False)
+    try:
+        highest = None
+        for _, path in paths:
+            rows = pq.read_table(path, columns=schema.names).cast(schema, safe=False).sort_by("offset")
+            if not rows.num_rows:
+                continue
+            if highest is not None and rows.column("offset")[0].as_py() <= highest:
+                _discard([output])  # stretches that interleave: Spark's writer sorts them whole
+                return None
+            highest = rows.column("offset")[-1].as_py()
+            output.write(rows)
+        written = output.close()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, _NoStatistics):
+        _discard([output])
+        return None
+    except BaseException:
+        _discard([output])
+        raise
+    return None if written is None else {**written["add"], "dataChange": False}
+
+
+def _layout(delta, txn):
+    """The Arrow schema of the files of the table ``txn`` reads (its columns, no partition
+    column) and its statistics columns; None when Arrow does not write its files."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    metadata = txn.metadata()
+    struct = arrow_files.table_struct(txn, metadata)
+    if struct is None:
+        return None
+    partition_columns = list(delta.items(metadata.partitionColumns()))
+    named = metadata.configuration().get("delta.dataSkippingStatsColumns")
+    stats_columns = arrow_files.stats_columns(str(named.get()) if named.isDefined() else None, partition_columns)
+    schema = pa.schema([f for f in to_arrow_schema(struct) if f.name not in partition_columns])
+    if not arrow_files.takes(struct, partition_columns, stats_columns) or not {"offset", "_delete_horizon"} <= set(
+            schema.names):
+        return None
+    return schema, stats_columns
 
 
 def _jobs(files: version_checksum.PlainFiles, touched: set[str], one_file_bytes: int) -> list[tuple[dict, list, bool]]:

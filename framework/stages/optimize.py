@@ -49,6 +49,7 @@ from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog, Snapshot
 from framework.spec import MIB
+from framework.stages import arrow_rewrite
 from framework.stages.file_rewrite import ONE_TASK_BYTES
 
 
@@ -286,17 +287,22 @@ def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: s
     removed_at = int(time.time() * 1000)
     actions, added_bytes, added_files = [], 0, 0
     for group in packing.groups:
-        bin_files = delta.seq(adds[f.path] for f in group)
-        frame = DataFrame(table.deltaLog().createDataFrame(table, bin_files, False,
-                                                          delta.cls("scala.Option").apply("Optimize")), spark)
-        # one file per group, in offset order, so file statistics keep skipping by offset; a
-        # small group coalesced, not shuffled (a small group's write 0.14 against 0.18 s)
-        one = frame.coalesce(1) if sum(f.size_bytes for f in group) <= ONE_TASK_BYTES else frame.repartition(1)
-        ordered = one.sortWithinPartitions("offset")
-        written = delta.items(txn.writeFiles(ordered._jdf, delta.none(), True, delta.seq([])))
+        # on a local table Arrow writes the group's file, a small file at a time (no Spark job)
+        by_arrow = arrow_rewrite.packed(delta, txn, log.path, [json.loads(adds[f.path].json())["add"] for f in group])
+        if by_arrow is not None:
+            bodies = [{"add": by_arrow}]
+        else:
+            bin_files = delta.seq(adds[f.path] for f in group)
+            frame = DataFrame(table.deltaLog().createDataFrame(table, bin_files, False,
+                                                              delta.cls("scala.Option").apply("Optimize")), spark)
+            # one file per group, in offset order, so file statistics keep skipping by offset; a
+            # small group coalesced, not shuffled (a small group's write 0.14 against 0.18 s)
+            one = frame.coalesce(1) if sum(f.size_bytes for f in group) <= ONE_TASK_BYTES else frame.repartition(1)
+            ordered = one.sortWithinPartitions("offset")
+            bodies = [json.loads(add.json()) for add in
+                      delta.items(txn.writeFiles(ordered._jdf, delta.none(), True, delta.seq([])))]
         records = 0
-        for add in written:
-            body = json.loads(add.json())
+        for body in bodies:
             body["add"]["dataChange"] = False  # rearranged, not changed: streaming readers skip it
             count = file_stats.of(body["add"]).records
             if count is None:  # nothing to check the rewrite by
