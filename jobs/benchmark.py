@@ -117,9 +117,10 @@
    appends (as before stop 68); each pair must hold the same offsets.
 16. ``packing``: bin-packing of ``--partitions`` small partitions of six files each (six
    produce calls), in this process, after a warm-up: twins A B B A, A as shipped (a group's
-   live files from the version checksum, a small group coalesced into its one file), B as
-   before stop 69 (from Delta's ``allFiles``, a Spark job over the table's state, and
-   shuffled); each partition must go from six files to one, and each pair hold the same records.
+   file written by Arrow, a small file at a time), B as before stop 94 (written by Spark's
+   Parquet writer, Delta's ``writeFiles``; stop 69's figure, against ``allFiles`` and a
+   shuffle, is in docs/performance-log.md); each partition must go from six files to one,
+   and each pair hold the same records.
 17. ``offsets``: ``--runs`` consumer-offset commits (three groups, two partitions), each
    followed by a read of a partition's committed offsets (as consumed retention reads them),
    in this process, after a warm-up: twins A B B A, A as shipped (the rows read and written
@@ -566,9 +567,8 @@ PRODUCE_TWINS = (
 NEW_TABLE_TWINS = TwinKind("new_tables", ("tables created by the first appends", "tables created before the appends"),
                            "tables created by the first appends / before them", lambda: _created_before_the_appends())
 #: The ways bin-packing finds and writes a group's files (the ``packing`` section).
-PACKING_TWINS = TwinKind("packing", ("files from the version checksum, coalesced", "files by allFiles, shuffled"),
-                         "files from the version checksum, coalesced / by allFiles, shuffled",
-                         lambda: _packed_as_before())
+PACKING_TWINS = TwinKind("packing", ("written by Arrow", "written by Spark's writer"),
+                         "written by Arrow / by Spark's writer", lambda: _packed_by_spark())
 #: The ways committed offsets are written and read (the ``offsets`` section).
 OFFSETS_TWINS = TwinKind("offsets", ("read and written by Arrow", "written and read by Spark"),
                          "by Arrow / by Spark", lambda: _offsets_by_spark())
@@ -783,15 +783,12 @@ def bench_new_tables(spark, warehouse, partitions: int, now: int, results: dict)
     return {"same_offsets": _same_offsets(twins, partitions)}
 
 
-@contextlib.contextmanager
-def _packed_as_before():
-    """Bin-pack as topiclake did before stop 69: a group's live files from Delta's
-    ``allFiles`` (a Spark job over the table's state), each group shuffled into one partition."""
-    from framework.stages import optimize
+def _packed_by_spark():
+    """Bin-pack as topiclake did before stop 94: each group's file written by Spark's
+    Parquet writer (Delta's ``writeFiles``), not by Arrow."""
+    from framework.stages import arrow_rewrite
 
-    # no checksum listing: the fallback to allFiles (the plans are made outside this block)
-    with _files_listed_by_delta(), mock.patch.object(optimize, "ONE_TASK_BYTES", -1):
-        yield
+    return mock.patch.object(arrow_rewrite, "packed", lambda *args: None)
 
 
 def bench_packing(spark, warehouse, partitions: int, now: int, results: dict) -> dict:
