@@ -27,7 +27,7 @@ from framework.log.delta_commits import StaleSnapshotError
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.spec import parse_spec
-from framework.stages import compaction, compaction_batch
+from framework.stages import arrow_rewrite, compaction, compaction_batch
 from framework.stages.compaction_batch import CompactionBatches
 from framework.stages.maintenance import Maintenance
 from tests.support.spark_jobs import spark_jobs
@@ -171,16 +171,23 @@ def test_a_batch_decides_in_a_few_jobs_only_its_own_plans_and_lets_its_cache_go(
     batches.close()
 
 
-def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_path):
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_path, monkeypatch, writer):
     from urllib.parse import unquote
 
+    import pyarrow.parquet as pq
+
+    if writer == "spark":  # Arrow writes them on a local warehouse (as shipped); else Spark's writer
+        monkeypatch.setattr(arrow_rewrite, "staged", lambda *args: None)
     warehouse, logs = _produced(spark, tmp_path)
     batches = CompactionBatches(spark, logs, 1_000, force=False)
     plans = [batches.plan(log) for log in logs]
-    # every member's rewrite is written in one writeFiles, into its own table's folder
+    # every member's rewrite is written at once (by Arrow in each table's folder; by Spark's
+    # writer in one writeFiles into a staging folder, then moved into each table's folder)
     decided, jobs = spark_jobs(spark, lambda: [batches.decided(log, p) for log, p in zip(logs, plans)])
     assert jobs <= 5  # as above
-    assert os.listdir(os.path.join(warehouse.internal_root, "staged_rewrites")) == []
+    staging = os.path.join(warehouse.internal_root, "staged_rewrites")
+    assert (os.listdir(staging) == []) if writer == "spark" else not os.path.exists(staging)
 
     def staged_files(log, share) -> list[str]:
         return [os.path.join(log.path, unquote(next(iter(a.values()))["path"])) for a in share.staged.actions]
@@ -188,6 +195,8 @@ def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_pa
     assert all(share.staged is not None for share in decided)
     lost, kept = staged_files(logs[0], decided[0]), staged_files(logs[1], decided[1])
     assert lost and kept and all(os.path.exists(path) for path in lost + kept)
+    # Spark's writer leaves its own change-feed marker column in the data files it writes
+    assert {"__is_cdc" in pq.read_schema(path).names for path in kept if "part-" in path} == {writer == "spark"}
     # another run compacts partition 0 first: the batch's commit is refused (the run then
     # re-plans), and its staged files are deleted
     assert compaction.execute(logs[0], compaction.plan(logs[0], 1_000)).committed

@@ -37,11 +37,25 @@ from urllib.parse import unquote
 from framework.log import arrow_files, file_stats, version_checksum
 from framework.stages.compaction import DELETE, STAMP
 
-__all__ = ["Marks", "packed", "write"]
+__all__ = ["Marks", "marks_of", "packed", "staged", "write"]
 
 #: Given a batch's offsets, what the stage does to each record: its ``_action`` (DELETE,
 #: STAMP or null) and ``_horizon`` (a stamped record's new delete horizon), as Arrow arrays.
 Marks = Callable[[object], tuple[object, object]]
+
+
+def marks_of(changes) -> Marks:
+    """:data:`Marks` from the changes a stage decided (an Arrow table of offset, _action,
+    _horizon; an offset it leaves alone is not in it)."""
+    import pyarrow.compute as pc
+
+    offsets = changes.column("offset").combine_chunks()
+
+    def mark(batch_offsets):
+        at = pc.index_in(batch_offsets, value_set=offsets)
+        return changes.column("_action").take(at), changes.column("_horizon").take(at)
+
+    return mark
 
 
 def write(delta, txn, files: version_checksum.PlainFiles, touched: set[str], marks: Callable[[], Marks],
@@ -50,28 +64,55 @@ def write(delta, txn, files: version_checksum.PlainFiles, touched: set[str], mar
     (called once, inside the transaction) says, with the change feed's rows when ``feed``:
     the ``add`` and ``cdc`` actions of the files written (dicts as in the Delta log), or None
     when Arrow does not write this table's files (nothing is written)."""
-    import pyarrow as pa
-
     layout = _layout(delta, txn)
     if layout is None:
         return None
+    written = _written(layout, [(files, touched)], lambda: [marks()], feed, one_file_bytes)
+    return None if written is None else written[0][0]
+
+
+def staged(delta, txn, members: list[tuple[version_checksum.PlainFiles, frozenset[str]]],
+           marks: Callable[[], list[Marks]], feed: bool, one_file_bytes: int) -> list[tuple[list, list]] | None:
+    """:func:`write` for a batch of partitions of one layout (``txn`` reads one of them):
+    ``members`` are each one's files and the names of those it touches, ``marks`` gives
+    each one's :data:`Marks`. Per member, the actions of its files (paths relative to its
+    table) and the files (absolute paths), each written in its own table's folder; or None
+    (nothing is written)."""
+    layout = _layout(delta, txn)
+    return None if layout is None else _written(layout, members, marks, feed, one_file_bytes)
+
+
+def _written(layout, members: list, marks: Callable[[], list[Marks]], feed: bool,
+             one_file_bytes: int) -> list[tuple[list, list]] | None:
+    import pyarrow as pa
+
     schema, stats_columns = layout
-    jobs = _jobs(files, touched, one_file_bytes)
-    if any(not set(schema.names) <= set(_file_columns(path)) for _, paths, _ in jobs for path in paths):
+    jobs = [(place, files.folder, job) for place, (files, touched) in enumerate(members)
+            for job in _jobs(files, touched, one_file_bytes)]
+    if any(not set(schema.names) <= set(_file_columns(path)) for _, _, (_, paths, _) in jobs for path in paths):
         return None
-    mark = marks()
+    each = marks()
     outputs: list[_Output] = []
+
+    def run(job):
+        place, folder, piece = job
+        return place, _rewrite(folder, *piece, schema, stats_columns, each[place], feed, outputs)
+
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-            done = list(pool.map(lambda job: _rewrite(files.folder, *job, schema, stats_columns, mark, feed, outputs),
-                                 jobs))
+            done = list(pool.map(run, jobs))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, _NoStatistics):
         _discard(outputs)
         return None
     except BaseException:
         _discard(outputs)
         raise
-    return [action for actions in done for action in actions]
+    written: list[tuple[list, list]] = [([], []) for _ in members]
+    for place, actions in done:
+        written[place][0].extend(actions)
+        written[place][1].extend(os.path.join(members[place][0].folder, *next(iter(a.values()))["path"].split("/"))
+                                 for a in actions)
+    return written
 
 
 def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:

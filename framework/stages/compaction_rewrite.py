@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from framework.log.delta_transactions import DeltaJvm
-from framework.stages import file_rewrite
+from framework.stages import arrow_rewrite, file_rewrite
 from framework.stages.compaction import CHANGED
 
 #: The most records a run may delete or stamp and still be written: each task of the
@@ -75,17 +75,7 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
         }
 
     def marks():
-        # the changes the rewrite broadcasts, for Arrow: each offset's action looked up
-        import pyarrow.compute as pc
-
-        changes = changed.toArrow()
-        offsets = changes.column("offset").combine_chunks()
-
-        def mark(batch_offsets):
-            at = pc.index_in(batch_offsets, value_set=offsets)
-            return changes.column("_action").take(at), changes.column("_horizon").take(at)
-
-        return mark
+        return arrow_rewrite.marks_of(changed.toArrow())  # the changes the rewrite broadcasts
 
     with delta.active():
         change = file_rewrite.Rewrite(

@@ -12,7 +12,9 @@ same commit is written directly, as Delta's own commands write theirs:
   of them fares (:class:`Rewrite`); only those files are read;
 - each record of them is kept, kept with its new delete horizon, or dropped, and the
   change data feed rows Delta's command would write go with them (``delete`` for a
-  dropped record, ``update_preimage``/``update_postimage`` for a stamped one): one
+  dropped record, ``update_preimage``/``update_postimage`` for a stamped one): written by
+  Arrow when the stage gives :attr:`Rewrite.marks` and Arrow writes the table's files
+  (:mod:`framework.stages.arrow_rewrite`, a touched file per core), else by one
   ``writeFiles``, which puts the feed rows in ``_change_data`` and collects the new
   files' statistics. Up to :data:`ONE_TASK_BYTES` of touched files are written by one
   task (a file per segment, in offset order); more keep the splits they were read in,

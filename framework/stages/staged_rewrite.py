@@ -1,4 +1,10 @@
-"""A batch's compaction rewrites written in one Spark job, then moved into each table.
+"""A batch's compaction rewrites written at once: by Arrow into each table's folder, or in
+one Spark job, then moved into each table.
+
+Where Arrow writes the tables' files (``arrow_rewrite``; a local warehouse), the batch's
+decided changes are brought to the driver in one Spark job and each member's rewrite is
+written straight into its own table's folder, a touched file per core: no staging folder
+and no write job. Otherwise:
 
 Each small partition's rewrite was a ``writeFiles`` of its own: a Spark job and Delta's
 planning of the write, about 0.1 s warm and up to 1 s in a new process, 100 times for a
@@ -34,7 +40,7 @@ from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.commit_log import local_folder
 from framework.log.delta_transactions import DeltaJvm, forget_table
-from framework.stages import file_rewrite
+from framework.stages import arrow_rewrite, file_rewrite
 from framework.stages.file_rewrite import Staged
 
 __all__ = ["ABANDONED_AFTER_S", "MEMBER", "stage"]
@@ -63,10 +69,13 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
             if file_rewrite.file_name(add["path"]) in touched]
     if sum(int(add["size"]) for _, add in adds) > file_rewrite.ONE_TASK_BYTES:
         return []
-    _delete_abandoned(os.path.join(root, "staged_rewrites"))
-    folder = os.path.join(root, "staged_rewrites", uuid.uuid4().hex)
     delta = DeltaJvm(spark)
     first_path, first_files = touching[0][1], touching[0][2]
+    by_arrow = _staged_by_arrow(delta, len(members), touching, changes)
+    if by_arrow is not None:
+        return by_arrow
+    _delete_abandoned(os.path.join(root, "staged_rewrites"))
+    folder = os.path.join(root, "staged_rewrites", uuid.uuid4().hex)
     try:
         txn = delta.delta_log(folder).startTransaction()
         txn.updateMetadata(_staging_metadata(delta, first_path), False)
@@ -100,6 +109,30 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
     finally:
         forget_table(spark, folder)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _staged_by_arrow(delta: DeltaJvm, count: int, touching: list, changes) -> list[Staged | None] | None:
+    """Each member's rewrite written by Arrow straight into its own table's folder (no
+    staging folder, no Spark job; ``arrow_rewrite.staged``), or None when Arrow does not
+    write these tables' files (nothing is written)."""
+    import pyarrow.compute as pc
+
+    def marks():
+        decided = changes.selectExpr(MEMBER, "`offset`", "_action", "_horizon").toArrow()  # one Spark job
+        return [arrow_rewrite.marks_of(decided.filter(pc.equal(decided.column(MEMBER), place)))
+                for place, _, _, _ in touching]
+
+    feed = file_rewrite.change_feed(touching[0][2].configuration)
+    written = arrow_rewrite.staged(delta, delta.delta_log(touching[0][1]).startTransaction(),
+                                   [(files, touched) for _, _, files, touched in touching], marks, feed,
+                                   file_rewrite.ONE_TASK_BYTES)
+    if written is None:
+        return None
+    staged: list[Staged | None] = [None] * count
+    for (place, _, _, touched), (actions, paths) in zip(touching, written, strict=True):
+        staged[place] = Staged(touched=touched, actions=tuple(actions), files=tuple(paths))
+    faults.reached("compact.after_staging", members=len(touching))
+    return staged
 
 
 def _writer_properties(files: version_checksum.PlainFiles) -> str:
