@@ -231,6 +231,11 @@
    file system takes, A B B A: the commit Delta's time travel finds active
    (``getActiveCommitAtTime``, as shipped) against every commit from Delta's history (as
    before stop 93); every side must answer the same.
+33. ``staged_commands``: the first ``topiclake maintain`` of ``--partitions`` small
+   partitions, as in ``batch_commands`` (each a new process, A B B A): a batch's rewrites
+   written by Arrow straight into each member's table (as shipped, since stop 94) against
+   one ``writeFiles`` into a staging folder, then moved (as before); every side's tables
+   must hold the same records.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -263,7 +268,7 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
-            "read_only_commands", "young_heads", "window_start")
+            "read_only_commands", "young_heads", "window_start", "staged_commands")
 
 
 def _timed(label, results, action):
@@ -2233,6 +2238,23 @@ def bench_batch_commands(spark, results: dict, partitions: int, now: int) -> dic
                                             "--cleaner-threads", "1"), produced_first=True)
 
 
+#: How a first maintain writes its batch's rewrites (the ``staged_commands`` section).
+STAGED_COMMAND_TWINS = TwinKind("staged_commands", ("written by Arrow", "written by Spark's writer"),
+                                "written by Arrow / by Spark's writer")
+#: Side B's process writes a batch's rewrites with Spark's writer, into a staging folder (as before stop 94).
+_STAGED_BY_SPARK_PRELUDE = "from framework.stages import arrow_rewrite\narrow_rewrite.staged = lambda *args: None"
+
+
+def bench_staged_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """The first ``topiclake maintain`` of ``partitions`` small partitions, as in
+    ``batch_commands``, each a new process, A B B A: the batch's rewrites written by Arrow
+    into each table against by one ``writeFiles`` into a staging folder."""
+    return _commands_a_b_b_a(spark, results, STAGED_COMMAND_TWINS, _STAGED_BY_SPARK_PRELUDE, partitions, now,
+                             f"topiclake maintain, first, {partitions} partitions, staged",
+                             lambda lines: ("maintain", "--topic", "fresh", "--now", str(now), "--no-report",
+                                            "--cleaner-threads", "1"), produced_first=True)
+
+
 #: How ``topiclake report`` reads the history and the thresholds (the ``report_commands`` section).
 REPORT_COMMAND_TWINS = TwinKind("report_commands", ("read by Arrow", "read by Spark"), "read by Arrow / by Spark")
 #: Side B's process reads neither locally, so both go through its Spark session (as before stop 85).
@@ -2666,6 +2688,8 @@ def run(argv) -> int:
             others["produce_commands"] = bench_produce_commands(spark, results, args.partitions, now)
         if "batch_commands" in sections:
             others["batch_commands"] = bench_batch_commands(spark, results, args.partitions, now)
+        if "staged_commands" in sections:
+            others["staged_commands"] = bench_staged_commands(spark, results, args.partitions, now)
         if "report_commands" in sections:
             others["report_commands"] = bench_report_commands(results, args.partitions, now)
         if "read_only_commands" in sections:
@@ -2754,6 +2778,9 @@ def run(argv) -> int:
         if "batch_commands" in others:
             ratio = BATCH_COMMAND_TWINS.ratio_of(others["batch_commands"]["label"], results)
             ratios[f"topiclake maintain, first, {BATCH_COMMAND_TWINS.ratio}"] = ratio
+        if "staged_commands" in others:
+            ratio = STAGED_COMMAND_TWINS.ratio_of(others["staged_commands"]["label"], results)
+            ratios[f"topiclake maintain, first, batch {STAGED_COMMAND_TWINS.ratio}"] = ratio
         if "report_commands" in others:
             ratio = REPORT_COMMAND_TWINS.ratio_of(others["report_commands"]["label"], results)
             ratios[f"topiclake report, {REPORT_COMMAND_TWINS.ratio}"] = ratio
@@ -2787,6 +2814,7 @@ def run(argv) -> int:
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("produce_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("batch_commands", {}).get("same_tables_every_way", True)
+    failed = failed or not others.get("staged_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("report_commands", {}).get("same_pages_every_way", True)
     failed = failed or not others.get("read_only_commands", {}).get("same_output_every_way", True)
     failed = failed or not others.get("window_start", {}).get("same_answers", True)
