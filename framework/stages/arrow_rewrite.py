@@ -7,7 +7,9 @@ bytes (two files of 370 MB) about 8 s of a compaction's 9.6 s on 2 cores. Arrow 
 marks, filters and encodes column by column, a file per thread (it lets go of the GIL):
 about 2.5 s for the same files. The records pass through the driver's process one row
 group at a time; the touched files are local files (``version_checksum.plain_files``), so
-this is the machine Spark would have used.
+this is the machine Spark would have used. :func:`write` serves one partition's rewrite,
+:func:`staged` a batch of small partitions' (``staged_rewrite``), each written into its
+own table, and :func:`packed` a bin-packing group (``optimize``).
 
 What the files hold is what ``writeFiles`` writes of ``file_rewrite.rewritten_rows``: each
 record as kept, with its new delete horizon when stamped; with the change data feed on, a
@@ -16,8 +18,9 @@ for each stamped one, in ``_change_data``. So is the layout: a segment's touched
 to ``one_file_bytes`` become one file in offset order, larger ones a file each, in the
 order they hold. The data files carry the table's columns without its partition columns,
 in Arrow's form of the table's schema, and Delta's statistics, as a producer's Arrow
-append writes them (``arrow_files``). ``tests/test_compaction_rewrite.py`` pins the
-commit to the one Spark's writer makes.
+append writes them (``arrow_files``). ``tests/test_compaction_rewrite.py``,
+``test_retention_rewrite.py``, ``test_compaction_batch.py`` and ``test_optimize.py`` run
+each stage with both writers.
 
 Not taken (None, nothing left behind; the caller writes through Spark) when ``arrow_files``
 would not write the table's files (a feature, column mapping, invariants, a partition or
