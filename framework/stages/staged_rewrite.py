@@ -69,12 +69,12 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
             if file_rewrite.file_name(add["path"]) in touched]
     if sum(int(add["size"]) for _, add in adds) > file_rewrite.ONE_TASK_BYTES:
         return []
+    _delete_abandoned(os.path.join(root, "staged_rewrites"))  # what a killed Spark staging left
     delta = DeltaJvm(spark)
     first_path, first_files = touching[0][1], touching[0][2]
     by_arrow = _staged_by_arrow(delta, len(members), touching, changes)
     if by_arrow is not None:
         return by_arrow
-    _delete_abandoned(os.path.join(root, "staged_rewrites"))
     folder = os.path.join(root, "staged_rewrites", uuid.uuid4().hex)
     try:
         txn = delta.delta_log(folder).startTransaction()
