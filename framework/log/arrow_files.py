@@ -36,8 +36,8 @@ import uuid
 
 from framework.log import file_stats, version_checksum
 
-__all__ = ["add_actions", "data_files", "statistics", "stats_columns", "table_struct", "takes", "write_metrics",
-           "written_metrics"]
+__all__ = ["add_actions", "data_files", "new_file", "statistics", "stats_columns", "table_struct", "takes",
+           "write_metrics", "written_metrics"]
 
 
 def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
@@ -176,12 +176,20 @@ def _delta_timestamp(scalar) -> str | None:
     return file_stats.timestamp_statistic(micros // 1000)
 
 
+def new_file(partition_values: dict, change: bool = False) -> str:
+    """A new data file's path relative to the table, named as Delta's writer names it: in its
+    partition's folder, under ``_change_data`` for a change data file."""
+    kind = "cdc" if change else "part"
+    return "/".join([*(["_change_data"] if change else []),
+                     *(f"{name}={value}" for name, value in partition_values.items()),
+                     f"{kind}-00000-{uuid.uuid4()}.c000.snappy.parquet"])
+
+
 def _written(folder: str, partition_values: dict, rows, stats: str) -> dict:
     """``rows`` written as one Parquet file in its partition's folder, as an ``add`` action."""
     import pyarrow.parquet as pq
 
-    relative = "/".join([*(f"{name}={value}" for name, value in partition_values.items()),
-                         f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"])
+    relative = new_file(partition_values)
     written = os.path.join(folder, *relative.split("/"))
     os.makedirs(os.path.dirname(written), exist_ok=True)
     pq.write_table(rows, written, compression="snappy")

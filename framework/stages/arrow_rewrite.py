@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 from urllib.parse import unquote
@@ -132,8 +131,8 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     if layout is None or any(value != values[0] for value in values):
         return None
     schema, stats_columns = layout
-    paths = sorted((file_stats.of(add).min_offset, os.path.join(folder, *unquote(add["path"]).split("/")))
-                   for add in adds if file_stats.of(add).min_offset is not None)
+    firsts = [(file_stats.of(add).min_offset, os.path.join(folder, *unquote(add["path"]).split("/"))) for add in adds]
+    paths = sorted((first, path) for first, path in firsts if first is not None)
     if len(paths) != len(adds) or any(not os.path.isfile(path) or not set(schema.names) <= set(_file_columns(path))
                                       for _, path in paths):
         return None
@@ -223,12 +222,12 @@ def _rewrite(folder: str, values: dict, paths: list[str], one_file: bool, schema
                 yield parquet.read_row_group(index, columns=schema.names).cast(schema, safe=False)
 
     pieces = [pa.concat_tables(list(row_groups())).sort_by("offset")] if one_file else row_groups()
-    horizon_type = schema.field("_delete_horizon").type
+    at = schema.get_field_index("_delete_horizon")
+    horizon_type = schema.field(at).type
     for rows in pieces:
         action, horizon = mark(rows.column("offset"))
         deleted = pc.fill_null(pc.equal(action, DELETE), False)
         stamped = pc.fill_null(pc.equal(action, STAMP), False)
-        at = schema.get_field_index("_delete_horizon")
         after = rows.set_column(at, schema.field(at),
                                 pc.if_else(stamped, pc.cast(horizon, horizon_type), rows.column(at)))
         data.write(after.filter(pc.invert(deleted)))
@@ -256,9 +255,7 @@ class _Output:
     """One file being written: a data file (``add``, with statistics) or a change data file (``cdc``)."""
 
     def __init__(self, folder: str, values: dict, schema, stats_columns: list[str], change: bool):
-        name = f"{'cdc' if change else 'part'}-00000-{uuid.uuid4()}.c000.snappy.parquet"
-        self.relative = "/".join([*(["_change_data"] if change else []),
-                                  *(f"{key}={value}" for key, value in values.items()), name])
+        self.relative = arrow_files.new_file(values, change)
         self.path = os.path.join(folder, *self.relative.split("/"))
         self.values, self.schema, self.stats_columns, self.change = values, schema, stats_columns, change
         self.writer = None
