@@ -31,6 +31,7 @@ from framework.stages import arrow_rewrite, compaction, compaction_batch
 from framework.stages.compaction_batch import CompactionBatches
 from framework.stages.maintenance import Maintenance
 from tests.support.spark_jobs import spark_jobs
+from tests.support.writers import arrow_writes
 
 PARTITIONS = 5
 #: the young partition: a record too young to compact at the first run's ``now`` (its plan
@@ -177,8 +178,7 @@ def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_pa
 
     import pyarrow.parquet as pq
 
-    if writer == "spark":  # Arrow writes them on a local warehouse (as shipped); else Spark's writer
-        monkeypatch.setattr(arrow_rewrite, "staged", lambda *args: None)
+    by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "staged", writer)
     warehouse, logs = _produced(spark, tmp_path)
     batches = CompactionBatches(spark, logs, 1_000, force=False)
     plans = [batches.plan(log) for log in logs]
@@ -186,6 +186,7 @@ def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_pa
     # writer in one writeFiles into a staging folder, then moved into each table's folder)
     decided, jobs = spark_jobs(spark, lambda: [batches.decided(log, p) for log, p in zip(logs, plans)])
     assert jobs <= 5  # as above
+    assert by_arrow == ([True] if writer == "arrow" else [])
     staging = os.path.join(warehouse.internal_root, "staged_rewrites")
     assert (os.listdir(staging) == []) if writer == "spark" else not os.path.exists(staging)
 

@@ -26,6 +26,7 @@ from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
 from framework.stages import arrow_rewrite, compaction, compaction_rewrite, file_rewrite
+from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
 DAY_MS = 86_400_000
@@ -70,11 +71,7 @@ class Twins:
         self.rewrites = []
         real = compaction_rewrite.rewrite
         monkeypatch.setattr(compaction_rewrite, "rewrite", lambda *a, **k: self.rewrites.append(1) or real(*a, **k))
-        # which writer wrote the rewrite's files: Arrow (as shipped, on a local table) or Spark's
-        self.by_arrow = []
-        by_arrow = arrow_rewrite.write
-        monkeypatch.setattr(arrow_rewrite, "write", lambda *a, **k: None if writer == "spark" else (
-            lambda written: self.by_arrow.append(written is not None) or written)(by_arrow(*a, **k)))
+        self.by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "write", writer)
 
     def produce(self, first: int, count: int, now: int) -> None:
         for topic in self.topics.values():

@@ -27,6 +27,7 @@ from framework.stages import arrow_rewrite, optimize
 from framework.stages.maintenance import Maintenance
 from framework.stages.optimize import DataFile, pack_groups
 from tests.support.table_files import data_files_on_disk
+from tests.support.writers import arrow_writes
 
 
 def files(*sizes: int, segment: int = 0, start: int = 0) -> list[DataFile]:
@@ -175,9 +176,7 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     before = records(log)
     assert optimize.plan(log).files_before >= 12
     # Arrow writes the packed file on a local table (as shipped); Spark's writer where it cannot
-    packed, by_arrow = arrow_rewrite.packed, []
-    monkeypatch.setattr(arrow_rewrite, "packed", lambda *a: None if writer == "spark" else (
-        lambda add: by_arrow.append(add is not None) or add)(packed(*a)))
+    by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "packed", writer)
     run = Maintenance(spark, warehouse, [spec], record_history=True).run(2_000, stages=("optimize",))
     row = run.partitions[0].rows[0]
     assert row.stage == "optimize" and row.committed, row.message

@@ -25,6 +25,7 @@ from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
 from framework.stages import arrow_rewrite, compaction, retention, retention_rewrite
+from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
 MINUTE_MS = 60_000
@@ -67,11 +68,7 @@ class Twins:
         self.cuts = []
         real = retention_rewrite.cut
         monkeypatch.setattr(retention_rewrite, "cut", lambda *a, **k: self.cuts.append(1) or real(*a, **k))
-        # which writer wrote a cut's files: Arrow (as shipped, on a local table) or Spark's
-        self.by_arrow = []
-        by_arrow = arrow_rewrite.write
-        monkeypatch.setattr(arrow_rewrite, "write", lambda *a, **k: None if writer == "spark" else (
-            lambda written: self.by_arrow.append(written is not None) or written)(by_arrow(*a, **k)))
+        self.by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "write", writer)
 
     def logs(self):
         return {path: topic.partition(0) for path, topic in self.topics.items()}
