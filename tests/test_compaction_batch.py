@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from unittest import mock
 
 import pytest
@@ -27,7 +28,7 @@ from framework.log.delta_commits import StaleSnapshotError
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.spec import parse_spec
-from framework.stages import arrow_rewrite, compaction, compaction_batch
+from framework.stages import arrow_rewrite, compaction, compaction_batch, staged_rewrite
 from framework.stages.compaction_batch import CompactionBatches
 from framework.stages.maintenance import Maintenance
 from tests.support.spark_jobs import spark_jobs
@@ -182,13 +183,21 @@ def test_a_staged_rewrite_is_taken_by_its_commit_or_leaves_no_file(spark, tmp_pa
     warehouse, logs = _produced(spark, tmp_path)
     batches = CompactionBatches(spark, logs, 1_000, force=False)
     plans = [batches.plan(log) for log in logs]
+    # a staging folder a killed run left an hour and more ago, and one another run is writing now
+    staging = os.path.join(warehouse.internal_root, "staged_rewrites")
+    abandoned, running = os.path.join(staging, "a" * 32), os.path.join(staging, "b" * 32)
+    for folder in (abandoned, running):
+        os.makedirs(os.path.join(folder, "_member=0"))
+    old = time.time() - staged_rewrite.ABANDONED_AFTER_S - 60
+    os.utime(abandoned, (old, old))
     # every member's rewrite is written at once (by Arrow in each table's folder; by Spark's
     # writer in one writeFiles into a staging folder, then moved into each table's folder)
     decided, jobs = spark_jobs(spark, lambda: [batches.decided(log, p) for log, p in zip(logs, plans)])
     assert jobs <= 5  # as above
     assert by_arrow == ([True] if writer == "arrow" else [])
-    staging = os.path.join(warehouse.internal_root, "staged_rewrites")
-    assert (os.listdir(staging) == []) if writer == "spark" else not os.path.exists(staging)
+    # the killed run's folder is swept whichever writer writes; the running one's is left
+    # alone, and neither writer leaves a folder of its own behind
+    assert os.listdir(staging) == [os.path.basename(running)]
 
     def staged_files(log, share) -> list[str]:
         return [os.path.join(log.path, unquote(next(iter(a.values()))["path"])) for a in share.staged.actions]

@@ -162,6 +162,12 @@ def _in_its_partition_folder(relative: str, add: dict, columns: list[str]) -> bo
     return os.path.dirname(relative) == "/".join(f"{c}={values[c]}" for c in columns)
 
 
+def file_name(path: str) -> str:
+    """A data file's name from an add action's path (URL-encoded, relative to the table or
+    under a partition folder) or from a local path: what a rewrite's touched files are named by."""
+    return unquote(path).rsplit("/", 1)[-1]
+
+
 def plain_files(path: str, version: int) -> PlainFiles | None:
     """The files and schema of ``version`` when reading its files is reading the version,
     else None: no checksum or file list; a deletion vector hides rows of a file; column

@@ -184,7 +184,7 @@ def _jobs(files: version_checksum.PlainFiles, touched: set[str], one_file_bytes:
     piece; larger ones a piece each, in offset order."""
     segments: dict[tuple, list[tuple[str, dict]]] = {}
     for path, add in zip(files.paths, files.adds, strict=True):
-        if unquote(add["path"]).rsplit("/", 1)[-1] in touched:
+        if version_checksum.file_name(add["path"]) in touched:
             values = tuple(sorted((add.get("partitionValues") or {}).items()))
             segments.setdefault(values, []).append((path, add))
     jobs = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from framework.log import version_checksum
 from framework.log.delta_transactions import DeltaJvm
 from framework.stages import arrow_rewrite, file_rewrite
 from framework.stages.compaction import CHANGED
@@ -56,7 +57,7 @@ def rewrite(log, actions, app_id: str, epoch: int, removed: int, stamped: int, m
     changed = actions.where(CHANGED).select("offset", "_action", "_horizon")
 
     def touched(read, files) -> set:
-        if planned_files and planned_files <= {file_rewrite.file_name(a["path"]) for a in files.adds}:
+        if planned_files and planned_files <= {version_checksum.file_name(a["path"]) for a in files.adds}:
             return set(planned_files)
         located = read.parquet(*files.paths).selectExpr("`offset`", "_metadata.file_name AS _file")
         # inside the transaction from here (the compact.during_commit fault point is in ``actions``)

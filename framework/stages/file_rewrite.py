@@ -41,7 +41,6 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Callable
-from urllib.parse import unquote
 
 from framework.log import file_stats, version_checksum
 from framework.log.delta_transactions import DeltaJvm, jvm_of
@@ -60,10 +59,6 @@ def available(spark, path: str, version: int, listed: version_checksum.PlainFile
     the version's ``plain_files``, when the caller has them)."""
     files = listed if listed is not None else version_checksum.plain_files(path, version)
     return jvm_of(spark) is not None and version_checksum.rewritable(files)
-
-
-def file_name(path: str) -> str:
-    return unquote(path).rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -132,7 +127,7 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
         return otherwise()
     schema = StructType.fromJson(json.loads(files.schema_json))
     columns = schema.fieldNames()
-    by_name = {file_name(add["path"]): add for add in files.adds}
+    by_name = {version_checksum.file_name(add["path"]): add for add in files.adds}
     if staged is not None and not staged.touched <= set(by_name):  # another writer removed one since
         staged.discard()
         staged = None
@@ -150,7 +145,8 @@ def commit(delta: DeltaJvm, path: str, app_id: str, epoch: int, rewrite: Rewrite
         action = delta.cls("org.apache.spark.sql.delta.actions.Action")
         written = [action.fromJson(json.dumps(one)) for one in by_arrow]
     elif touched:
-        rows = rewrite.annotate(read.parquet(*[p for p in files.paths if file_name(p) in touched]).select(*columns))
+        touched_paths = [p for p in files.paths if version_checksum.file_name(p) in touched]
+        rows = rewrite.annotate(read.parquet(*touched_paths).select(*columns))
         out = rewritten_rows(rows, columns, change_feed(files.configuration))
         if sum(int(by_name[name]["size"]) for name in touched) <= ONE_TASK_BYTES:
             # one file per segment, in offset order, so file statistics keep skipping by offset

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from framework.log import file_stats
+from framework.log import file_stats, version_checksum
 from framework.log.delta_transactions import DeltaJvm
 from framework.stages import file_rewrite
 from framework.stages.compaction import DELETE
@@ -51,7 +51,7 @@ def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Call
     delta = DeltaJvm(log.spark)
 
     def touched(read, files) -> set:
-        return {file_rewrite.file_name(add["path"]) for add in files.adds if may_hold_below(add, new_start)}
+        return {version_checksum.file_name(add["path"]) for add in files.adds if may_hold_below(add, new_start)}
 
     def annotate(rows):
         return rows.selectExpr("*", f"CASE WHEN `offset` < {int(new_start)} THEN '{DELETE}' END AS _action",

@@ -66,7 +66,7 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
         return []
     # each touched file's add action, with its member
     adds = [(place, add) for place, _, files, touched in touching for add in files.adds
-            if file_rewrite.file_name(add["path"]) in touched]
+            if version_checksum.file_name(add["path"]) in touched]
     if sum(int(add["size"]) for _, add in adds) > file_rewrite.ONE_TASK_BYTES:
         return []
     _delete_abandoned(os.path.join(root, "staged_rewrites"))  # what a killed Spark staging left
@@ -83,11 +83,12 @@ def stage(spark, internal_root: str, members: Sequence[tuple[str, version_checks
         # each touched file's member and partition values (a read of many tables' files cannot
         # take them from the folders, as one table's read does with its ``basePath``)
         partitioning = sorted(adds[0][1].get("partitionValues") or {})
-        placed = local_frame(spark, [(file_rewrite.file_name(add["path"]), place,
+        placed = local_frame(spark, [(version_checksum.file_name(add["path"]), place,
                                       *(add["partitionValues"][c] for c in partitioning)) for place, add in adds],
                              ", ".join(["_file STRING", f"{MEMBER} INT", *(f"`{c}` STRING" for c in partitioning)]))
         types = {field.name: field.dataType.simpleString() for field in schema.fields}
-        paths = [p for _, _, files, touched in touching for p in files.paths if file_rewrite.file_name(p) in touched]
+        paths = [p for _, _, files, touched in touching for p in files.paths
+                 if version_checksum.file_name(p) in touched]
         rows = (spark.read.schema(schema).parquet(*paths)
                 .selectExpr(*(f"`{c}`" for c in schema.fieldNames() if c not in partitioning),
                             "_metadata.file_name AS _file")
