@@ -6,8 +6,8 @@
    dedupe of the whole table, then an overwrite). Timed: topiclake's compaction (plan +
    commit: the version read from the files its checksum lists, the touched files
    rewritten through Delta's transaction API), by Delta's MERGE (as before) and with the
-   touched files written by Spark's Parquet writer (as before; Arrow writes them since stop
-   94), on copies in the order A C B B C
+   run's actions decided by Spark's query (as before; Arrow decides them from a local
+   version's files since stop 95), on copies in the order A C B B C
    A; on a copy whose owner turned deletion vectors on (a MERGE that marks the losers)
    and on one without the change data feed; the guarantee checks (Great Expectations) as they run (only the
    change paired, from one read of the after version's files, the touched keys joined by
@@ -440,12 +440,12 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     # (C; both as before), on copies in the order A C B B C A, so that no side alone pays
     # for the JVM's warm-up; each side's mean is its figure
     shipped, merge = "compaction (plan + commit)", "compaction, Delta's MERGE (as before)"
-    by_spark = "compaction, rewritten by Spark's writer (as before)"
+    by_spark = "compaction, decided by Spark (as before)"
     planned, outcome = _timed(f"[{tag}] {shipped} (a1)", results, lambda: compact(log))
-    for name, copy, way, label in (("c1", delta1, _rewritten_by_spark, by_spark),
+    for name, copy, way, label in (("c1", delta1, _decided_by_spark, by_spark),
                                    ("b1", merged1, _committed_by_merge, merge),
                                    ("b2", merged2, _committed_by_merge, merge),
-                                   ("c2", delta2, _rewritten_by_spark, by_spark)):
+                                   ("c2", delta2, _decided_by_spark, by_spark)):
         with way():
             _timed(f"[{tag}] {label} ({name})", results, lambda: compact(copy.partition(0)))
     _timed(f"[{tag}] {shipped} (a2)", results, lambda: compact(shipped2.partition(0)))
@@ -1564,12 +1564,12 @@ def _committed_by_merge():
         yield
 
 
-def _rewritten_by_spark():
-    """A rewrite's files written by Spark's Parquet writer (Delta's ``writeFiles``), as
-    before stop 94, not by Arrow."""
-    from framework.stages import arrow_rewrite
+def _decided_by_spark():
+    """A compaction's actions decided by Spark's query (``compaction.compaction_actions``),
+    as before stop 95, not by Arrow from the version's files."""
+    from framework.stages import arrow_actions
 
-    return mock.patch.object(arrow_rewrite, "write", lambda *args, **kwargs: None)
+    return mock.patch.object(arrow_actions, "decide", lambda *args: None)
 
 
 @contextlib.contextmanager
@@ -2516,8 +2516,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios[f"[{tag}] naive rewrite / compaction"] = round(naive / run, 2)
         ratios[f"[{tag}] compaction / Delta's MERGE (as before)"] = round(
             run / results[f"[{tag}] compaction, Delta's MERGE (as before)"], 2)
-        ratios[f"[{tag}] compaction / rewritten by Spark's writer (as before)"] = round(
-            run / results[f"[{tag}] compaction, rewritten by Spark's writer (as before)"], 2)
+        ratios[f"[{tag}] compaction / decided by Spark (as before)"] = round(
+            run / results[f"[{tag}] compaction, decided by Spark (as before)"], 2)
         ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
             naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)

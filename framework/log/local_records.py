@@ -6,11 +6,13 @@ A partition table's version is exactly its data files' rows when
 mapping). For a small one (``small_partitions.is_small`` by its files' statistics) reading
 those files by Arrow costs about a millisecond where a Spark query costs a job, and a JVM
 in a new process. ``stages.local_measure`` reads the compaction measure's three columns
-this way, and ``topiclake read`` prints a partition's records so.
+this way, and ``topiclake read`` prints a partition's records so. ``stages.arrow_actions``
+reads the columns a compaction decides by the same way from a local table of any size,
+a file at a time.
 
 Spark writes timestamps as Parquet's INT96 (no time zone) and Arrow as microseconds in UTC,
-and a version may hold files of both: each file's ``timestamp`` is read as epoch
-milliseconds on its own (floored, as Spark's ``unix_millis``), so files of both kinds
+and a version may hold files of both: each file's timestamps are read as epoch
+milliseconds on their own (floored, as Spark's ``unix_millis``), so files of both kinds
 never have to share one Arrow type.
 """
 
@@ -24,7 +26,9 @@ from framework.log.small_partitions import is_small
 
 __all__ = ["READ_COLUMNS", "columns", "records", "small_plain_files"]
 
-#: The timestamp units a partition table's files hold (Arrow's, Spark's INT96 read as "us").
+#: A partition table's timestamp columns, and the units its files hold them in (Arrow's,
+#: Spark's INT96 read as "us").
+_TIMESTAMPS = frozenset({"timestamp", "_delete_horizon"})
 _UNITS = ("ms", "us", "ns")
 
 
@@ -38,7 +42,8 @@ def small_plain_files(path: str, version: int) -> version_checksum.PlainFiles | 
 
 def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None:
     """The ``names`` columns of each of ``files``' files, one Arrow table a file, with
-    ``timestamp`` (when named) as epoch milliseconds (int64, nulls kept); None when a
+    ``timestamp`` and ``_delete_horizon`` (when named) as epoch milliseconds (int64, floored,
+    nulls kept); None when a
     file's columns are not what a partition table writes (a null offset, a timestamp of
     another type, a column missing)."""
     import pyarrow as pa
@@ -53,12 +58,12 @@ def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None
         table = parquet.read(columns=names)
         if "offset" in names and table.column("offset").null_count:
             return None
-        if "timestamp" in names:
-            kind = table.schema.field("timestamp").type
+        for name in _TIMESTAMPS & set(names):
+            kind = table.schema.field(name).type
             if not (pa.types.is_timestamp(kind) and kind.unit in _UNITS):
                 return None
-            ms = pc.floor_temporal(table.column("timestamp"), unit="millisecond").cast(pa.timestamp("ms", kind.tz))
-            table = table.set_column(names.index("timestamp"), "timestamp", ms.cast(pa.int64()))
+            ms = pc.floor_temporal(table.column(name), unit="millisecond").cast(pa.timestamp("ms", kind.tz))
+            table = table.set_column(names.index(name), name, ms.cast(pa.int64()))
         tables.append(table)
     return tables
 

@@ -73,18 +73,11 @@ def measure(log: PartitionLog, snapshot: Snapshot, now_ms: int, spark_scan: bool
     u, row = scanned or _scanned(log, snapshot, now_ms, checkpoint)
     clean = state.clean
     return PartitionMeasure(
-        log_start_offset=state.log_start_offset,
-        log_end_offset=state.log_end_offset,
-        checkpoint=checkpoint,
-        first_uncleanable_offset=u,
-        clean_records=clean.records,
-        clean_bytes=clean.bytes,
-        dirty_records=row["dirty_records"],
-        dirty_bytes=row["dirty_bytes"] or 0,
-        oldest_dirty_timestamp_ms=row["oldest_dirty"],
-        head_records=row["head_records"],
-        head_bytes=row["head_bytes"] or 0,
-        clean_tombstones=clean.tombstones,
+        log_start_offset=state.log_start_offset, log_end_offset=state.log_end_offset, checkpoint=checkpoint,
+        first_uncleanable_offset=u, clean_records=clean.records, clean_bytes=clean.bytes,
+        dirty_records=row["dirty_records"], dirty_bytes=row["dirty_bytes"] or 0,
+        oldest_dirty_timestamp_ms=row["oldest_dirty"], head_records=row["head_records"],
+        head_bytes=row["head_bytes"] or 0, clean_tombstones=clean.tombstones,
         min_delete_horizon_ms=clean.min_delete_horizon_ms,
     )
 
@@ -308,11 +301,16 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     if decided is not None and (decided.plan is not compaction or cleanable_end is not None):
         raise ValueError("decided actions are those of this plan, uncapped")
     own = decided is None  # decided here: held for the commit, let go after it
-    actions = decided.actions if decided else version_actions(
-        log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset, carried=("_file",), read=read
-    ).persist()
+    if own:  # by Arrow from a local version's files, else by Spark (imported here: both import this module)
+        from framework.stages import arrow_actions
+        from framework.stages.compaction_batch import DecidedActions
+
+        decided = arrow_actions.decide(log, compaction, end) or DecidedActions(compaction, version_actions(
+            log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset, carried=("_file",), read=read
+        ).persist(), None)
+    actions = decided.actions
     try:
-        totals = decided.totals if decided else actions.selectExpr(*TOTALS).collect()[0].asDict()
+        totals = decided.totals or actions.selectExpr(*TOTALS).collect()[0].asDict()
         tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
         if end < checkpoint:
             # The clock went back: tombstones in [U, C) stay clean and keep their horizons.

@@ -51,13 +51,14 @@ _BOUNDS = ("_u", "_c", "_ls")
 
 @dataclass(frozen=True)
 class DecidedActions:
-    """A plan's actions decided in a batch: :func:`compaction.compaction_actions` of its
-    version with each record's ``_file``, their :data:`compaction.TOTALS`, and its rewrite
-    written already, when the batch could write it (``staged_rewrite``)."""
+    """A plan's actions decided before ``compaction.execute`` commits them (in a batch, or by
+    Arrow: ``arrow_actions.decide``): :func:`compaction.compaction_actions` of its version
+    with each record's ``_file``, their :data:`compaction.TOTALS` (None: ``execute`` counts
+    them), and its rewrite written already, when the batch could write it (``staged_rewrite``)."""
 
     plan: CompactionPlan
     actions: object
-    totals: dict
+    totals: dict | None
     staged: Staged | None = None
 
 
