@@ -19,14 +19,10 @@ from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse
 from framework.spec import parse_spec
 from framework.stages import arrow_actions, compaction
+from tests.support.strategies import STRATEGIES
 
 NOW = 1_767_225_600_000
 DAY_MS = 86_400_000
-STRATEGIES = {
-    "offset": {},
-    "timestamp": {"compaction.strategy": "timestamp"},
-    "header": {"compaction.strategy": "header", "compaction.strategy.header": "v"},
-}
 
 
 def _topic(spark, root, name: str, strategy: str) -> Topic:
@@ -65,7 +61,16 @@ def _decided_both_ways(log, now: int) -> set[str]:
     assert sorted(tuple(r) for r in by_arrow.actions.collect()) == sorted(tuple(r) for r in by_spark.collect())
     totals = by_spark.selectExpr(*compaction.TOTALS).collect()[0].asDict()
     assert by_arrow.totals == {**totals, "touched_files": sorted(totals["touched_files"])}
-    return {row["_reason"] for row in by_spark.select("_reason").collect()}
+    # what ``plan`` reports a run would do, by reason
+    reasons: dict[str, dict[str, int]] = {}
+    for row in by_spark.collect():
+        counted = reasons.setdefault(row["_reason"], {"records": 0, "bytes": 0})
+        counted["records"] += 1
+        counted["bytes"] += row["_size"] or 0
+    assert arrow_actions.by_reason(arrow_actions.decided(
+        log.path, planned.snapshot.version, log.spec.config, end, now, measured.checkpoint,
+        measured.log_start_offset)) == reasons
+    return set(reasons)
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))

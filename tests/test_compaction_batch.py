@@ -32,17 +32,13 @@ from framework.stages import arrow_rewrite, compaction, compaction_batch, staged
 from framework.stages.compaction_batch import CompactionBatches
 from framework.stages.maintenance import Maintenance
 from tests.support.spark_jobs import spark_jobs
+from tests.support.strategies import STRATEGIES
 from tests.support.writers import arrow_writes
 
 PARTITIONS = 5
 #: the young partition: a record too young to compact at the first run's ``now`` (its plan
 #: needs a scan, so it is decided alone)
 YOUNG = 4
-STRATEGIES = {
-    "offset": {},
-    "timestamp": {"compaction.strategy": "timestamp"},
-    "header": {"compaction.strategy": "header", "compaction.strategy.header": "v"},
-}
 
 
 def _spec(strategy: str):

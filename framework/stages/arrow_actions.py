@@ -29,7 +29,7 @@ from framework.log import local_records, version_checksum
 from framework.spec import TopicConfig
 from framework.stages.compaction import DELETE, KEEP, STAMP
 
-__all__ = ["MAX_DIRTY", "decide", "decided", "frame_of", "totals"]
+__all__ = ["MAX_DIRTY", "by_reason", "decide", "decided", "frame_of", "totals"]
 
 #: Above this many dirty records Spark decides (about a microsecond a record here, row by row).
 MAX_DIRTY = 500_000
@@ -83,6 +83,14 @@ def totals(actions) -> dict:
             "tombstones": count(with_horizon),
             "min_horizon": pc.min(actions["_horizon_ms"].filter(with_horizon)).as_py(),
             "touched_files": sorted(set(actions["_file"].filter(pc.or_(deleted, stamped)).to_pylist()) - {None})}
+
+
+def by_reason(actions) -> dict[str, dict[str, int]]:
+    """The records and bytes of ``actions`` (what :func:`decided` gives) by their reason,
+    as ``plan`` reports what a run would remove and keep."""
+    counted = actions.group_by("_reason").aggregate([("_reason", "count"), ("_size", "sum")])
+    return {row["_reason"]: {"records": row["_reason_count"], "bytes": row["_size_sum"] or 0}
+            for row in counted.to_pylist()}
 
 
 def decided(path: str, version: int, config: TopicConfig, cleanable_end: int, now_ms: int, checkpoint: int,
