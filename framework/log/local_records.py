@@ -8,7 +8,7 @@ those files by Arrow costs about a millisecond where a Spark query costs a job, 
 in a new process. ``stages.local_measure`` reads the compaction measure's three columns
 this way, and ``topiclake read`` prints a partition's records so. ``stages.arrow_actions``
 reads the columns a compaction decides by the same way from a local table of any size,
-a file at a time.
+a file per core at once.
 
 Spark writes timestamps as Parquet's INT96 (no time zone) and Arrow as microseconds in UTC,
 and a version may hold files of both: each file's timestamps are read as epoch
@@ -43,9 +43,8 @@ def small_plain_files(path: str, version: int) -> version_checksum.PlainFiles | 
 def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None:
     """The ``names`` columns of each of ``files``' files, one Arrow table a file, with
     ``timestamp`` and ``_delete_horizon`` (when named) as epoch milliseconds (int64, floored,
-    nulls kept); None when a
-    file's columns are not what a partition table writes (a null offset, a timestamp of
-    another type, a column missing)."""
+    nulls kept); None when a file's columns are not what a partition table writes (a null
+    offset, a timestamp of another type, a column missing)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq

@@ -93,8 +93,6 @@ def plan_partition(log: PartitionLog, now_ms: int, offsets: ConsumerOffsets, for
 
 
 def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPlan) -> dict[str, dict[str, int]]:
-    from pyspark.sql import functions as F
-
     from framework.stages import arrow_actions
 
     # decided as the run decides it: by Arrow from a local version's files (no JVM in a new
@@ -104,8 +102,10 @@ def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPl
                                   planned.now_ms, m.checkpoint, m.log_start_offset)
     if local is not None:
         return arrow_actions.by_reason(local)
-    actions = compaction.version_actions(log, planned.snapshot, planned.measure.first_uncleanable_offset,
-                                         planned.now_ms, planned.measure.checkpoint, planned.measure.log_start_offset)
+    from pyspark.sql import functions as F
+
+    actions = compaction.version_actions(log, planned.snapshot, m.first_uncleanable_offset, planned.now_ms,
+                                         m.checkpoint, m.log_start_offset)
     rows = actions.groupBy("_reason").agg(F.count("*").alias("n"), F.sum("_size").alias("b")).collect()
     return {r["_reason"]: {"records": r["n"], "bytes": r["b"] or 0} for r in rows}
 
