@@ -27,7 +27,7 @@ from framework.log.partition_log import PartitionLog
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
 from framework.spec import MIB, parse_spec
-from framework.stages import optimize, retention
+from framework.stages import arrow_actions, optimize, retention
 from framework.stages.maintenance import Maintenance
 
 NOW = 1_767_225_600_000
@@ -266,17 +266,21 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
     monkeypatch.setattr(version_checksum, "frame_of", lambda session, files: framed.append(files) or frame_of(session, files))
     monkeypatch.setattr(PartitionLog, "read", lambda self, version=None, as_of=None: (
         through_delta.append(version) or read_through_delta(self, version, as_of)))
+    by_arrow, decide = [], arrow_actions.decide
+    monkeypatch.setattr(arrow_actions, "decide", lambda log, plan, end: (
+        lambda decided: by_arrow.append(decided is not None) or decided)(decide(log, plan, end)))
     run = Maintenance(spark, warehouse, [spec], validator=Guarantees(spark, warehouse),
                       record_history=False).run(NOW, stages=("compact",))
     assert not run.failed, [(p.error, p.failed_guarantees) for p in run.partitions]
     compacted = next(row for row in run.partitions[0].rows if row.stage == "compact")
     assert compacted.validation == "passed" and compacted.removed_records > 0
     # the check reads the version the compaction planned from and the one it made; the
-    # compaction reads its records from the files too (a first run has no clean section:
-    # only the files that may hold the dirty one), and nothing is read through Delta's time travel
+    # compaction is decided by Arrow from the files (no Spark read), and nothing is read
+    # through Delta's time travel
+    assert by_arrow == [True]
     if route == "measured at once":
         assert read == [(compacted.version_before, True), (compacted.version_after, True)]
-        assert len(framed) == 3 and through_delta == [] and batches == []
+        assert len(framed) == 2 and through_delta == [] and batches == []
     else:
-        assert read == [] and len(framed) == 1 and through_delta == []
+        assert read == [] and framed == [] and through_delta == []
         assert batches == [[(compacted.version_before, compacted.version_after)]]
