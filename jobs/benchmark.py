@@ -436,7 +436,7 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
         assert planned.decision.due, planned.decision
         return planned, compaction.execute(partition_log, planned, run_id="benchmark")
 
-    # as shipped (A) against Delta's MERGE (B) and against the version read through Delta
+    # as shipped (A) against Delta's MERGE (B) and against the run decided by Spark's query
     # (C; both as before), on copies in the order A C B B C A, so that no side alone pays
     # for the JVM's warm-up; each side's mean is its figure
     shipped, merge = "compaction (plan + commit)", "compaction, Delta's MERGE (as before)"
