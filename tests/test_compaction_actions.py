@@ -67,9 +67,7 @@ def _decided_both_ways(log, now: int) -> set[str]:
         counted = reasons.setdefault(row["_reason"], {"records": 0, "bytes": 0})
         counted["records"] += 1
         counted["bytes"] += row["_size"] or 0
-    assert arrow_actions.by_reason(arrow_actions.decided(
-        log.path, planned.snapshot.version, log.spec.config, end, now, measured.checkpoint,
-        measured.log_start_offset)) == reasons
+    assert arrow_actions.by_reason(arrow_actions.decided(log, planned, end)) == reasons
     return set(reasons)
 
 

@@ -33,23 +33,21 @@ from framework.log import local_records, version_checksum
 from framework.spec import TopicConfig
 from framework.stages.compaction import DELETE, KEEP, STAMP
 
-__all__ = ["MAX_DIRTY", "by_reason", "decide", "decided", "frame_of", "totals"]
+__all__ = ["MAX_DIRTY", "by_reason", "decide", "decided", "totals"]
 
 #: Above this many dirty records Spark decides (about a microsecond a record here, row by row).
 MAX_DIRTY = 500_000
 #: The columns each strategy's rank reads, beside the offset.
 _RANK_COLUMNS = {"offset": [], "timestamp": ["timestamp"], "header": ["headers"]}
-#: The actions' columns, as ``compaction_actions`` gives them with the record's file carried
-#: (``_horizon_ms``: :func:`frame_of` makes it the ``_horizon`` timestamp).
-_COLUMNS = "`offset` BIGINT, _size BIGINT, _file STRING, _action STRING, _reason STRING, _horizon_ms BIGINT"
 
 
-def _no_actions():
-    """No action: a table of :data:`_COLUMNS` with no row."""
+def _schema():
+    """The actions' columns, as ``compaction_actions`` gives them with the record's file
+    carried (``_horizon_ms``: :func:`_frame` makes it the ``_horizon`` timestamp)."""
     import pyarrow as pa
 
     return pa.schema([("offset", pa.int64()), ("_size", pa.int64()), ("_file", pa.string()), ("_action", pa.string()),
-                      ("_reason", pa.string()), ("_horizon_ms", pa.int64())]).empty_table()
+                      ("_reason", pa.string()), ("_horizon_ms", pa.int64())])
 
 
 def decide(log, plan, cleanable_end: int):
@@ -58,14 +56,8 @@ def decide(log, plan, cleanable_end: int):
     relation, and their totals counted here."""
     from framework.stages.compaction_batch import DecidedActions
 
-    measured = plan.measure
-    if measured.dirty_records > MAX_DIRTY:
-        return None
-    actions = decided(log.path, plan.snapshot.version, log.spec.config, cleanable_end, plan.now_ms,
-                      measured.checkpoint, measured.log_start_offset)
-    if actions is None:
-        return None
-    return DecidedActions(plan, frame_of(log.spark, actions, ("_file",)), totals(actions))
+    actions = decided(log, plan, cleanable_end)
+    return None if actions is None else DecidedActions(plan, _frame(log.spark, actions), totals(actions))
 
 
 def totals(actions) -> dict:
@@ -97,16 +89,20 @@ def by_reason(actions) -> dict[str, dict[str, int]]:
             for row in counted.to_pylist()}
 
 
-def decided(path: str, version: int, config: TopicConfig, cleanable_end: int, now_ms: int, checkpoint: int,
-            log_start_offset: int):
-    """``compaction_actions`` of ``version`` with the records' files carried, as an Arrow
-    table of :data:`_COLUMNS`; None where Spark decides (the module's text)."""
+def decided(log, plan, cleanable_end: int):
+    """``compaction_actions`` of ``plan``'s version up to ``cleanable_end`` with the records'
+    files carried, as an Arrow table of :func:`_schema`; None where Spark decides (the
+    module's text)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    files = version_checksum.plain_files(path, version)
+    measured, config, now_ms = plan.measure, log.spec.config, plan.now_ms
+    # (the measure's dirty section [C, U) holds every record read as dirty here)
+    files = (None if measured.dirty_records > MAX_DIRTY
+             else version_checksum.plain_files(log.path, plan.snapshot.version))
     if files is None:
         return None
+    checkpoint, log_start_offset = measured.checkpoint, measured.log_start_offset
     clean_end = min(checkpoint, cleanable_end)
     names = ["offset", "key", "_delete_horizon", "_size", *_RANK_COLUMNS[config.compaction_strategy]]
 
@@ -115,7 +111,7 @@ def decided(path: str, version: int, config: TopicConfig, cleanable_end: int, no
 
     try:
         dirty = _read(version_checksum.holding_offsets(files, clean_end, cleanable_end), [*names, "value"], in_dirty)
-        if dirty is None or sum(part.num_rows for part in dirty) > MAX_DIRTY:
+        if dirty is None:
             return None
         frame = [part.append_column("_tomb", pc.is_null(part["value"])).drop_columns(["value"]) for part in dirty]
         dirty_rows = pa.concat_tables(frame, promote_options="permissive") if frame else None
@@ -134,7 +130,7 @@ def decided(path: str, version: int, config: TopicConfig, cleanable_end: int, no
                 return None
             frame += [part.append_column("_tomb", pc.is_valid(part["_delete_horizon"])) for part in clean]
         if not frame:
-            return _no_actions()
+            return _schema().empty_table()
         rows = pa.concat_tables(frame, promote_options="permissive").combine_chunks()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None  # columns of types no partition table writes: Spark says what they are
@@ -162,7 +158,7 @@ def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | 
 
 def _fates(rows, config: TopicConfig, now_ms: int):
     """``compaction_actions``' fate of each record of ``rows`` (what it reads, with ``_tomb``
-    and ``_file``): the records it changes or keeps a horizon for, as :data:`_COLUMNS`;
+    and ``_file``): the records it changes or keeps a horizon for, as :func:`_schema`;
     None when Spark must rank them (:func:`_winners`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -184,7 +180,8 @@ def _fates(rows, config: TopicConfig, now_ms: int):
     stamp = pa.scalar(cleaner.delete_horizon_ms(now_ms, config), pa.int64())
     new_horizon = pc.if_else(first_kept, stamp, horizon)
     decided = pa.table({"offset": rows["offset"].cast(pa.int64()), "_size": rows["_size"].cast(pa.int64()),
-                        "_file": rows["_file"], "_action": action, "_reason": reason, "_horizon_ms": new_horizon})
+                        "_file": rows["_file"], "_action": action, "_reason": reason, "_horizon_ms": new_horizon},
+                       schema=_schema())
     return decided.filter(pc.is_valid(action))
 
 
@@ -216,9 +213,8 @@ def _winners(rows, config: TopicConfig):
     return pa.array([None if key is None else best[key][-1] for key in keys], pa.int64())
 
 
-def frame_of(spark, actions, carried: tuple[str, ...] = ()):
-    """The actions as the DataFrame ``compaction_actions`` gives with ``carried`` (of
-    ``_file``) carried: a local relation, so the run's totals, changes and MERGE read it
-    with no file scan."""
-    return spark.createDataFrame(actions, _COLUMNS).selectExpr(
-        "`offset`", "_size", *carried, "_action", "_reason", "timestamp_millis(_horizon_ms) AS _horizon")
+def _frame(spark, actions):
+    """The actions as the DataFrame ``compaction_actions`` gives with ``_file`` carried: a
+    local relation, so the run's totals, changes and MERGE read it with no file scan."""
+    return spark.createDataFrame(actions).selectExpr(
+        "`offset`", "_size", "_file", "_action", "_reason", "timestamp_millis(_horizon_ms) AS _horizon")

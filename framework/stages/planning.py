@@ -98,8 +98,7 @@ def _compaction_would_remove(log: PartitionLog, planned: compaction.CompactionPl
     # decided as the run decides it: by Arrow from a local version's files (no JVM in a new
     # process), else read from the files that may hold each section, without a snapshot state
     m = planned.measure
-    local = arrow_actions.decided(log.path, planned.snapshot.version, log.spec.config, m.first_uncleanable_offset,
-                                  planned.now_ms, m.checkpoint, m.log_start_offset)
+    local = arrow_actions.decided(log, planned, m.first_uncleanable_offset)
     if local is not None:
         return arrow_actions.by_reason(local)
     from pyspark.sql import functions as F
