@@ -10,12 +10,10 @@
    version's files since stop 95), on copies in the order A C B B C
    A; on a copy whose owner turned deletion vectors on (a MERGE that marks the losers)
    and on one without the change data feed; the guarantee checks (Great Expectations) as they run (only the
-   change paired, from one read of the after version's files, the touched keys joined by
-   their 64-bit hash, U from the pairing where the file statistics allow, planned up
-   front, the bounds counted with the violations, the touched keys computed in the same
-   query), as they ran until stop 81 (the touched keys counted in a Spark job of their
-   own, the changed offsets persisted), with the session's adaptive plan (as until stop 60) and with whole
-   versions paired (each twice, A B C D D C B A; the faster kept); the naive rewrite. All
+   change paired, counted by Arrow in the driver from the commits' change files and the
+   after version's files, Spark measuring only a check that is not clean), counted by
+   Spark's query over the same scope (as until stop 96) and with whole versions paired
+   (each twice, A B C C B A; the faster kept); the naive rewrite. All
    must keep the same key -> offset set, and every check route must pass with the same
    verdict.
 2. ``partitions``: after a warm-up (a topic of 4 partitions produced and maintained), a
@@ -360,43 +358,13 @@ def _each_check_at_once():
 
 
 @contextlib.contextmanager
-def _scoped_check_adaptive():
-    """The scoped stage check as it ran until stop 60: the session's adaptive query
-    execution re-planning each of its shuffles and broadcasts as a Spark job of its own."""
-    from framework.checks import guarantees
+def _counted_by_spark():
+    """The scoped compaction check as it ran until stop 96: counted by Spark's query over the
+    change data feed and the after version (now: by Arrow in the driver, when it is clean)."""
+    from framework.checks import arrow_scope
 
-    with mock.patch.object(guarantees, "planned_up_front", lambda spark: contextlib.nullcontext()):
+    with mock.patch.object(arrow_scope, "counted", lambda *args: None):
         yield
-
-
-@contextlib.contextmanager
-def _scoped_check_as_before():
-    """The scoped stage check as it was until stop 81: the touched keys persisted and counted
-    in a Spark job of their own before the check's query, the changed offsets persisted (now:
-    both computed in that query, as its broadcasts). (Until stop 73 "as before" was the
-    pairing's bounds in a job of their own.)"""
-    from framework.checks import changes
-
-    shipped_keys, shipped_offsets, persisted = changes.touched_keys, changes.changed_offsets, []
-
-    def touched_keys(keys):
-        found = shipped_keys(keys).persist()
-        found.count()
-        persisted.append(found)
-        return found
-
-    def changed_offsets(changed):
-        found = shipped_offsets(changed).persist()
-        persisted.append(found)
-        return found
-
-    try:
-        with mock.patch.object(changes, "touched_keys", touched_keys), \
-                mock.patch.object(changes, "changed_offsets", changed_offsets):
-            yield
-    finally:
-        for frame in persisted:
-            frame.unpersist()
 
 
 def _tag(clean: int) -> str:
@@ -461,29 +429,25 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     guarantees = Guarantees(spark, warehouse)
     # Each route twice, alternating, the faster of each kept: a route's first run pays for
     # the JVM compiling its code, and the later one is what every run after it costs.
-    routes = {"scoped": contextlib.nullcontext, "scoped as before": _scoped_check_as_before,
-              "scoped, adaptive": _scoped_check_adaptive, "whole": _whole_versions_paired}
+    routes = {"scoped": contextlib.nullcontext, "by Spark": _counted_by_spark, "whole": _whole_versions_paired}
     verdicts, runs = {}, {route: [] for route in routes}
-    for route in ("scoped", "scoped, adaptive", "scoped as before", "whole",
-                  "whole", "scoped as before", "scoped, adaptive", "scoped"):
+    for route in ("scoped", "by Spark", "whole", "whole", "by Spark", "scoped"):
         with routes[route]():
             started = time.perf_counter()
             verdicts[route] = guarantees.check_stage(check)
             runs[route].append(time.perf_counter() - started)
-    for route, label in (("scoped", "guarantee checks"), ("scoped as before", "guarantee checks, as before"),
-                         ("scoped, adaptive", "guarantee checks, adaptive plan (as before)"),
+    for route, label in (("scoped", "guarantee checks"), ("by Spark", "guarantee checks, counted by Spark (as before)"),
                          ("whole", "guarantee checks, whole versions paired")):
         results[f"[{tag}] {label}"] = round(min(runs[route]), 3)
         print(f"  [{tag}] {label:<30} {min(runs[route]):8.2f} s (runs: "
               f"{', '.join(f'{r:.2f}' for r in runs[route])})", file=sys.stderr, flush=True)
-    verdict, whole, before = verdicts["scoped"], verdicts["whole"], verdicts["scoped as before"]
-    adaptive = verdicts["scoped, adaptive"]
+    verdict, whole, before = verdicts["scoped"], verdicts["whole"], verdicts["by Spark"]
     _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
     same = all(_same_winners(spark, copy, twin)
                for copy in (log.path, opted.partition(0).path, unfed.partition(0).path,
                             *(c.partition(0).path for c in (shipped2, merged1, merged2, delta1, delta2))))
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
-            "checks_passed": verdict.passed and whole.passed and verdict == whole == before == adaptive,
+            "checks_passed": verdict.passed and whole.passed and verdict == whole == before,
             "same_winners_as_naive": same, "setup_seconds": setup}
 
 
@@ -2521,10 +2485,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
             naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
-        ratios[f"[{tag}] checks / checks as before"] = round(
-            checks / results[f"[{tag}] guarantee checks, as before"], 2)
-        ratios[f"[{tag}] checks / checks with the adaptive plan (as before)"] = round(
-            checks / results[f"[{tag}] guarantee checks, adaptive plan (as before)"], 2)
+        ratios[f"[{tag}] checks / checks counted by Spark (as before)"] = round(
+            checks / results[f"[{tag}] guarantee checks, counted by Spark (as before)"], 2)
         ratios[f"[{tag}] checks, whole versions paired / compaction"] = round(
             results[f"[{tag}] guarantee checks, whole versions paired"] / run, 2)
         ratios[f"[{tag}] compaction / compaction without the change data feed"] = round(

@@ -135,6 +135,20 @@ def _commit_file(log_folder: str, version: int) -> str:
     return os.path.join(log_folder, f"{version:020d}.json")
 
 
+def commit_actions(path: str, version: int) -> list[dict] | None:
+    """Every action of the commit of ``version`` of the local table at ``path`` (dicts, as
+    its lines hold them), or None: not local, or the commit file is gone or not JSON."""
+    folder = local_folder(path)
+    if folder is None:
+        return None
+    try:
+        with open(_commit_file(os.path.join(folder, DELTA_LOG), version), encoding="utf-8") as handle:
+            actions = [json.loads(line) for line in handle if line.strip()]
+    except (OSError, ValueError):
+        return None
+    return actions if all(isinstance(action, dict) for action in actions) else None
+
+
 def _from_files(log_folder: str, limit: int | None) -> list[Commit]:
     if limit is None:
         versions: Sequence[int] = _commit_versions(log_folder)

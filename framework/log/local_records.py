@@ -24,7 +24,7 @@ from framework.log import version_checksum
 from framework.log.commit_log import local_commits
 from framework.log.small_partitions import is_small
 
-__all__ = ["READ_COLUMNS", "columns", "records", "small_plain_files"]
+__all__ = ["READ_COLUMNS", "columns", "file_columns", "records", "small_plain_files"]
 
 #: A partition table's timestamp columns, and the units its files hold them in (Arrow's,
 #: Spark's INT96 read as "us").
@@ -41,30 +41,43 @@ def small_plain_files(path: str, version: int) -> version_checksum.PlainFiles | 
 
 
 def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None:
-    """The ``names`` columns of each of ``files``' files, one Arrow table a file, with
+    """The ``names`` columns of each of ``files``' files, one Arrow table a file
+    (:func:`file_columns`); None when a file's columns are not what a partition table writes."""
+    tables = []
+    for path in files.paths:
+        table = file_columns(path, names)
+        if table is None:
+            return None
+        tables.append(table)
+    return tables
+
+
+def file_columns(path: str, names: list[str], row_groups: list[int] | None = None, whole_ms: bool = False):
+    """The ``names`` columns of one file (of only its ``row_groups``, when given), with
     ``timestamp`` and ``_delete_horizon`` (when named) as epoch milliseconds (int64, floored,
-    nulls kept); None when a file's columns are not what a partition table writes (a null
-    offset, a timestamp of another type, a column missing)."""
+    nulls kept); None when its columns are not what a partition table writes (a null
+    offset, a timestamp of another type, a column missing) or, with ``whole_ms``, when a
+    timestamp has digits below the millisecond (which flooring would hide)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    tables = []
-    for path in files.paths:
-        parquet = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
-        if not set(names) <= set(parquet.schema_arrow.names):
+    parquet = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+    if not set(names) <= set(parquet.schema_arrow.names):
+        return None
+    table = parquet.read(columns=names) if row_groups is None else parquet.read_row_groups(row_groups, columns=names)
+    if "offset" in names and table.column("offset").null_count:
+        return None
+    for name in _TIMESTAMPS & set(names):
+        kind = table.schema.field(name).type
+        if not (pa.types.is_timestamp(kind) and kind.unit in _UNITS):
             return None
-        table = parquet.read(columns=names)
-        if "offset" in names and table.column("offset").null_count:
+        floored = pc.floor_temporal(table.column(name), unit="millisecond")
+        if whole_ms and not pc.all(pc.equal(floored, table.column(name)), min_count=0).as_py():
             return None
-        for name in _TIMESTAMPS & set(names):
-            kind = table.schema.field(name).type
-            if not (pa.types.is_timestamp(kind) and kind.unit in _UNITS):
-                return None
-            ms = pc.floor_temporal(table.column(name), unit="millisecond").cast(pa.timestamp("ms", kind.tz))
-            table = table.set_column(names.index(name), name, ms.cast(pa.int64()))
-        tables.append(table)
-    return tables
+        ms = floored.cast(pa.timestamp("ms", kind.tz))
+        table = table.set_column(table.schema.get_field_index(name), name, ms.cast(pa.int64()))
+    return table
 
 
 #: What ``topiclake read`` prints of a record (``timestamp`` as epoch milliseconds).

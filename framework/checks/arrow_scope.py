@@ -1,0 +1,194 @@
+"""A large partition's compaction check counted in the driver: the records in scope
+(``framework.checks.changes``) read by Arrow from the files of a local table, and judged by
+``framework.checks.row_rules``, with no Spark job.
+
+The scoped check Spark runs reads the change data feed, broadcasts the touched keys and
+offsets, scans the after version for the records in scope and nets both versions per offset
+in a shuffle: 3.4 to 4.4 s at 500k records, twice the compaction it checks (stop 95). The
+same scope is read here as Delta lays it out:
+
+* **The change**: each commit after the before version, from its file in ``_delta_log``:
+  its ``cdc`` files when it wrote any, else the rows of the files it added (inserts) and
+  removed (deletes) with ``dataChange``, as Delta's change data feed reads it. A commit
+  that changed the table's metadata or protocol, or uses deletion vectors, and a commit
+  file gone, leave the count to Spark.
+* **The touched keys**: those of the change at or above the new log start, and of the
+  before version's records at or above the clean end (from the files whose offset
+  statistics may hold them).
+* **The after version's records in scope**: of each file (a file per core), its offset and
+  key columns decide which rows are in scope; only the row groups holding those are read
+  whole.
+
+The before version's records in scope are netted from these (``row_rules.net``), and the
+bounds outside the pairing are the files' statistics, as Spark's scoped check takes them.
+Where a version is not local plain files, where a young record may lie below the clean
+end, where the scope is larger than :data:`MAX_ROWS`, or where a timestamp has digits below
+the millisecond, this says nothing (None) and Spark checks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from framework.checks import row_rules
+from framework.checks.scope import stage_scope
+from framework.cleaner.rules import uncleanable_after_ms
+from framework.log import file_stats, local_records, version_checksum
+from framework.log.commit_log import commit_actions
+
+__all__ = ["MAX_ROWS", "counted"]
+
+#: Above this many records in scope (the dirty section, or all rows read) Spark counts:
+#: the rules run row by row here (a few microseconds a record).
+MAX_ROWS = 500_000
+#: What a check compares of a record (``row_rules.Record``'s fields, as the files name them).
+_NAMES = ["offset", "key", "timestamp", "value", "headers", "_delete_horizon", "_size"]
+_MADE, _UNDONE = ("insert", "update_postimage"), ("delete", "update_preimage")
+
+
+class _Feed(NamedTuple):
+    """The files of the change: a path, and the change type of all its rows (None: a
+    ``cdc`` file, whose rows carry their own)."""
+
+    path: str
+    change_type: str | None
+
+
+def _feed(path: str, folder: str, version_before: int, version_after: int) -> list[_Feed] | None:
+    """The change data feed's files of the commits after ``version_before`` up to
+    ``version_after``, as Delta's change data feed reads them (the module's text)."""
+    from urllib.parse import unquote
+
+    found = []
+    for version in range(version_before + 1, version_after + 1):
+        actions = commit_actions(path, version)
+        if actions is None or any("metaData" in action or "protocol" in action for action in actions):
+            return None
+        cdc = [action["cdc"] for action in actions if "cdc" in action]
+        files = [(None, entry) for entry in cdc] if cdc else [
+            ("insert" if kind == "add" else "delete", action[kind]) for action in actions for kind in ("add", "remove")
+            if kind in action and action[kind].get("dataChange", True)]
+        for change_type, entry in files:
+            relative = entry.get("path")
+            if (entry.get("deletionVector") or not isinstance(relative, str) or "://" in relative
+                    or relative.startswith("/")):
+                return None
+            found.append(_Feed(os.path.join(folder, unquote(relative)), change_type))
+    return found
+
+
+def _records(table) -> list[row_rules.Record]:
+    """``table``'s rows (of :data:`_NAMES`) as records."""
+    columns = [table.column(name).to_pylist() for name in _NAMES]
+    return [row_rules.Record(offset, key, ts, value,
+                             None if headers is None else tuple((h["key"], h["value"]) for h in headers),
+                             horizon, size)
+            for offset, key, ts, value, headers, horizon, size in zip(*columns, strict=True)]
+
+
+def _in_scope(path: str, wanted):
+    """The rows of the file at ``path`` that ``wanted`` (over its offset and key columns)
+    marks, reading whole only the row groups that hold them; None: not a partition table's."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    narrow = local_records.file_columns(path, ["offset", "key"])
+    if narrow is None:
+        return None
+    picked = np.flatnonzero(wanted(narrow).to_numpy(zero_copy_only=False))
+    if not len(picked):
+        return local_records.file_columns(path, _NAMES, row_groups=[], whole_ms=True)
+    metadata = pq.ParquetFile(path).metadata
+    sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    starts = np.cumsum([0, *sizes])
+    group_of = np.searchsorted(starts, picked, side="right") - 1
+    groups = np.unique(group_of)
+    rows = local_records.file_columns(path, _NAMES, row_groups=groups.tolist(), whole_ms=True)
+    if rows is None:
+        return None
+    # each picked row's place among the row groups read
+    read_from = np.zeros(len(sizes), dtype=np.int64)
+    read_from[groups] = np.cumsum([0, *(sizes[g] for g in groups)])[:-1]
+    places = picked - starts[group_of] + read_from[group_of]
+    return rows.take(places)
+
+
+def _read_all(items: list, read) -> list | None:
+    """``read(item)`` of each of ``items`` (files), a file per core at once; None if any is None."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(len(items), os.cpu_count() or 1))) as pool:
+        found = list(pool.map(read, items))
+    return None if any(table is None for table in found) else found
+
+
+def counted(check, state_after, dirty_from: int):
+    """The compaction ``check``'s violations per guarantee, its data's bounds and scope, as
+    ``row_rules.counted`` gives them from the records in scope read here; None where Spark
+    counts (the module's text)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    log, state_before = check.log, check.state_before
+    if state_before.log_end_offset - dirty_from > MAX_ROWS:
+        return None
+    files = [version_checksum.plain_files(log.path, version) for version in (check.version_before,
+                                                                             check.version_after)]
+    if None in files or files[0].schema_json != files[1].schema_json:
+        return None
+    before_files, after_files = files
+    records = [version_checksum.record_count(listed) for listed in files]
+    young = uncleanable_after_ms(check.now_ms, log.spec.config)
+    if None in records or file_stats.may_hold_newer((file_stats.of(add) for add in before_files.adds),
+                                                    dirty_from, young):
+        return None  # Spark reads U from the before version's files
+    feed = _feed(log.path, after_files.folder, check.version_before, check.version_after)
+    if feed is None or not all(os.path.isfile(path) for path in (*after_files.paths, *(f.path for f in feed))):
+        return None
+    start = state_after.log_start_offset
+    try:
+        changes = _read_all(feed, lambda entry: local_records.file_columns(
+            entry.path, [*_NAMES, *(["_change_type"] if entry.change_type is None else [])], whole_ms=True))
+        dirty = _read_all(list(version_checksum.holding_offsets(before_files, dirty_from, None).paths),
+                          lambda path: local_records.file_columns(path, ["offset", "key"]))
+        if changes is None or dirty is None:
+            return None
+        made, undone, touched_keys, touched_offsets = [], [], [], []
+        for entry, table in zip(feed, changes, strict=True):
+            kinds = ([entry.change_type] * table.num_rows if entry.change_type is not None
+                     else table.column("_change_type").to_pylist())
+            for kind, record in zip(kinds, _records(table), strict=True):
+                (made if kind in _MADE else undone if kind in _UNDONE else []).append(record)
+            changed = table.filter(pc.greater_equal(table["offset"], start))
+            touched_keys.append(changed["key"])
+            touched_offsets.append(changed["offset"])
+        touched_keys += [part.filter(pc.greater_equal(part["offset"], dirty_from))["key"] for part in dirty]
+        if len(made) + len(undone) > MAX_ROWS:
+            return None
+        keys = (pc.unique(pa.chunked_array([k.cast(touched_keys[0].type) for k in touched_keys],
+                                           type=touched_keys[0].type).combine_chunks()).drop_null()
+                if touched_keys else None)
+        offsets = pc.unique(pa.chunked_array([o.cast(pa.int64()) for o in touched_offsets],
+                                             type=pa.int64()).combine_chunks())
+
+        def wanted(rows):
+            mask = pc.or_(pc.greater_equal(rows["offset"], dirty_from), pc.less(rows["offset"], start))
+            mask = pc.or_(mask, pc.is_in(rows["offset"], value_set=offsets))
+            if keys is not None:
+                mask = pc.or_(mask, pc.fill_null(pc.is_in(rows["key"], value_set=keys.cast(rows["key"].type)), False))
+            return mask
+
+        after = _read_all(list(after_files.paths), lambda path: _in_scope(path, wanted))
+        if after is None or sum(table.num_rows for table in after) > MAX_ROWS:
+            return None
+        after_records = Counter(record for table in after for record in _records(table))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError, TypeError):
+        return None  # columns of types no partition table writes: Spark says what they are
+    outside = {"records_before": records[0], "records_after": records[1], "time_boundary": None,
+               "from_start": None}
+    return row_rules.counted(
+        row_rules.net(after_records, made, undone), after_records, log.spec.config, check.now_ms,
+        dirty_from, start, outside, lambda bounds: stage_scope(check, state_before, state_after, bounds))
