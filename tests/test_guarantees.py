@@ -829,11 +829,9 @@ def test_a_second_record_for_a_key_below_the_checkpoint_is_caught_and_shown(spar
     assert "  offset 0, key 'a': not its key's winner under the offset strategy: the winner is offset 2" in details
 
 
-@pytest.mark.slow
-def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_records_behind(spark, base, tmp_path,
-                                                                                        monkeypatch):
-    """G6: the engine ran with a stale min.compaction.lag.ms (U = 5 instead of 6), so record 5,
-    older than max lag, stayed above the checkpoint; the check recomputes U from the data."""
+def _misjudged_run(spark, base, tmp_path):
+    """orders compacted by an engine with a stale min.compaction.lag.ms (U = 5 instead of 6):
+    its warehouse and the check of that run."""
     from framework.log.topic import Topic
     from framework.stages import compaction
 
@@ -846,12 +844,20 @@ def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_record
     result = compaction.execute(buggy, planned)
     assert result.cleaned_up_to == 5
     log = Topic(spark, warehouse, spec).partition(0)
-    check = StageCheck(
+    return warehouse, StageCheck(
         log=log, stage="compact", now_ms=NOW, version_before=result.version_before,
         version_after=result.version_after, before=before, state_before=planned.snapshot.state,
         state_after=result.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
         cleaned_up_to=result.cleaned_up_to,
     )
+
+
+@pytest.mark.slow
+def test_a_run_that_misjudged_the_first_uncleanable_offset_leaves_max_lag_records_behind(spark, base, tmp_path,
+                                                                                        monkeypatch):
+    """G6: the engine ran with a stale min.compaction.lag.ms (U = 5 instead of 6), so record 5,
+    older than max lag, stayed above the checkpoint; the check recomputes U from the data."""
+    warehouse, check = _misjudged_run(spark, base, tmp_path)
     # the stage's U (5) is not the data's (6): the violations are counted again under the data's scope
     outcome, counted = _counted(spark, warehouse, check, monkeypatch)
     assert failed_codes(outcome) == {"G6"} and counted == 2, outcome.details
@@ -965,7 +971,7 @@ def _second_round_corrupted(spark, base, tmp_path, feed: bool):
 
 @pytest.mark.slow
 def test_arrow_counts_a_scoped_compaction_check_as_spark_does(spark, base, tmp_path, monkeypatch):
-    """The second expression of the compaction rules (``framework.checks.row_rules``, over the
+    """The second expression of the compaction rules (``framework.checks.arrow_rules``, over the
     records ``framework.checks.arrow_scope`` reads) pinned to Spark's on every version the
     suite's compaction corruptions make: the orders compaction and each corruption of it,
     both strategies' compactions with every corruption at once, and the second round
@@ -993,6 +999,28 @@ def test_arrow_counts_a_scoped_compaction_check_as_spark_does(spark, base, tmp_p
                   for what, warehouse, check in _second_round_corrupted(spark, base, tmp_path / f"second-{feed}", feed)]
         healthy = _second_round(spark, base, tmp_path / f"healthy-{feed}", feed)
         cases.append((f"second round, feed {feed}: healthy", healthy[0], healthy[2]))
+    # Two more, for rules no corruption above reaches: a key only the after version holds
+    # (the after version's record speaks for its final state), and a tombstone whose horizon
+    # is exactly now (it has expired: its key's final state may change, and its removal is
+    # no tombstone's business), checked at 11000.
+    warehouse, log, check = _second_round(spark, base, tmp_path / "new-key")
+    version = raw_update(log, "offset = 5", {"key": "'z'"})
+    cases.append(("a key only the after version holds", warehouse,
+                  dataclasses.replace(check, version_after=version, state_after=log.states_at([version])[version])))
+    warehouse, log, check = _second_round(spark, base, tmp_path / "expired")
+    raw_delete(log, "offset = 4")
+    version = _append_original(log, 3, version=1)
+    cases.append(("a tombstone at its horizon", warehouse, dataclasses.replace(
+        check, now_ms=11_000, version_after=version, state_after=log.states_at([version])[version])))
+    # a tombstone kept for the first time given a longer horizon than now + delete.retention.ms
+    warehouse = base.copy(base.maintained, tmp_path / "lengthened")
+    log = Topic(spark, warehouse, base.spec("orders")).partition(0)
+    version = raw_update(log, "offset = 4", {"_delete_horizon": "timestamp_millis(20000)"})
+    cases.append(("orders: tombstone horizon lengthened", warehouse, compact_check(base, log, version)))
+    # a run that left record 5 (timestamp 5000) above the checkpoint, checked when that is
+    # exactly now - max.compaction.lag.ms (the deadline is exclusive)
+    warehouse, check = _misjudged_run(spark, base, tmp_path / "deadline")
+    cases.append(("a record at the max-lag deadline", warehouse, dataclasses.replace(check, now_ms=9_000)))
     failing = 0
     for what, warehouse, check in cases:
         found, by_spark = _counted_both_ways(spark, warehouse, check, monkeypatch)
@@ -1015,7 +1043,8 @@ def test_arrow_counts_a_scoped_compaction_check_as_spark_does(spark, base, tmp_p
                                                               if k not in records})
         assert context == by_spark.context, what
         failing += bool(counts)
-    assert failing == len(cases) - 5, "every corrupted version fails, every healthy one passes"
+    healthy = [what for what, _, _ in cases if "healthy" in what]
+    assert failing == len(cases) - len(healthy) and len(healthy) == 5, "every corrupted version fails, no healthy one"
 
 
 def test_a_clean_scoped_compaction_check_is_counted_by_arrow_with_no_spark_job(spark, base, tmp_path, monkeypatch):

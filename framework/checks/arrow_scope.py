@@ -1,6 +1,6 @@
 """A large partition's compaction check counted in the driver: the records in scope
 (``framework.checks.changes``) read by Arrow from the files of a local table, and judged by
-``framework.checks.row_rules``, with no Spark job.
+``framework.checks.arrow_rules``, with no Spark job.
 
 The scoped check Spark runs reads the change data feed, broadcasts the touched keys and
 offsets, scans the after version for the records in scope and nets both versions per offset
@@ -19,7 +19,7 @@ same scope is read here as Delta lays it out:
   key columns decide which rows are in scope; only the row groups holding those are read
   whole.
 
-The before version's records in scope are netted from these (``row_rules.net``), and the
+The before version's records in scope are netted from these (``arrow_rules``), and the
 bounds outside the pairing are the files' statistics, as Spark's scoped check takes them.
 Where a version is not local plain files, where a young record may lie below the clean
 end, where the scope is larger than :data:`MAX_ROWS`, or where a timestamp has digits below
@@ -29,11 +29,10 @@ the millisecond, this says nothing (None) and Spark checks.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from framework.checks import row_rules
+from framework.checks import arrow_rules
 from framework.checks.scope import stage_scope
 from framework.cleaner.rules import uncleanable_after_ms
 from framework.log import file_stats, local_records, version_checksum
@@ -44,8 +43,7 @@ __all__ = ["MAX_ROWS", "counted"]
 #: Above this many records in scope (the dirty section, or all rows read) Spark counts:
 #: the rules run row by row here (a few microseconds a record).
 MAX_ROWS = 500_000
-#: What a check compares of a record (``row_rules.Record``'s fields, as the files name them).
-_NAMES = ["offset", "key", "timestamp", "value", "headers", "_delete_horizon", "_size"]
+_NAMES = arrow_rules.RECORD_COLUMNS
 _MADE, _UNDONE = ("insert", "update_postimage"), ("delete", "update_preimage")
 
 
@@ -78,15 +76,6 @@ def _feed(path: str, folder: str, version_before: int, version_after: int) -> li
                 return None
             found.append(_Feed(os.path.join(folder, unquote(relative)), change_type))
     return found
-
-
-def _records(table) -> list[row_rules.Record]:
-    """``table``'s rows (of :data:`_NAMES`) as records."""
-    columns = [table.column(name).to_pylist() for name in _NAMES]
-    return [row_rules.Record(offset, key, ts, value,
-                             None if headers is None else tuple((h["key"], h["value"]) for h in headers),
-                             horizon, size)
-            for offset, key, ts, value, headers, horizon, size in zip(*columns, strict=True)]
 
 
 def _in_scope(path: str, wanted):
@@ -127,7 +116,7 @@ def _read_all(items: list, read) -> list | None:
 
 def counted(check, state_after, dirty_from: int):
     """The compaction ``check``'s violations per guarantee, its data's bounds and scope, as
-    ``row_rules.counted`` gives them from the records in scope read here; None where Spark
+    ``arrow_rules.counted`` gives them from the records in scope read here; None where Spark
     counts (the module's text)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -158,15 +147,15 @@ def counted(check, state_after, dirty_from: int):
             return None
         made, undone, touched_keys, touched_offsets = [], [], [], []
         for entry, table in zip(feed, changes, strict=True):
-            kinds = ([entry.change_type] * table.num_rows if entry.change_type is not None
-                     else table.column("_change_type").to_pylist())
-            for kind, record in zip(kinds, _records(table), strict=True):
-                (made if kind in _MADE else undone if kind in _UNDONE else []).append(record)
+            kinds = (pa.array([entry.change_type] * table.num_rows, pa.string()) if entry.change_type is not None
+                     else table["_change_type"])
+            made.append(table.filter(pc.is_in(kinds, value_set=pa.array(_MADE))).select(_NAMES))
+            undone.append(table.filter(pc.is_in(kinds, value_set=pa.array(_UNDONE))).select(_NAMES))
             changed = table.filter(pc.greater_equal(table["offset"], start))
             touched_keys.append(changed["key"])
             touched_offsets.append(changed["offset"])
         touched_keys += [part.filter(pc.greater_equal(part["offset"], dirty_from))["key"] for part in dirty]
-        if len(made) + len(undone) > MAX_ROWS:
+        if sum(table.num_rows for table in (*made, *undone)) > MAX_ROWS:
             return None
         keys = (pc.unique(pa.chunked_array([k.cast(touched_keys[0].type) for k in touched_keys],
                                            type=touched_keys[0].type).combine_chunks()).drop_null()
@@ -184,11 +173,17 @@ def counted(check, state_after, dirty_from: int):
         after = _read_all(list(after_files.paths), lambda path: _in_scope(path, wanted))
         if after is None or sum(table.num_rows for table in after) > MAX_ROWS:
             return None
-        after_records = Counter(record for table in after for record in _records(table))
+        outside = {"records_before": records[0], "records_after": records[1], "time_boundary": None,
+                   "from_start": None}
+        schema = (after or changes)[0].select(_NAMES).schema if after or changes else None
+        if schema is None:
+            return None
+
+        def one(tables):
+            return pa.concat_tables([schema.empty_table(), *tables], promote_options="permissive")
+
+        return arrow_rules.counted(
+            one(after), one(made), one(undone), log.spec.config, check.now_ms, dirty_from, start, outside,
+            lambda bounds: stage_scope(check, state_before, state_after, bounds))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError, TypeError):
         return None  # columns of types no partition table writes: Spark says what they are
-    outside = {"records_before": records[0], "records_after": records[1], "time_boundary": None,
-               "from_start": None}
-    return row_rules.counted(
-        row_rules.net(after_records, made, undone), after_records, log.spec.config, check.now_ms,
-        dirty_from, start, outside, lambda bounds: stage_scope(check, state_before, state_after, bounds))

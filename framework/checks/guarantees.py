@@ -86,6 +86,15 @@ class Guarantees:
         state_after = log.states_at([check.version_after])[check.version_after]
         start = dirty_from(check.stage, state_before)
         scoped = worth_scoping(start, state_before)
+        if scoped and check.stage == "compact":
+            # counted by Arrow in the driver when it can, and clean; else Spark counts (and shows)
+            found = arrow_scope.counted(check, state_after, start)
+            if found is not None and not found[0]:
+                _, data_bounds, scope = found
+                measured = _measured(log, "compact", scope, {}, {}, _context("compact", scope, data_bounds,
+                                                                                check.now_ms))
+                return (replace(measured, spec_outcome=self._spec_suite(
+                    log, "compact", log.read_files(check.version_after))) if log.spec.expectations else measured)
         # Both versions are read from the files their checksums list when they can be (a
         # time-travel read through Delta rebuilds the version's state at every query);
         # Parquet's own statistics skip what the scoped check's bounds filter out.
@@ -95,15 +104,6 @@ class Guarantees:
         def scope_of(bounds: dict) -> Scope:
             return stage_scope(check, state_before, state_after, bounds)
 
-        if scoped and check.stage == "compact":
-            # counted by Arrow in the driver when it can, and clean; else Spark counts (and shows)
-            found = arrow_scope.counted(check, state_after, start)
-            if found is not None and not found[0]:
-                _, data_bounds, scope = found
-                measured = _measured(log, "compact", scope, {}, {}, _context("compact", scope, data_bounds,
-                                                                                check.now_ms))
-                return (replace(measured, spec_outcome=self._spec_suite(log, "compact", after))
-                        if log.spec.expectations else measured)
         if scoped:
             with planned_up_front(log.spark):
                 changes = change_scope(log, before, check.version_before, check.version_after, start,

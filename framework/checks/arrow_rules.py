@@ -1,0 +1,292 @@
+"""A compaction check's rules over its records in scope, in Arrow's compute functions: the
+rules of ``framework.checks.rules`` for a compaction stage, and the bounds of
+``framework.checks.bounds`` a scoped check takes from its pairing, written once more for
+the records ``framework.checks.arrow_scope`` reads in the driver.
+``tests/test_guarantees.py::test_arrow_counts_a_scoped_compaction_check_as_spark_does``
+pins the two expressions together: on every version the guarantee tests make, healthy
+and corrupted, both count the same violations per guarantee and give the same bounds.
+
+The steps are Spark's: both versions' records netted to whole records with their
+multiplicity (the after version's, and the before version's as the after version's less
+what the change inserted or updated to, plus what it deleted or updated from), paired
+by offset (a full outer join), the per-offset rules over the pairing, then the pairing
+unfolded to a row per offset and side and the per-key rules over each key's rows
+(keyless rows one group, as SQL's window groups NULLs). A record's winner rank is the
+pure ``cleaner.rules.winner_rank``, as a dense number that orders as the rank does.
+
+Only counts: a check whose counts are not all zero is measured again by Spark, for the
+offending rows it shows. So where Spark's answer would hang on the order of its 64-bit
+fingerprints (an offset holding two different records on one side) or on how SQL orders a
+null timestamp, this says nothing (None), and Spark counts.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from framework.checks import bounds as scoped_bounds
+from framework.checks.scope import Scope
+from framework.cleaner import rules as cleaner
+from framework.spec import TopicConfig
+
+__all__ = ["RECORD_COLUMNS", "counted"]
+
+#: What a check compares of a record, as the files name its columns (timestamps as epoch ms).
+RECORD_COLUMNS = ["offset", "key", "timestamp", "value", "headers", "_delete_horizon", "_size"]
+#: A record as it is netted and paired: its columns, the headers as one fingerprint (a list
+#: column cannot be grouped by), and its winner rank.
+_WHOLE = ["offset", "key", "timestamp", "value", "_headers", "_delete_horizon", "_size", "_rank"]
+
+
+def _prepared(tables: list, config: TopicConfig) -> list | None:
+    """``tables`` (of :data:`RECORD_COLUMNS`) with ``_headers`` and ``_rank`` in place of the
+    headers; None when the timestamp strategy meets a null timestamp (SQL orders it first)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    every = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
+    headers = every["headers"]
+    pairs = None
+    if _count(pc.greater(pc.list_value_length(headers), 0)):  # (Python only when a record has headers)
+        pairs = [None if h is None else tuple((x["key"], x["value"]) for x in h) for h in headers.to_pylist()]
+        fingerprints = pa.array([None if h is None else repr(h).encode() for h in pairs], pa.binary())
+    else:  # (Spark's fingerprint tells null headers from none)
+        fingerprints = pc.if_else(pc.is_null(headers), pa.scalar(None, pa.binary()), pa.scalar(repr(()).encode()))
+    ranks = _dense_ranks(every, pairs, config)
+    if ranks is None:
+        return None
+    every = every.drop_columns(["headers"]).append_column("_headers", fingerprints)
+    every = every.append_column("_rank", ranks).select(_WHOLE)
+    found, start = [], 0
+    for table in tables:
+        found.append(every.slice(start, table.num_rows))
+        start += table.num_rows
+    return found
+
+
+def _dense_ranks(every, pairs: list | None, config: TopicConfig):
+    """Each record's ``cleaner.rules.winner_rank`` as a number that orders as the rank does
+    (equal ranks, equal numbers); None when the timestamp strategy meets a null timestamp.
+    The offset strategy's rank is the offset, and the timestamp strategy's orders by
+    timestamp, then offset, as numpy's lexsort does; the header strategy's is the rule's
+    own, record by record."""
+    import numpy as np
+    import pyarrow as pa
+
+    strategy = config.compaction_strategy
+    offsets = every["offset"].to_numpy()
+    if strategy == "offset":
+        return pa.array(offsets, pa.int64())
+    if strategy == "timestamp":
+        if every["timestamp"].null_count:
+            return None
+        components = (offsets, every["timestamp"].to_numpy())  # (lexsort: the last is the first key)
+        order = np.lexsort(components)
+        ordered = [component[order] for component in components]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = np.any([np.diff(component) != 0 for component in ordered], axis=0)
+        dense = np.empty(len(order), dtype=np.int64)
+        dense[order] = np.cumsum(new) - 1
+        return pa.array(dense, pa.int64())
+    name = config.compaction_strategy_header
+    if pairs is None:
+        pairs = [None if h is None else () for h in every["headers"].to_pylist()]
+    ranks = [cleaner.winner_rank(strategy, offset, 0, cleaner.header_version(cleaner.last_header(h or (), name)))
+             for offset, h in zip(offsets.tolist(), pairs, strict=True)]
+    places = {rank: place for place, rank in enumerate(sorted(set(ranks)))}
+    return pa.array([places[rank] for rank in ranks], pa.int64())
+
+
+def _netted(parts: list[tuple[object, int]]):
+    """Whole records with their multiplicity ``_n``: the sum of each part's ``sign`` over its
+    copies, only those above zero. A record at an offset no other row holds is its own
+    sum; only the rest are grouped by their whole content."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    signed = pa.concat_tables([table.append_column("_n", pa.array([sign] * table.num_rows, pa.int64()))
+                               for table, sign in parts]).combine_chunks()
+    counts = signed.group_by("offset", use_threads=False).aggregate([("offset", "count")])
+    shared = counts.filter(pc.greater(counts["offset_count"], 1))["offset"]
+    many = pc.is_in(signed["offset"], value_set=shared)
+    grouped = signed.filter(many).group_by(_WHOLE, use_threads=False).aggregate([("_n", "sum")])
+    grouped = grouped.rename_columns(["_n" if name == "_n_sum" else name for name in grouped.column_names])
+    netted = pa.concat_tables([signed.filter(pc.invert(many)), grouped.select(signed.column_names)])
+    return netted.filter(pc.greater(netted["_n"], 0))
+
+
+def _one_record_an_offset(side) -> bool:
+    import pyarrow.compute as pc
+
+    return side.num_rows == 0 or pc.count_distinct(side["offset"]).as_py() == side.num_rows
+
+
+def _same(left, right):
+    """SQL's ``<=>``: equal, or both null."""
+    import pyarrow.compute as pc
+
+    return pc.or_(pc.fill_null(pc.equal(left, right), False), pc.and_(pc.is_null(left), pc.is_null(right)))
+
+
+def _count(mask) -> int:
+    """How many rows ``mask`` (Arrow's, or numpy's) holds for."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(mask, np.ndarray):
+        return int(np.count_nonzero(mask))
+    return pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0
+
+
+def counted(after, made, undone, config: TopicConfig, now_ms: int, dirty_from: int, log_start_after: int,
+            outside: dict, scope_of: Callable[[dict], Scope]):
+    """The violations of a compaction per guarantee, the data's bounds and the scope they
+    give, from the after version's records in scope and the change's (Arrow tables of
+    :data:`RECORD_COLUMNS`; ``outside``: what ``bounds.scoped_numbers`` reads outside them,
+    U being the pairing's: every young record of the before version lies at or above
+    ``dirty_from``); None where Spark must count."""
+    import pyarrow.compute as pc
+
+    prepared = _prepared([after, made, undone], config)
+    if prepared is None:
+        return None
+    after, made, undone = prepared
+    before_side = _netted([(after, 1), (undone, 1), (made, -1)])
+    after_side = _netted([(after, 1)])
+    if not (_one_record_an_offset(before_side) and _one_record_an_offset(after_side)):
+        return None
+    pairs = before_side.rename_columns([f"{c}_b" if c != "offset" else c for c in before_side.column_names]).join(
+        after_side.rename_columns([f"{c}_a" if c != "offset" else c for c in after_side.column_names]), "offset",
+        join_type="full outer", use_threads=False).combine_chunks()
+    nb, na = pc.fill_null(pairs["_n_b"], 0), pc.fill_null(pairs["_n_a"], 0)
+    offset = pairs["offset"]
+    in_b, in_a = pc.greater(nb, 0), pc.greater(na, 0)
+    removed, added = pc.and_(in_b, pc.invert(in_a)), pc.and_(in_a, pc.invert(in_b))
+    young = cleaner.uncleanable_after_ms(now_ms, config)
+    young_before = pc.and_(pc.and_(in_b, pc.greater_equal(offset, dirty_from)),
+                           pc.fill_null(pc.greater(pairs["timestamp_b"], young), False))
+    gone = pairs.filter(removed)
+    highest = pc.max(gone["offset"]).as_py()
+    changed = {
+        "highest_removed": None if highest is None else {
+            "offset": highest, "size": gone.filter(pc.equal(gone["offset"], highest))["_size_b"][0].as_py()},
+        "removed": _count(removed), "added": _count(added),
+        "u_before": pc.min(offset.filter(young_before)).as_py(),
+        "removed_from_start": pc.sum(gone.filter(pc.greater_equal(gone["offset"], log_start_after))["_size_b"]).as_py()
+        or 0,
+    }
+    data_bounds = scoped_bounds.scoped_finished(outside, changed)
+    scope = scope_of(data_bounds)
+    counts: dict[str, int] = {}
+    for code, mask in (*_offset_rules(pairs, in_b, in_a, scope, config), *_key_rules(pairs, in_b, in_a, scope)):
+        counts[code] = counts.get(code, 0) + _count(mask)
+    return {code: n for code, n in counts.items() if n}, data_bounds, scope
+
+
+def _offset_rules(pairs, in_b, in_a, scope: Scope, config: TopicConfig):
+    """``rules._offset_rules`` of a compaction: (guarantee, the offsets the rule holds for)."""
+    import pyarrow.compute as pc
+
+    offset, na = pairs["offset"], pc.fill_null(pairs["_n_a"], 0)
+    both = pc.and_(in_b, in_a)
+    says = [pc.invert(_same(pairs[f"{c}_b"], pairs[f"{c}_a"])) for c in ("timestamp", "key", "value", "_headers")]
+    changed = pc.and_(both, pc.or_(pc.or_(says[0], says[1]), pc.or_(says[2], says[3])))
+    horizon_b, horizon_a = pairs["_delete_horizon_b"], pairs["_delete_horizon_a"]
+    horizon_moved = pc.and_(both, pc.invert(_same(horizon_b, horizon_a)))
+    stamp = cleaner.delete_horizon_ms(scope.now_ms, config)
+    below = pc.less(offset, scope.checkpoint_after)
+    head = pc.and_(in_b, pc.and_(pc.greater_equal(offset, scope.head_start), pc.less(offset, scope.log_end_before)))
+    fresh_stamp = pc.and_(pc.and_(pc.is_null(horizon_b), pc.is_null(pairs["value_b"])),
+                          pc.fill_null(pc.equal(horizon_a, stamp), False))
+    yield "G1", pc.greater(na, 1)
+    yield "G1", changed
+    yield "G1", pc.and_(pc.and_(in_a, pc.invert(in_b)), pc.less(offset, scope.log_end_before))
+    yield "G1", pc.and_(in_a, pc.greater_equal(offset, scope.log_end_after))
+    yield "G2", pc.and_(head, pc.invert(in_a))
+    yield "G2", pc.and_(pc.and_(head, in_a), pc.or_(changed, horizon_moved))
+    yield "G7", pc.and_(pc.and_(pc.less(offset, scope.head_start), horizon_moved), pc.invert(fresh_stamp))
+    if config.compact and scope.max_lag_end is not None:
+        deadline = scope.now_ms - config.max_compaction_lag_ms
+        lagging = pc.and_(pc.greater_equal(offset, scope.checkpoint_after), pc.less(offset, scope.max_lag_end))
+        yield "G6", pc.and_(pc.and_(in_a, lagging), pc.less(pairs["timestamp_a"], deadline))
+    if config.compact:
+        tombstone = pc.and_(pc.is_null(pairs["value_a"]), pc.is_null(horizon_a))
+        yield "G7", pc.and_(pc.and_(in_a, below), tombstone)
+
+
+def _key_rows(pairs, in_b, in_a):
+    """The pairing unfolded: a row per offset and side (``_side``: 0 before, 1 after), with
+    its key's group number (``_group``; keyless rows one group, the last)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = ["key", "_rank", "value", "_delete_horizon"]
+    sides = []
+    for side, present in ((0, in_b), (1, in_a)):
+        rows = pairs.filter(present)
+        suffix = "_b" if side == 0 else "_a"
+        table = pa.table({"offset": rows["offset"], **{c: rows[c + suffix] for c in columns},
+                          "_side": pa.array([side] * rows.num_rows, pa.int8()),
+                          "_removed": (pc.equal(pc.fill_null(rows["_n_a"], 0), 0) if side == 0
+                                       else pa.array([False] * rows.num_rows))})
+        sides.append(table)
+    rows = pa.concat_tables(sides, promote_options="permissive").combine_chunks()
+    encoded = pc.dictionary_encode(rows["key"]).combine_chunks()
+    keyless = len(encoded.dictionary)
+    group = pc.fill_null(encoded.indices, keyless).cast(pa.int64())
+    return rows.append_column("_group", group), keyless + 1
+
+
+def _per_group(groups: int, group, mask, values):
+    """The largest of ``values`` where ``mask`` holds, per group (-1: none; ranks are not negative)."""
+    import numpy as np
+
+    found = np.full(groups, -1, dtype=np.int64)
+    np.maximum.at(found, group[mask], values[mask])
+    return found
+
+
+def _key_rules(pairs, in_b, in_a, scope: Scope):
+    """``rules._key_rules`` of a compaction: (guarantee, the key rows the rule holds for),
+    each key's numbers computed per group number and spread back to its rows."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows, groups = _key_rows(pairs, in_b, in_a)
+
+    def numpy(column):
+        return rows[column].to_numpy(zero_copy_only=False)
+
+    group, offset, rank, side = numpy("_group"), numpy("offset"), numpy("_rank"), numpy("_side")
+    tombstone = pc.is_null(rows["value"]).to_numpy(zero_copy_only=False)
+    horizon = rows["_delete_horizon"]
+    is_b, is_a = side == 0, side == 1
+    below = offset < scope.checkpoint_after
+    clean_after = is_a & below
+    keyed = group != groups - 1
+    expired_rows = (is_b & tombstone & (offset < scope.head_start)
+                    & pc.fill_null(pc.less_equal(horizon, scope.now_ms), False).to_numpy(zero_copy_only=False))
+    win = _per_group(groups, group, is_b & below, rank)[group]
+    clean = np.bincount(group, weights=clean_after, minlength=groups)[group]
+    final_b = _per_group(groups, group, is_b, rank)
+    final_a = _per_group(groups, group, is_a & (offset < scope.log_end_before), rank)
+    expired = np.bincount(group, weights=expired_rows, minlength=groups) > 0
+    # each key's final records' values: the row of its side whose rank is the side's final one
+    values = []
+    for final, side_rows in ((final_b, is_b), (final_a, is_a)):
+        where = np.full(groups, -1, dtype=np.int64)
+        chosen = side_rows & (rank == final[group])
+        where[group[chosen]] = np.flatnonzero(chosen)
+        values.append(rows["value"].take(pa.array(where, mask=where < 0)))
+    moved = pc.invert(_same(*values)).to_numpy(zero_copy_only=False)[group]
+    final_b, final_a = final_b[group], final_a[group]
+    yield "G3", clean_after & keyed & (clean > 1)
+    yield "G4", clean_after & ~keyed
+    yield "G4", clean_after & keyed & ((win < 0) | (rank != win))
+    speaks = (is_b & (rank == final_b)) | ((final_b < 0) & is_a & (rank == final_a))
+    yield "G5", speaks & keyed & ~expired[group] & moved
+    waiting = pc.or_(pc.is_null(horizon), pc.fill_null(pc.greater(horizon, scope.now_ms), False))
+    yield "G7", (is_b & tombstone & numpy("_removed") & (offset < scope.head_start) & (win >= 0) & (rank == win)
+                 & waiting.to_numpy(zero_copy_only=False))
