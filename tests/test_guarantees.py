@@ -219,6 +219,42 @@ def test_the_suites_follow_the_spec_and_rerunning_changes_nothing(tmp_path):
     assert [e.regex for e in stored.expectations] == ["^b$"] == [e.regex for e in changed.expectations]
 
 
+@pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
+def test_the_arrow_rank_orders_as_the_winner_rule(strategy):
+    """The Arrow check's record rank (``arrow_rules._dense_ranks``) orders records as the
+    pure ``cleaner.rules.winner_rank`` does, ties included (a record on both sides), on
+    random records: offsets and timestamps that repeat, headers that parse and that do not."""
+    import random
+
+    import pyarrow as pa
+
+    from framework.checks.arrow_rules import _dense_ranks
+    from framework.cleaner.rules import header_version, last_header, winner_rank
+    from framework.spec import parse_spec
+
+    config = {"cleanup.policy": "compact", "compaction.strategy": strategy}
+    if strategy == "header":
+        config["compaction.strategy.header"] = "v"
+    config = parse_spec({"topic": "t", "partitions": 1, "config": config}, "test").config
+    rng = random.Random(96)
+    rows = []
+    for _ in range(300):
+        headers = rng.choice([None, (), (("v", str(rng.randint(-3, 3)).encode()),), (("v", b"x"),),
+                              (("v", b"1"), ("v", (7).to_bytes(8, "big"))), (("w", b"5"),)])
+        rows.append((rng.randint(0, 40), rng.randint(0, 5), headers))
+    rows += [(41, 10, None), (41, 11, None)]  # one offset at two times, next to each other in time order
+    every = pa.table({"offset": pa.array([o for o, _, _ in rows], pa.int64()),
+                      "timestamp": pa.array([t for _, t, _ in rows], pa.int64()),
+                      "headers": pa.array([None if h is None else [{"key": k, "value": v} for k, v in h]
+                                           for _, _, h in rows],
+                                          pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))})
+    ranks = _dense_ranks(every, [h for _, _, h in rows] if strategy == "header" else None, config).to_pylist()
+    rule = [winner_rank(strategy, o, t, header_version(last_header(h or (), "v"))) for o, t, h in rows]
+    for i in range(len(rows)):
+        for j in range(len(rows)):
+            assert (ranks[i] < ranks[j]) == (rule[i] < rule[j]) and (ranks[i] == ranks[j]) == (rule[i] == rule[j])
+
+
 # --------------------------------------------------------------- the warehouse
 @dataclass
 class Base:
@@ -959,11 +995,24 @@ def _counted_both_ways(spark, warehouse, check, monkeypatch):
     return found, by_spark
 
 
-def _second_round_corrupted(spark, base, tmp_path, feed: bool, corruptions):
+def _copy_of(spark, base, round_, target):
+    """A copy of a second round's warehouse (``_second_round``'s answer), with its partition
+    log and check pointed at the copy: its versions, without producing and compacting again."""
+    from pathlib import Path
+
+    from framework.log.partition_log import PartitionLog
+
+    warehouse, log, check = round_
+    copy = base.copy(Path(warehouse.root), target)
+    copied = PartitionLog(spark, copy, log.spec, log.partition)
+    return copy, copied, dataclasses.replace(check, log=copied)
+
+
+def _second_round_corrupted(spark, base, tmp_path, round_, corruptions):
     """The second round's compaction check after each of ``corruptions`` alone (None: all of
-    them at once), each on a fresh copy: (what, warehouse, check)."""
+    them at once), each on a copy: (what, warehouse, check)."""
     for index, corruption in enumerate(corruptions):
-        warehouse, log, check = _second_round(spark, base, tmp_path / str(index), feed)
+        warehouse, log, check = _copy_of(spark, base, round_, tmp_path / str(index))
         done = [SECOND_ROUND_CORRUPTIONS[c](log) for c in ([corruption] if corruption else SECOND_ROUND_CORRUPTIONS)]
         yield corruption or "all at once", warehouse, dataclasses.replace(
             check, version_after=done[-1], state_after=log.states_at([done[-1]])[done[-1]])
@@ -997,21 +1046,22 @@ def test_arrow_counts_a_scoped_compaction_check_as_spark_does(spark, base, tmp_p
                           compact_check(base, log, version)))
     # without the feed, the change is the files the commits added and removed: one corruption
     # (a delete's rewrite) is enough to read it that way
+    rounds = {feed: _second_round(spark, base, tmp_path / f"round-{feed}", feed) for feed in (True, False)}
     for feed, corruptions in ((True, [*sorted(SECOND_ROUND_CORRUPTIONS), None]),
                               (False, ["an untouched tombstone removed before its horizon"])):
         cases += [(f"second round, feed {feed}: {what}", warehouse, check) for what, warehouse, check
-                  in _second_round_corrupted(spark, base, tmp_path / f"second-{feed}", feed, corruptions)]
-        healthy = _second_round(spark, base, tmp_path / f"healthy-{feed}", feed)
-        cases.append((f"second round, feed {feed}: healthy", healthy[0], healthy[2]))
+                  in _second_round_corrupted(spark, base, tmp_path / f"second-{feed}", rounds[feed], corruptions)]
+    # the rounds themselves are corrupted below only on copies
+    cases += [(f"second round, feed {feed}: healthy", rounds[feed][0], rounds[feed][2]) for feed in (True, False)]
     # Two more, for rules no corruption above reaches: a key only the after version holds
     # (the after version's record speaks for its final state), and a tombstone whose horizon
     # is exactly now (it has expired: its key's final state may change, and its removal is
     # no tombstone's business), checked at 11000.
-    warehouse, log, check = _second_round(spark, base, tmp_path / "new-key")
+    warehouse, log, check = _copy_of(spark, base, rounds[True], tmp_path / "new-key")
     version = raw_update(log, "offset = 5", {"key": "'z'"})
     cases.append(("a key only the after version holds", warehouse,
                   dataclasses.replace(check, version_after=version, state_after=log.states_at([version])[version])))
-    warehouse, log, check = _second_round(spark, base, tmp_path / "expired")
+    warehouse, log, check = _copy_of(spark, base, rounds[True], tmp_path / "expired")
     raw_delete(log, "offset = 4")
     version = _append_original(log, 3, version=1)
     cases.append(("a tombstone at its horizon", warehouse, dataclasses.replace(

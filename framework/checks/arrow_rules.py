@@ -11,8 +11,9 @@ multiplicity (the after version's, and the before version's as the after version
 what the change inserted or updated to, plus what it deleted or updated from), paired
 by offset (a full outer join), the per-offset rules over the pairing, then the pairing
 unfolded to a row per offset and side and the per-key rules over each key's rows
-(keyless rows one group, as SQL's window groups NULLs). A record's winner rank is the
-pure ``cleaner.rules.winner_rank``, as a dense number that orders as the rank does.
+(keyless rows one group, as SQL's window groups NULLs). A record's winner rank is a
+number that orders as the pure ``cleaner.rules.winner_rank`` does (a parity test pins the
+two: ``tests/test_guarantees.py::test_the_arrow_rank_orders_as_the_winner_rule``).
 
 Only counts: a check whose counts are not all zero is measured again by Spark, for the
 offending rows it shows. So where Spark's answer would hang on the order of its 64-bit

@@ -24,6 +24,10 @@ bounds outside the pairing are the files' statistics, as Spark's scoped check ta
 Where a version is not local plain files, where a young record may lie below the clean
 end, where the scope is larger than :data:`MAX_ROWS`, or where a timestamp has digits below
 the millisecond, this says nothing (None) and Spark checks.
+
+``jobs/benchmark.py --only compaction`` (stop 96, 50k updates): the check, judged by Great
+Expectations as a run judges it, took 0.77 s against 4.25 s counted by Spark at 500k
+records (0.40 x the compaction it checks), 0.74 s against 5.53 s at 5M (0.13 x).
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ from framework.log.commit_log import commit_actions
 
 __all__ = ["MAX_ROWS", "counted"]
 
-#: Above this many records in scope (the dirty section, or all rows read) Spark counts:
-#: the rules run row by row here (a few microseconds a record).
+#: Above this many records in scope (the dirty section, the change, or the after version's
+#: records read) Spark counts: they are all held in the driver's memory here.
 MAX_ROWS = 500_000
 _NAMES = arrow_rules.RECORD_COLUMNS
 _MADE, _UNDONE = ("insert", "update_postimage"), ("delete", "update_preimage")
