@@ -234,6 +234,11 @@
    written by Arrow straight into each member's table (as shipped, since stop 94) against
    one ``writeFiles`` into a staging folder, then moved (as before); every side's tables
    must hold the same records.
+34. ``huge_pages``: the ``compaction`` case of the largest ``--clean`` size compacted in a
+   new process each, A B B A after a warm-up: Arrow's allocator without transparent huge
+   pages (as shipped since stop 97, ``framework/__init__.py``) against with them
+   (mimalloc's default, as before); timed from the plan's end to the commit, with the CPU
+   the process spent in the kernel. Every side must remove the same records.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -266,7 +271,7 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
-            "read_only_commands", "young_heads", "window_start", "staged_commands")
+            "read_only_commands", "young_heads", "window_start", "staged_commands", "huge_pages")
 
 
 def _timed(label, results, action):
@@ -449,6 +454,82 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
             "checks_passed": verdict.passed and whole.passed and verdict == whole == before,
             "same_winners_as_naive": same, "setup_seconds": setup}
+
+
+#: Arrow's allocator (mimalloc) without transparent huge pages, as ``framework/__init__.py``
+#: ships it, and with them (mimalloc's default; as before).
+HUGE_PAGES = ("no transparent huge pages", "transparent huge pages (as before)")
+
+
+def bench_huge_pages(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
+    """The compaction section's case compacted in new processes, A B B A after a warm-up:
+    Arrow's allocator as shipped against with transparent huge pages allowed (as before).
+    Each process copies the case, starts its session, and is timed compacting it: a
+    process's first large rewrite, as ``topiclake maintain`` makes it. The setting is read when pyarrow loads, so
+    the sides cannot share a process."""
+    from framework.clients.produce import produce_frame
+    from framework.log.topic import Topic
+    from framework.stages import compaction
+
+    tag = _tag(clean)
+    topic = Topic(spark, warehouse, _spec(f"pages-{tag}"))
+    log = topic.partition(0)
+    produce_frame(topic, _clean_records(spark, clean, now), now)
+    compaction.execute(log, compaction.plan(log, now))
+    produce_frame(topic, _updates(spark, updates, clean, now), now)
+    runs: dict[str, list[dict]] = {side: [] for side in HUGE_PAGES}
+    # a warm-up first, not counted: the first new process after the build spent 11 s of CPU
+    # in the kernel, twice what the others did, whichever side it ran (2026-12-05; why, not known)
+    for number, side in enumerate((HUGE_PAGES[0], *HUGE_PAGES, *reversed(HUGE_PAGES))):
+        with tempfile.TemporaryDirectory(prefix="topiclake-huge-pages-") as scratch:
+            out = os.path.join(scratch, "out.json")
+            env = {**os.environ, "MIMALLOC_ALLOW_THP": "0" if side == HUGE_PAGES[0] else "1"}
+            done = subprocess.run([sys.executable, os.path.abspath(__file__), "--compact-copy", log.path,
+                                   "--compact-copy-topic", f"pages-{tag}", "--warehouse", os.path.join(scratch, "w"),
+                                   "--json", out], env=env, capture_output=True, text=True)
+            if done.returncode != 0 or not os.path.isfile(out):
+                print(done.stderr[-3000:], file=sys.stderr)
+                continue
+            with open(out) as handle:
+                runs[side].append(json.load(handle))
+        last = runs[side].pop() if number == 0 else runs[side][-1] if runs[side] else {"seconds": -1, "system_cpu": -1}
+        print(f"  [{tag}] compaction in a new process{', warm-up' if number == 0 else ''}, {side:<36} "
+              f"{last['seconds']:8.2f} s"
+              f" (CPU in the kernel {last['system_cpu']:.2f} s)", file=sys.stderr, flush=True)
+    for side in HUGE_PAGES:
+        if runs[side]:
+            results[f"[{tag}] compaction in a new process, {side}"] = round(
+                statistics.mean(run["seconds"] for run in runs[side]), 3)
+            results[f"[{tag}] compaction in a new process, {side}: CPU in the kernel"] = round(
+                statistics.mean(run["system_cpu"] for run in runs[side]), 3)
+    removed = {run["removed_records"] for side in HUGE_PAGES for run in runs[side]}
+    return {"clean": clean, "updates": updates, "runs_completed": {side: len(r) for side, r in runs.items()},
+            "same_removed_records": len(removed) == 1}
+
+
+def compact_copy(source: str, topic_name: str, folder: str, out: str) -> None:
+    """The child of :func:`bench_huge_pages`: ``source`` copied as partition 0 of
+    ``topic_name`` in a new warehouse at ``folder``, and compacted, timed."""
+    import resource
+
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.session import get_session
+    from framework.stages import compaction
+
+    spark = get_session("topiclake-benchmark-huge-pages")
+    log = Topic(spark, Warehouse.resolve(folder), _spec(topic_name)).partition(0)
+    shutil.copytree(source, log.path)
+    os.sync()  # the copy's writeback is not the compaction's
+    now = int(time.time() * 1000)
+    planned = compaction.plan(log, now)
+    before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    outcome = compaction.execute(log, planned, run_id="benchmark")
+    seconds, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+    with open(out, "w") as handle:
+        json.dump({"seconds": round(seconds, 3), "system_cpu": round(after.ru_stime - before.ru_stime, 3),
+                   "user_cpu": round(after.ru_utime - before.ru_utime, 3),
+                   "removed_records": outcome.removed_records}, handle)
 
 
 @dataclass(frozen=True)
@@ -2541,6 +2622,10 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     offsets = OFFSETS_TWINS.ratio_of(OFFSETS_LABEL, results)
     if offsets is not None:
         ratios[f"offset commits and reads, {OFFSETS_TWINS.ratio}"] = offsets
+    for label in [label for label in results if label.endswith(f"compaction in a new process, {HUGE_PAGES[0]}")]:
+        before = results.get(label.replace(HUGE_PAGES[0], HUGE_PAGES[1]))
+        if before:
+            ratios[f"{label} / {HUGE_PAGES[1]}"] = round(results[label] / before, 2)
     young = YOUNG_HEAD_TWINS.ratio_of(YOUNG_HEADS_LABEL, results)
     if young is not None:
         ratios[f"plans of partitions with young records, {YOUNG_HEAD_TWINS.ratio}"] = young
@@ -2618,7 +2703,13 @@ def run(argv) -> int:
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--warehouse", help="where to build the tables (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results to this file")
+    # the huge_pages section's child process (bench_huge_pages)
+    parser.add_argument("--compact-copy", help=argparse.SUPPRESS)
+    parser.add_argument("--compact-copy-topic", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.compact_copy:
+        compact_copy(args.compact_copy, args.compact_copy_topic, args.warehouse, args.json)
+        return 0
     sections = set(args.only.split(","))
     twin_kinds = None if not args.twins else [] if args.twins == "none" else args.twins.split(",")
     unknown = sorted(set(twin_kinds or ()) - {kind.name for kind in TWIN_KINDS})
@@ -2639,6 +2730,9 @@ def run(argv) -> int:
         if "compaction" in sections:
             for clean in (int(x) for x in args.clean.split(",")):
                 cases.append(bench_compaction(spark, warehouse, clean, args.updates, now, results))
+        if "huge_pages" in sections:
+            others["huge_pages"] = bench_huge_pages(spark, warehouse, max(int(x) for x in args.clean.split(",")),
+                                                    args.updates, now, results)
         if "partitions" in sections:
             others["partitions"] = bench_partitions(
                 spark, warehouse, args.partitions, now, results, twin_kinds)

@@ -25,7 +25,7 @@ from framework.log import version_checksum
 from framework.log.commit_log import local_commits
 from framework.log.small_partitions import is_small
 
-__all__ = ["READ_COLUMNS", "columns", "file_columns", "records", "small_plain_files"]
+__all__ = ["READ_COLUMNS", "columns", "each_file", "file_columns", "opened", "records", "small_plain_files"]
 
 #: A partition table's timestamp columns, and the units its files hold them in (Arrow's,
 #: Spark's INT96 read as "us").
@@ -53,17 +53,36 @@ def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None
     return tables
 
 
-def file_columns(path: str, names: list[str], row_groups: list[int] | None = None, whole_ms: bool = False):
-    """The ``names`` columns of one file (of only its ``row_groups``, when given), with
+def each_file(items: list, read) -> list | None:
+    """``read(item)`` of each of ``items`` (each a file's work), a file per core at once
+    (Arrow lets go of the GIL while it decodes and encodes); None if any gave None."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(len(items), os.cpu_count() or 1))) as pool:
+        found = list(pool.map(read, items))
+    return None if any(result is None for result in found) else found
+
+
+def opened(path: str):
+    """The Parquet file at ``path``, its INT96 timestamps read as microseconds (see above)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+
+
+def file_columns(path, names: list[str], row_groups: list[int] | None = None, whole_ms: bool = False):
+    """The ``names`` columns of one file (a path, or the file :func:`opened`; of only its
+    ``row_groups``, when given), with
     ``timestamp`` and ``_delete_horizon`` (when named) as epoch milliseconds (int64, floored,
     nulls kept); None when its columns are not what a partition table writes (a null
     offset, a timestamp of another type, a column missing) or, with ``whole_ms``, when a
     timestamp has digits below the millisecond (which flooring would hide)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+    parquet = opened(path) if isinstance(path, str) else path
     if not set(names) <= set(parquet.schema_arrow.names):
         return None
     table = parquet.read(columns=names) if row_groups is None else parquet.read_row_groups(row_groups, columns=names)

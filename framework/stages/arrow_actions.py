@@ -25,9 +25,6 @@ against 7.31 s, 6.52 s against 7.64 s), where rewriting the touched files is mos
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 from framework.cleaner import rules as cleaner
 from framework.log import local_records, version_checksum
 from framework.spec import TopicConfig
@@ -150,10 +147,7 @@ def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | 
         rows = tables[0].filter(keep(tables[0]))
         return rows.append_column("_file", pa.array([version_checksum.file_name(file[0])] * rows.num_rows, pa.string()))
 
-    listed = list(zip(files.paths, files.adds, strict=True))
-    with ThreadPoolExecutor(max_workers=max(1, min(len(listed), os.cpu_count() or 1))) as pool:
-        kept = list(pool.map(read, listed))
-    return None if any(rows is None for rows in kept) else kept
+    return local_records.each_file(list(zip(files.paths, files.adds, strict=True)), read)
 
 
 def _fates(rows, config: TopicConfig, now_ms: int):

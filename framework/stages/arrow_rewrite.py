@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 from urllib.parse import unquote
 
-from framework.log import arrow_files, file_stats, version_checksum
+from framework.log import arrow_files, file_stats, local_records, version_checksum
 from framework.stages.compaction import DELETE, STAMP
 
 __all__ = ["Marks", "marks_of", "packed", "staged", "write"]
@@ -101,8 +100,7 @@ def _written(layout, members: list, marks: Callable[[], list[Marks]], feed: bool
         return place, _rewrite(folder, *piece, schema, stats_columns, each[place], feed, outputs)
 
     try:
-        with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-            done = list(pool.map(run, jobs))
+        done = local_records.each_file(jobs, run)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, _NoStatistics):
         _discard(outputs)
         return None
