@@ -133,10 +133,17 @@ def _offset_ranges(spark, log) -> list[tuple[int, int]]:
     return sorted((row["lo"], row["hi"]) for row in files.collect())
 
 
-@pytest.mark.parametrize("writer", ["arrow", "spark"])
-@pytest.mark.parametrize("layout", ["small, one task", "large, by splits", "large, read through Delta"])
+@pytest.mark.parametrize("layout, writer", [
+    *((layout, writer) for writer in ("arrow", "spark")
+      for layout in ("small, one task", "large, by splits", "large, read through Delta")),
+    # Arrow reading and writing a touched file a few records at a time, and gathering the
+    # change feed's rows across them (arrow_rewrite.ROWS_A_BATCH)
+    ("large, by splits", "arrow, in batches of 4 records")])
 def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, tmp_path, monkeypatch, layout, writer):
-    twins = Twins(spark, tmp_path, monkeypatch, writer)
+    batched = writer.endswith("4 records")
+    if batched:
+        monkeypatch.setattr(arrow_rewrite, "ROWS_A_BATCH", 4)
+    twins = Twins(spark, tmp_path, monkeypatch, writer.split(",")[0])
     if layout.startswith("large"):
         # a large partition: its touched files written in the splits they were read in
         monkeypatch.setattr(file_rewrite, "ONE_TASK_BYTES", 0)
@@ -171,9 +178,13 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, tmp_path, m
     ranges = _offset_ranges(spark, log)
     assert ranges and all(hi < lo for (_, hi), (lo, _) in zip(ranges, ranges[1:])), ranges
     # and holds it in offset order, so that its row groups skip by offset too
+    groups = []
     for uri in log.read().inputFiles():
         offsets = pq.read_table(unquote(urlparse(uri).path), columns=["offset"])["offset"].to_pylist()
         assert offsets == sorted(offsets), uri
+        groups.append(pq.ParquetFile(unquote(urlparse(uri).path)).metadata.num_row_groups)
+    if batched:  # the rewrite's files were written a batch (a row group) at a time
+        assert max(groups) > 1, groups
     _statistics_hold(spark, log)
 
 
