@@ -136,7 +136,7 @@ def counted(check, state_after, dirty_from: int):
         changes = local_records.each_file(feed, lambda entry: local_records.file_columns(
             entry.path, [*_NAMES, *(["_change_type"] if entry.change_type is None else [])], whole_ms=True))
         dirty = local_records.each_file(list(version_checksum.holding_offsets(before_files, dirty_from, None).paths),
-                          lambda path: local_records.file_columns(path, ["offset", "key"]))
+                                        lambda path: local_records.file_columns(path, ["offset", "key"]))
         if changes is None or dirty is None:
             return None
         made, undone, touched_keys, touched_offsets = [], [], [], []
