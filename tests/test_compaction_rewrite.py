@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from framework import faults
-from framework.clients.produce import produce
+from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
 from framework.log.commit_log import read_commits
 from framework.log.topic import Topic
@@ -136,9 +136,10 @@ def _offset_ranges(spark, log) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("layout, writer", [
     *((layout, writer) for writer in ("arrow", "spark")
       for layout in ("small, one task", "large, by splits", "large, read through Delta")),
-    # Arrow reading and writing a touched file a few records at a time, and gathering the
-    # change feed's rows across them (arrow_rewrite.ROWS_A_BATCH)
-    ("large, by splits", "arrow, in batches of 4 records")])
+    # Arrow reading and writing a touched file a few records at a time (a segment's small
+    # files sorted as one, then written a few at a time), and gathering the change feed's
+    # rows across them (arrow_rewrite.ROWS_A_BATCH)
+    *((layout, "arrow, in batches of 4 records") for layout in ("small, one task", "large, by splits"))])
 def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, tmp_path, monkeypatch, layout, writer):
     batched = writer.endswith("4 records")
     if batched:
@@ -186,6 +187,30 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, tmp_path, m
     if batched:  # the rewrite's files were written a batch (a row group) at a time
         assert max(groups) > 1, groups
     _statistics_hold(spark, log)
+
+
+def test_a_timestamp_after_2262_in_a_file_spark_wrote_keeps_its_value(spark, tmp_path, monkeypatch):
+    """Spark writes timestamps as Parquet's INT96, which Arrow reads as nanoseconds unless
+    told otherwise: one after 2262-04-11 then wraps (the year 3000 read as 1830). Arrow's
+    rewrite of such a file keeps it as Spark's MERGE does."""
+    twins = Twins(spark, tmp_path, monkeypatch)
+    year_3000 = 32_503_680_000_000
+    # k1's first record loses to its second, so the file that also holds k2's is rewritten
+    frame = spark.createDataFrame([("k1", "a", NOW - DAY_MS), ("k1", "b", NOW - DAY_MS + 1), ("k2", "c", year_3000)],
+                                  "key STRING, value STRING, timestamp BIGINT")
+    for topic in twins.topics.values():
+        produce_frame(topic, frame, NOW)
+    log = twins.topics["rewrite"].partition(0)
+    paths = [unquote(urlparse(uri).path) for uri in log.read().inputFiles()]
+    groups = [pq.ParquetFile(path).metadata.row_group(0) for path in paths]
+    assert [next(group.column(i).physical_type for i in range(group.num_columns)
+                 if group.column(i).path_in_schema == "timestamp") for group in groups] == ["INT96"], \
+        "the test needs one file, written by Spark"
+    versions = twins.compact(NOW)
+    assert twins.by_arrow == [True]
+    twins.assert_same(versions)
+    kept = log.read().where("key = 'k2'").selectExpr("unix_millis(timestamp) AS ms").collect()
+    assert [row["ms"] for row in kept] == [year_3000]
 
 
 def test_a_file_arrow_cannot_read_as_the_table_is_rewritten_by_spark(spark, tmp_path, monkeypatch):

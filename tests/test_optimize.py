@@ -13,11 +13,13 @@ import json
 import math
 import os
 from dataclasses import replace
+from urllib.parse import unquote, urlparse
 
+import pyarrow.parquet as pq
 import pytest
 
 from framework import faults
-from framework.clients.produce import produce
+from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
 from framework.log import version_checksum
 from framework.log.topic import Topic
@@ -197,6 +199,31 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     assert log.snapshot().state == state_before
     again = Maintenance(spark, warehouse, [spec], record_history=False).run(3_000, stages=("optimize",))
     assert not again.partitions[0].rows[0].committed  # one file: nothing left worth packing
+
+
+@pytest.mark.slow
+def test_a_timestamp_after_2262_in_files_spark_wrote_is_packed_as_it_was(spark, warehouse, monkeypatch):
+    """Spark writes timestamps as Parquet's INT96, which Arrow reads as nanoseconds unless
+    told otherwise: one after 2262-04-11 then wraps (the year 3000 read as 1830)."""
+    spec = parse_spec(SPEC, "test")
+    topic = Topic(spark, warehouse, spec)
+    topic.create()
+    year_3000 = 32_503_680_000_000
+    for call in range(12):
+        produce_frame(topic, spark.createDataFrame([(f"k{call}", "v", year_3000 + call)],
+                                                   "key STRING, value STRING, timestamp BIGINT"), 1_000)
+    log = topic.partition(0)
+    paths = [unquote(urlparse(uri).path) for uri in log.read().inputFiles()]
+    groups = [pq.ParquetFile(path).metadata.row_group(0) for path in paths]
+    assert len(groups) == 12 and {next(group.column(i).physical_type for i in range(group.num_columns)
+                                       if group.column(i).path_in_schema == "timestamp") for group in groups} \
+        == {"INT96"}, "the test needs files written by Spark"
+    by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "packed", "arrow")
+    run = Maintenance(spark, warehouse, [spec], record_history=False).run(2_000, stages=("optimize",))
+    packing = run.partitions[0].rows[0]
+    assert packing.committed and packing.files_after == 1 and by_arrow == [True], packing.message
+    kept = log.read().selectExpr("unix_millis(timestamp) AS ms").collect()
+    assert sorted(row["ms"] for row in kept) == [year_3000 + call for call in range(12)]
 
 
 @pytest.mark.slow

@@ -66,10 +66,13 @@ def each_file(items: list, read) -> list | None:
 
 
 def opened(path: str):
-    """The Parquet file at ``path``, its INT96 timestamps read as microseconds (see above)."""
+    """The Parquet file at ``path``, its INT96 timestamps read as microseconds (see above;
+    as nanoseconds, Arrow's default, one after 2262 wraps), memory-mapped (its pages read
+    where the page cache holds them, not copied into fresh memory first: a Delta data file
+    never changes)."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+    return pq.ParquetFile(path, coerce_int96_timestamp_unit="us", memory_map=True)
 
 
 def file_columns(path, names: list[str], row_groups: list[int] | None = None, whole_ms: bool = False):

@@ -129,7 +129,6 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     this table's files or the files' offsets are not disjoint stretches. A file at a time is
     read, so a group of small files never sits in memory whole."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     layout = _layout(delta, txn)
     values = [add.get("partitionValues") or {} for add in adds]
@@ -145,7 +144,7 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     try:
         highest = None
         for _, path in paths:
-            rows = pq.read_table(path, columns=schema.names).cast(schema, safe=False).sort_by("offset")
+            rows = local_records.opened(path).read(columns=schema.names).cast(schema, safe=False).sort_by("offset")
             if not rows.num_rows:
                 continue
             if highest is not None and rows.column("offset")[0].as_py() <= highest:
@@ -211,11 +210,10 @@ def _file_columns(path: str) -> list[str]:
 def _rewrite(folder: str, values: dict, paths: list[str], one_file: bool, schema, stats_columns: list[str],
              mark: Marks, feed: bool, outputs: list) -> list[dict]:
     """One piece of :func:`_jobs`: its files read :data:`ROWS_A_BATCH` records at a time
-    (all of them, sorted by offset, when ``one_file``), marked, and written; the actions of
-    what was written."""
+    (all of them, sorted by offset, then sliced, when ``one_file``), marked, and written;
+    the actions of what was written."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     data = _Output(folder, values, schema, stats_columns, change=False)
     change = _Output(folder, values, schema.append(pa.field("_change_type", pa.string())), [], change=True)
@@ -223,10 +221,10 @@ def _rewrite(folder: str, values: dict, paths: list[str], one_file: bool, schema
 
     def batches():
         for path in paths:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=ROWS_A_BATCH, columns=schema.names):
+            for batch in local_records.opened(path).iter_batches(batch_size=ROWS_A_BATCH, columns=schema.names):
                 yield pa.Table.from_batches([batch]).cast(schema, safe=False)
 
-    pieces = [pa.concat_tables(list(batches())).sort_by("offset")] if one_file else batches()
+    pieces = _slices(pa.concat_tables(list(batches())).sort_by("offset")) if one_file else batches()
     at = schema.get_field_index("_delete_horizon")
     horizon_type = schema.field(at).type
     for rows in pieces:
@@ -244,6 +242,12 @@ def _rewrite(folder: str, values: dict, paths: list[str], one_file: bool, schema
                                           _typed(after.filter(stamped), "update_postimage")])
             change.write(feed_rows.sort_by("offset"))
     return [action for action in (data.close(), change.close()) if action is not None]
+
+
+def _slices(rows):
+    """``rows`` :data:`ROWS_A_BATCH` at a time: a file's row groups, so that a reader (a
+    check reading the dirty section's records, DuckDB) skips those outside its offsets."""
+    return (rows.slice(start, ROWS_A_BATCH) for start in range(0, rows.num_rows, ROWS_A_BATCH))
 
 
 def _typed(rows, change_type: str):
