@@ -100,6 +100,12 @@ def inside(point: str, frame):
     return frame.where(F.udf(gate, BooleanType()).asNondeterministic()(F.col(first_column)))
 
 
+def hooked(point: str) -> bool:
+    """Whether a hook is installed for ``point`` (then only a frame :func:`inside` made reaches it)."""
+    _check(point)
+    return bool(_hooks.get(point))
+
+
 @contextmanager
 def installed(point: str, hook: Hook) -> Iterator[None]:
     """Run ``hook(point, context)`` whenever the engine reaches ``point``, inside the block."""

@@ -49,6 +49,15 @@ def _rows(log) -> list[tuple]:
     return sorted(tuple(row) for row in log.read().collect())
 
 
+def _marked(changes) -> list[tuple]:
+    """(offset, action, new horizon in epoch ms) of each change, in offset order."""
+    import pyarrow as pa
+
+    horizons = changes["_horizon"].cast(pa.timestamp("ms", "UTC")).cast(pa.int64())
+    return sorted(zip(changes["offset"].to_pylist(), changes["_action"].to_pylist(), horizons.to_pylist(),
+                      strict=True))
+
+
 def _decided_both_ways(log, now: int) -> set[str]:
     """The plan's actions by Arrow and by Spark, required equal; the reasons they give."""
     planned = compaction.plan(log, now, force=True)
@@ -58,7 +67,9 @@ def _decided_both_ways(log, now: int) -> set[str]:
                                           measured.log_start_offset, carried=("_file",))
     by_arrow = arrow_actions.decide(log, planned, end)
     assert by_arrow is not None, "a local plain version is decided by Arrow"
-    assert sorted(tuple(r) for r in by_arrow.actions.collect()) == sorted(tuple(r) for r in by_spark.collect())
+    assert sorted(tuple(r) for r in by_arrow.actions().collect()) == sorted(tuple(r) for r in by_spark.collect())
+    # the changes Arrow's rewrite marks by are those Spark's frame gives it
+    assert _marked(by_arrow.changes) == _marked(by_spark.where(compaction.CHANGED).toArrow())
     totals = by_spark.selectExpr(*compaction.TOTALS).collect()[0].asDict()
     assert by_arrow.totals == {**totals, "touched_files": sorted(totals["touched_files"])}
     # what ``plan`` reports a run would do, by reason

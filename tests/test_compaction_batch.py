@@ -162,7 +162,7 @@ def test_a_batch_decides_in_a_few_jobs_only_its_own_plans_and_lets_its_cache_go(
     assert ({**first.totals, "touched_files": sorted(first.totals["touched_files"])}
             == {**expected, "touched_files": sorted(expected["touched_files"])})
     columns = ["offset", "_action", "_reason", "_horizon", "_file"]
-    assert sorted(first.actions.select(*columns).collect()) == sorted(alone.select(*columns).collect())
+    assert sorted(first.actions().select(*columns).collect()) == sorted(alone.select(*columns).collect())
     for log in logs:
         batches.done(log)
     assert not frame._jdf.storageLevel().useMemory()

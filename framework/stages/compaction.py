@@ -300,17 +300,20 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
     read = _offsets_reader(log, snap.version)
     if decided is not None and (decided.plan is not compaction or cleanable_end is not None):
         raise ValueError("decided actions are those of this plan, uncapped")
-    own = decided is None  # decided here: held for the commit, let go after it
+    own = decided is None  # decided here
+    held = None  # Spark's actions decided here: held for the commit, let go after it
     if own:  # by Arrow from a local version's files, else by Spark (imported here: both import this module)
         from framework.stages import arrow_actions
         from framework.stages.compaction_batch import DecidedActions
 
-        decided = arrow_actions.decide(log, compaction, end) or DecidedActions(compaction, version_actions(
-            log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset, carried=("_file",), read=read
-        ).persist(), None)
+        decided = arrow_actions.decide(log, compaction, end)
+        if decided is None:
+            held = version_actions(log, snap, end, compaction.now_ms, checkpoint, measured.log_start_offset,
+                                   carried=("_file",), read=read).persist()
+            decided = DecidedActions(compaction, lambda: held, None)
     actions = decided.actions
     try:
-        totals = decided.totals or actions.selectExpr(*TOTALS).collect()[0].asDict()
+        totals = decided.totals or actions().selectExpr(*TOTALS).collect()[0].asDict()
         tombstones, min_horizon = totals["tombstones"], totals["min_horizon"]
         if end < checkpoint:
             # The clock went back: tombstones in [U, C) stay clean and keep their horizons.
@@ -338,13 +341,18 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             # imported here, not at the top: compaction_rewrite imports this module's names
             from framework.stages import compaction_rewrite
 
-            source = faults.inside("compact.during_commit", actions.where(CHANGED))
-            merge = _merge(log, source, end, stamps=totals["stamped"] > 0)
+            def source():
+                return faults.inside("compact.during_commit", actions().where(CHANGED))
+
+            merge = compaction_rewrite.merge(log, source, end, stamps=totals["stamped"] > 0)
+            # Arrow's changes mark the rewrite unless a test waits inside Spark's evaluation
+            marked = None if faults.hooked("compact.during_commit") else decided.changes
             if compaction_rewrite.available(log.spark, log.path, snap.version, changes):
                 def action():
                     return compaction_rewrite.rewrite(
                         log, source, MAINTENANCE_APP_ID, after.clean.epoch, totals["removed"], totals["stamped"], merge,
-                        planned_files=frozenset(totals["touched_files"]), staged=decided and decided.staged)
+                        planned_files=frozenset(totals["touched_files"]), staged=decided and decided.staged,
+                        changes=marked)
             else:
                 action = merge
         version = log.commit_maintenance(after, "compact", action, snap.version, **extra)
@@ -355,9 +363,9 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
             expired_tombstones=totals["expired"], stamped_tombstones=totals["stamped"],
         )
     finally:
-        if own:
-            actions.unpersist()
-        elif decided.staged is not None:
+        if held is not None:
+            held.unpersist()
+        elif not own and decided.staged is not None:
             decided.staged.discard()  # the staged files no commit took (once taken, nothing)
 
 
@@ -391,25 +399,6 @@ def _with_file(records, scanned: bool):
     the files it touches. A read of no listed file is no file scan (``scanned`` false): Spark
     cannot resolve ``_metadata`` there (PySpark would log an ERROR); it has no record (null)."""
     return records.selectExpr("*", "_metadata.file_name AS _file" if scanned else "CAST(NULL AS STRING) AS _file")
-
-
-def _merge(log: PartitionLog, source, end: int, stamps: bool):
-    """The compaction as Delta's MERGE of ``source`` (offset, _action, _horizon) into the
-    table's segments below ``end``: a callable that builds and runs it."""
-
-    def run():
-        merge = (
-            log.delta_table().alias("t")
-            .merge(source.alias("s"), f"t._segment < {int(end)} AND t.offset = s.offset")
-            .whenMatchedDelete(condition=f"s._action = '{DELETE}'")
-        )
-        if stamps:
-            # An update makes Delta read every column of every file the MERGE touches;
-            # a MERGE that only deletes reads the offsets (5M + 50k: 3 s against 5 s).
-            merge = merge.whenMatchedUpdate(condition=f"s._action = '{STAMP}'", set={"_delete_horizon": "s._horizon"})
-        return merge.execute()
-
-    return run
 
 
 def _horizons_between(records, start: int, end: int) -> tuple[int, int | None]:

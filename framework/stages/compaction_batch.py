@@ -23,11 +23,12 @@ its own partition). Its cache is let go once its last member is done.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from framework.local_rows import local_frame
 from framework.log import version_checksum
@@ -53,13 +54,17 @@ _BOUNDS = ("_u", "_c", "_ls")
 class DecidedActions:
     """A plan's actions decided before ``compaction.execute`` commits them (in a batch, or by
     Arrow: ``arrow_actions.decide``): :func:`compaction.compaction_actions` of its version
-    with each record's ``_file``, their :data:`compaction.TOTALS` (None: ``execute`` counts
-    them), and its rewrite written already, when the batch could write it (``staged_rewrite``)."""
+    with each record's ``_file`` (a callable giving the DataFrame, which Arrow's decision
+    makes only when Spark needs it), their :data:`compaction.TOTALS` (None: ``execute``
+    counts them), its rewrite written already, when the batch could write it
+    (``staged_rewrite``), and, when Arrow decided, the records it deletes or stamps as the
+    rewrite marks them (``arrow_actions.changes``: no Spark job between the two)."""
 
     plan: CompactionPlan
-    actions: object
+    actions: Callable[[], object]
     totals: dict | None
     staged: Staged | None = None
+    changes: object | None = None
 
 
 @dataclass
@@ -180,8 +185,8 @@ class CompactionBatches:
             nothing.update(removed_bytes=None, min_horizon=None, touched_files=[])
             totals = [rows.get(place, nothing) for place in range(len(batch.plans))]
             staged = self._staged(batch, totals)
-        batch.decided = [DecidedActions(planned, frame.where(f"{MEMBER} = {place}"), totals[place],
-                                        staged[place] if staged else None)
+        batch.decided = [DecidedActions(planned, functools.partial(frame.where, f"{MEMBER} = {place}"),
+                                        totals[place], staged[place] if staged else None)
                          for place, planned in enumerate(batch.plans)]
 
     def _staged(self, batch: _Batch, totals: list[dict]) -> list:
