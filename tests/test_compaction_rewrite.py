@@ -26,6 +26,7 @@ from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
 from framework.stages import arrow_actions, arrow_rewrite, compaction, compaction_rewrite, file_rewrite
+from tests.support.table_files import live_physical_types
 from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
@@ -201,11 +202,7 @@ def test_a_timestamp_after_2262_in_a_file_spark_wrote_keeps_its_value(spark, tmp
     for topic in twins.topics.values():
         produce_frame(topic, frame, NOW)
     log = twins.topics["rewrite"].partition(0)
-    paths = [unquote(urlparse(uri).path) for uri in log.read().inputFiles()]
-    groups = [pq.ParquetFile(path).metadata.row_group(0) for path in paths]
-    assert [next(group.column(i).physical_type for i in range(group.num_columns)
-                 if group.column(i).path_in_schema == "timestamp") for group in groups] == ["INT96"], \
-        "the test needs one file, written by Spark"
+    assert live_physical_types(log, "timestamp") == ["INT96"], "the test needs one file, written by Spark"
     versions = twins.compact(NOW)
     assert twins.by_arrow == [True]
     twins.assert_same(versions)

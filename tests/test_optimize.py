@@ -13,9 +13,7 @@ import json
 import math
 import os
 from dataclasses import replace
-from urllib.parse import unquote, urlparse
 
-import pyarrow.parquet as pq
 import pytest
 
 from framework import faults
@@ -28,7 +26,7 @@ from framework.spec import MIB, parse_spec
 from framework.stages import arrow_rewrite, optimize
 from framework.stages.maintenance import Maintenance
 from framework.stages.optimize import DataFile, pack_groups
-from tests.support.table_files import data_files_on_disk
+from tests.support.table_files import data_files_on_disk, live_physical_types
 from tests.support.writers import arrow_writes
 
 
@@ -213,11 +211,7 @@ def test_a_timestamp_after_2262_in_files_spark_wrote_is_packed_as_it_was(spark, 
         produce_frame(topic, spark.createDataFrame([(f"k{call}", "v", year_3000 + call)],
                                                    "key STRING, value STRING, timestamp BIGINT"), 1_000)
     log = topic.partition(0)
-    paths = [unquote(urlparse(uri).path) for uri in log.read().inputFiles()]
-    groups = [pq.ParquetFile(path).metadata.row_group(0) for path in paths]
-    assert len(groups) == 12 and {next(group.column(i).physical_type for i in range(group.num_columns)
-                                       if group.column(i).path_in_schema == "timestamp") for group in groups} \
-        == {"INT96"}, "the test needs files written by Spark"
+    assert live_physical_types(log, "timestamp") == ["INT96"] * 12, "the test needs files written by Spark"
     by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "packed", "arrow")
     run = Maintenance(spark, warehouse, [spec], record_history=False).run(2_000, stages=("optimize",))
     packing = run.partitions[0].rows[0]

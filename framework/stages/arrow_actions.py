@@ -52,8 +52,8 @@ def _schema():
 
 def decide(log, plan, cleanable_end: int):
     """``plan``'s actions up to ``cleanable_end`` (U, or less after a roll) decided by Arrow,
-    for ``compaction.execute``, or None where Spark decides: the actions as a local
-    relation, and their totals counted here."""
+    for ``compaction.execute``, or None where Spark decides: the actions (a local relation,
+    made when first asked for), their totals counted here, and the changes (:func:`changes`)."""
     import functools
 
     from framework.stages.compaction_batch import DecidedActions

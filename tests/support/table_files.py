@@ -11,3 +11,18 @@ def data_files_on_disk(table_path: str) -> list[str]:
     return sorted(os.path.join(folder, name) for folder, _, names in os.walk(table_path)
                   if "_delta_log" not in os.path.relpath(folder, table_path).split(os.sep)
                   for name in names if name.endswith(".parquet"))
+
+
+def live_physical_types(log, column: str) -> list[str]:
+    """The Parquet physical type of ``column`` in each live data file of ``log``'s table
+    (``INT96`` where Spark wrote a timestamp, ``INT64`` where Arrow did)."""
+    from urllib.parse import unquote, urlparse
+
+    import pyarrow.parquet as pq
+
+    found = []
+    for uri in log.read().inputFiles():
+        group = pq.ParquetFile(unquote(urlparse(uri).path)).metadata.row_group(0)
+        found.append(next(group.column(i).physical_type for i in range(group.num_columns)
+                          if group.column(i).path_in_schema == column))
+    return found
