@@ -108,6 +108,16 @@ def _in_scope(path: str, wanted):
     return rows.take(places)
 
 
+def _joined(columns: list, kind):
+    """``columns`` (chunked arrays) as one array of type ``kind``. Their chunks are passed on:
+    ``pa.chunked_array`` given chunked arrays converts them value by value (58 ms for
+    100,000 keys, against 0.1 ms)."""
+    import pyarrow as pa
+
+    return pa.chunked_array([chunk for column in columns for chunk in column.cast(kind).chunks],
+                            type=kind).combine_chunks()
+
+
 def counted(check, state_after, dirty_from: int):
     """The compaction ``check``'s violations per guarantee, its data's bounds and scope, as
     ``arrow_rules.counted`` gives them from the records in scope read here; None where Spark
@@ -151,11 +161,8 @@ def counted(check, state_after, dirty_from: int):
         touched_keys += [part.filter(pc.greater_equal(part["offset"], dirty_from))["key"] for part in dirty]
         if sum(table.num_rows for table in (*made, *undone)) > MAX_ROWS:
             return None
-        keys = (pc.unique(pa.chunked_array([k.cast(touched_keys[0].type) for k in touched_keys],
-                                           type=touched_keys[0].type).combine_chunks()).drop_null()
-                if touched_keys else None)
-        offsets = pc.unique(pa.chunked_array([o.cast(pa.int64()) for o in touched_offsets],
-                                             type=pa.int64()).combine_chunks())
+        keys = pc.unique(_joined(touched_keys, touched_keys[0].type)).drop_null() if touched_keys else None
+        offsets = pc.unique(_joined(touched_offsets, pa.int64()))
 
         def wanted(rows):
             mask = pc.or_(pc.greater_equal(rows["offset"], dirty_from), pc.less(rows["offset"], start))
