@@ -8,8 +8,9 @@
    rewritten through Delta's transaction API), by Delta's MERGE (as before) and with the
    run's actions decided by Spark's query (as before; Arrow decides them from a local
    version's files since stop 95), on copies in the order A C B B C
-   A; on a copy whose owner turned deletion vectors on (a MERGE that marks the losers)
-   and on one without the change data feed; the guarantee checks (Great Expectations) as they run (only the
+   A; on a copy whose owner turned deletion vectors on (a MERGE that marks the losers),
+   on one without the change data feed, and on one with the session's Parquet codec set
+   to ``lz4_raw`` (opt-in; its naive rewrite too, on a twin of its own); the guarantee checks (Great Expectations) as they run (only the
    change paired, counted by Arrow in the driver from the commits' change files and the
    after version's files, Spark measuring only a check that is not clean), counted by
    Spark's query over the same scope (as until stop 96) and with whole versions paired
@@ -377,6 +378,21 @@ def _tag(clean: int) -> str:
     return f"{clean // 1000}k" if clean < 1_000_000 else f"{clean / 1e6:g}M"
 
 
+@contextlib.contextmanager
+def _session_codec(spark, codec: str):
+    """Spark's writer, and so Arrow's rewrite (``arrow_files.session_codec``), compressing by ``codec``."""
+    key = "spark.sql.parquet.compression.codec"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, codec)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:
     from framework.checks.guarantees import Guarantees
     from framework.clients.produce import produce_frame
@@ -391,17 +407,19 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     _timed(f"[{tag}] produce clean section", setup, lambda: produce_frame(topic, _clean_records(spark, clean, now), now))
     _timed(f"[{tag}] first compaction", setup, lambda: compaction.execute(log, compaction.plan(log, now)))
     _timed(f"[{tag}] produce {updates} updates", setup, lambda: produce_frame(topic, _updates(spark, updates, clean, now), now))
-    twin = os.path.join(warehouse.root, f"naive-{tag}")
+    twin, lz4_twin = (os.path.join(warehouse.root, f"naive-{tag}{kind}") for kind in ("", "-lz4"))
     shutil.copytree(log.path, twin)
+    shutil.copytree(log.path, lz4_twin)
     # More copies, as partitions of topics of their own: one whose owner turned deletion
     # vectors on, one without the change data feed (how tables were before it).
-    opted, unfed, shipped2, merged1, merged2, delta1, delta2 = (
-        Topic(spark, warehouse, _spec(f"bench-{tag}-{kind}")) for kind in ("dv", "no-cdf", "a2", "b1", "b2", "c1", "c2"))
+    opted, unfed, shipped2, merged1, merged2, delta1, delta2, lz4 = (
+        Topic(spark, warehouse, _spec(f"bench-{tag}-{kind}"))
+        for kind in ("dv", "no-cdf", "a2", "b1", "b2", "c1", "c2", "lz4"))
     settings = ((opted, "'delta.enableDeletionVectors' = 'true'"), (unfed, "'delta.enableChangeDataFeed' = 'false'"))
     for copy, setting in settings:
         shutil.copytree(log.path, copy.partition(0).path)
         spark.sql(f"ALTER TABLE {delta_table_sql(copy.partition(0).path)} SET TBLPROPERTIES ({setting})")
-    for copy in (shipped2, merged1, merged2, delta1, delta2):
+    for copy in (shipped2, merged1, merged2, delta1, delta2, lz4):
         shutil.copytree(log.path, copy.partition(0).path)
 
     def compact(partition_log):
@@ -427,6 +445,8 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
             (results[f"[{tag}] {label} ({side}1)"] + results[f"[{tag}] {label} ({side}2)"]) / 2, 3)
     _timed(f"[{tag}] compaction, deletion vectors (opt-in)", results, lambda: compact(opted.partition(0)))
     _timed(f"[{tag}] compaction, no change data feed", results, lambda: compact(unfed.partition(0)))
+    with _session_codec(spark, "lz4_raw"):
+        _timed(f"[{tag}] compaction, lz4_raw (opt-in)", results, lambda: compact(lz4.partition(0)))
     check = StageCheck(log=log, stage="compact", now_ms=now, version_before=outcome.version_before,
                        version_after=outcome.version_after, before=None, state_before=planned.snapshot.state,
                        state_after=outcome.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
@@ -448,9 +468,11 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
               f"{', '.join(f'{r:.2f}' for r in runs[route])})", file=sys.stderr, flush=True)
     verdict, whole, before = verdicts["scoped"], verdicts["whole"], verdicts["by Spark"]
     _timed(f"[{tag}] naive rewrite", results, lambda: _naive_rewrite(spark, twin))
+    with _session_codec(spark, "lz4_raw"):
+        _timed(f"[{tag}] naive rewrite, lz4_raw", results, lambda: _naive_rewrite(spark, lz4_twin))
     same = all(_same_winners(spark, copy, twin)
-               for copy in (log.path, opted.partition(0).path, unfed.partition(0).path,
-                            *(c.partition(0).path for c in (shipped2, merged1, merged2, delta1, delta2))))
+               for copy in (log.path, opted.partition(0).path, unfed.partition(0).path, lz4_twin,
+                            *(c.partition(0).path for c in (shipped2, merged1, merged2, delta1, delta2, lz4))))
     return {"clean": clean, "updates": updates, "removed_records": outcome.removed_records,
             "checks_passed": verdict.passed and whole.passed and verdict == whole == before,
             "same_winners_as_naive": same, "setup_seconds": setup}
@@ -2565,6 +2587,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
             run / results[f"[{tag}] compaction, decided by Spark (as before)"], 2)
         ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
             naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
+        ratios[f"[{tag}] naive rewrite / compaction, both lz4_raw (opt-in)"] = round(
+            results[f"[{tag}] naive rewrite, lz4_raw"] / results[f"[{tag}] compaction, lz4_raw (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
         ratios[f"[{tag}] checks / checks counted by Spark (as before)"] = round(
             checks / results[f"[{tag}] guarantee checks, counted by Spark (as before)"], 2)

@@ -26,7 +26,7 @@ from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
 from framework.stages import arrow_actions, arrow_rewrite, compaction, compaction_rewrite, file_rewrite
-from tests.support.table_files import live_physical_types
+from tests.support.table_files import live_codecs, live_physical_types
 from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
@@ -208,6 +208,28 @@ def test_a_timestamp_after_2262_in_a_file_spark_wrote_keeps_its_value(spark, tmp
     twins.assert_same(versions)
     kept = log.read().where("key = 'k2'").selectExpr("unix_millis(timestamp) AS ms").collect()
     assert [row["ms"] for row in kept] == [year_3000]
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_arrow_compresses_as_the_session_tells_spark_s_writer(spark, tmp_path, monkeypatch, codec):
+    """Arrow writes the files Spark's writer would, in the codec the session names
+    (``spark.sql.parquet.compression.codec``); Hadoop's framing of LZ4 (Spark's ``lz4``)
+    Arrow does not write, so Spark's writer writes that rewrite."""
+    key = "spark.sql.parquet.compression.codec"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, codec)
+    try:
+        twins = Twins(spark, tmp_path, monkeypatch, "arrow" if codec == "zstd" else "arrow declines")
+        twins.produce(0, 30, NOW)
+        versions = twins.compact(NOW)
+        twins.assert_same(versions)
+        codecs = live_codecs(twins.topics["rewrite"].partition(0), "value")
+    finally:
+        spark.conf.set(key, previous) if previous is not None else spark.conf.unset(key)
+    # named as Spark's writer names them (a zstd file's name says so whoever wrote it)
+    assert all(name.endswith(".zstd.parquet" if codec == "zstd" else ".lz4hadoop.parquet") for name in codecs), codecs
+    if codec == "zstd":
+        assert set(codecs.values()) == {"ZSTD"}, codecs
 
 
 def test_a_file_arrow_cannot_read_as_the_table_is_rewritten_by_spark(spark, tmp_path, monkeypatch):

@@ -36,8 +36,24 @@ import uuid
 
 from framework.log import file_stats, version_checksum
 
-__all__ = ["add_actions", "data_files", "new_file", "statistics", "stats_columns", "table_struct", "takes",
-           "write_metrics", "written_metrics"]
+__all__ = ["CODECS", "add_actions", "data_files", "new_file", "session_codec", "statistics", "stats_columns",
+           "table_struct", "takes", "write_metrics", "written_metrics"]
+
+#: Parquet's codecs as Spark names them (``spark.sql.parquet.compression.codec``): Arrow's
+#: name for each, and what Spark's writer puts before ``.parquet`` in a file's name. Arrow
+#: writes neither Hadoop's framing of LZ4 (Spark's ``lz4``) nor LZO.
+CODECS = {"snappy": ("snappy", ".snappy"), "none": ("none", ""), "uncompressed": ("none", ""),
+          "gzip": ("gzip", ".gz"), "brotli": ("brotli", ".br"), "zstd": ("zstd", ".zstd"),
+          "lz4_raw": ("lz4", ".lz4raw")}
+#: What Spark's writer uses unless told otherwise, and so files written with no session.
+SPARK_DEFAULT_CODEC = "snappy"
+
+
+def session_codec(spark) -> str | None:
+    """The codec Spark's Parquet writer uses in ``spark``'s session (a key of :data:`CODECS`),
+    so that Arrow writes what Spark would; None when Arrow does not write it."""
+    name = spark.conf.get("spark.sql.parquet.compression.codec", SPARK_DEFAULT_CODEC).lower()
+    return name if name in CODECS else None
 
 
 def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
@@ -48,13 +64,14 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
     is written)."""
     metadata = txn.metadata()
     struct = table_struct(txn, metadata)
-    if struct is None:
+    codec = session_codec(delta.spark)
+    if struct is None or codec is None:
         return None
     partition_columns = list(delta.items(metadata.partitionColumns()))
     named = metadata.configuration().get("delta.dataSkippingStatsColumns")
     adds = add_actions(folder, table, struct, partition_columns,
                        stats_columns(str(named.get()) if named.isDefined() else None, partition_columns),
-                       max_records_per_file)
+                       max_records_per_file, codec)
     if adds is None:
         return None
     action = delta.cls("org.apache.spark.sql.delta.actions.Action")
@@ -62,10 +79,11 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
 
 
 def add_actions(folder: str, table, struct, partition_columns: list[str], stats_columns: list[str],
-                max_records_per_file: int | None = None) -> list[dict] | None:
+                max_records_per_file: int | None = None, codec: str = SPARK_DEFAULT_CODEC) -> list[dict] | None:
     """:func:`data_files` for a table whose schema (``struct``, a ``StructType`` a rewrite may
-    meet: see ``table_struct``), partition columns and statistics columns the caller read:
-    the ``add`` actions as dicts (as in the Delta log), or None (nothing is written)."""
+    meet: see ``table_struct``), partition columns and statistics columns the caller read,
+    compressed by ``codec`` (of :data:`CODECS`): the ``add`` actions as dicts (as in the
+    Delta log), or None (nothing is written)."""
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -94,7 +112,7 @@ def add_actions(folder: str, table, struct, partition_columns: list[str], stats_
             if stats is None:
                 return None
             pieces.append(({name: str(value) for name, value in values.items()}, piece, stats))
-    return [_written(folder, values, rows, stats) for values, rows, stats in pieces]
+    return [_written(folder, values, rows, stats, codec) for values, rows, stats in pieces]
 
 
 def write_metrics(adds: list) -> dict:
@@ -176,22 +194,22 @@ def _delta_timestamp(scalar) -> str | None:
     return file_stats.timestamp_statistic(micros // 1000)
 
 
-def new_file(partition_values: dict, change: bool = False) -> str:
+def new_file(partition_values: dict, change: bool = False, codec: str = SPARK_DEFAULT_CODEC) -> str:
     """A new data file's path relative to the table, named as Delta's writer names it: in its
-    partition's folder, under ``_change_data`` for a change data file."""
+    partition's folder, under ``_change_data`` for a change data file, with its ``codec``."""
     kind = "cdc" if change else "part"
     return "/".join([*(["_change_data"] if change else []),
                      *(f"{name}={value}" for name, value in partition_values.items()),
-                     f"{kind}-00000-{uuid.uuid4()}.c000.snappy.parquet"])
+                     f"{kind}-00000-{uuid.uuid4()}.c000{CODECS[codec][1]}.parquet"])
 
 
-def _written(folder: str, partition_values: dict, rows, stats: str) -> dict:
+def _written(folder: str, partition_values: dict, rows, stats: str, codec: str) -> dict:
     """``rows`` written as one Parquet file in its partition's folder, as an ``add`` action."""
     import pyarrow.parquet as pq
 
-    relative = new_file(partition_values)
+    relative = new_file(partition_values, codec=codec)
     written = os.path.join(folder, *relative.split("/"))
     os.makedirs(os.path.dirname(written), exist_ok=True)
-    pq.write_table(rows, written, compression="snappy")
+    pq.write_table(rows, written, compression=CODECS[codec][0])
     return {"path": relative, "partitionValues": partition_values, "size": os.path.getsize(written),
             "modificationTime": int(os.path.getmtime(written) * 1000), "dataChange": True, "stats": stats}

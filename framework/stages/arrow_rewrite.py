@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable
+from typing import Callable, NamedTuple
 from urllib.parse import unquote
 
 from framework.log import arrow_files, file_stats, local_records, version_checksum
@@ -94,7 +94,7 @@ def _written(layout, members: list, marks: Callable[[], list[Marks]], feed: bool
              one_file_bytes: int) -> list[tuple[list, list]] | None:
     import pyarrow as pa
 
-    schema, stats_columns = layout
+    schema = layout.schema
     jobs = [(place, files.folder, (values, [local_records.opened(path) for path in paths], one_file))
             for place, (files, touched) in enumerate(members)
             for values, paths, one_file in _jobs(files, touched, one_file_bytes)]
@@ -105,7 +105,7 @@ def _written(layout, members: list, marks: Callable[[], list[Marks]], feed: bool
 
     def run(job):
         place, folder, piece = job
-        return place, _rewrite(folder, *piece, schema, stats_columns, each[place], feed, outputs)
+        return place, _rewrite(folder, *piece, layout, each[place], feed, outputs)
 
     try:
         done = local_records.each_file(jobs, run)
@@ -135,7 +135,7 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     values = [add.get("partitionValues") or {} for add in adds]
     if layout is None or any(value != values[0] for value in values):
         return None
-    schema, stats_columns = layout
+    schema = layout.schema
     firsts = [(file_stats.of(add).min_offset, os.path.join(folder, *unquote(add["path"]).split("/"))) for add in adds]
     paths = sorted((first, path) for first, path in firsts if first is not None)
     if len(paths) != len(adds) or not all(os.path.isfile(path) for _, path in paths):
@@ -143,7 +143,7 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     files = [local_records.opened(path) for _, path in paths]
     if any(not set(schema.names) <= set(_file_columns(file)) for file in files):
         return None
-    output = _Output(folder, values[0], schema, stats_columns, change=False)
+    output = _Output(folder, values[0], schema, layout.stats_columns, layout.codec, change=False)
     try:
         highest = None
         for file in files:
@@ -166,15 +166,25 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     return None if written is None else {**written["add"], "dataChange": False}
 
 
-def _layout(delta, txn):
+class _Layout(NamedTuple):
+    """What Arrow writes a table's files as: their schema, statistics columns and codec."""
+
+    schema: object
+    stats_columns: list[str]
+    codec: str
+
+
+def _layout(delta, txn) -> _Layout | None:
     """The Arrow schema of the files of the table ``txn`` reads (its columns, no partition
-    column) and its statistics columns; None when Arrow does not write its files."""
+    column), its statistics columns and the session's codec (``arrow_files.session_codec``:
+    what Spark's writer would compress them by); None when Arrow does not write its files."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     metadata = txn.metadata()
     struct = arrow_files.table_struct(txn, metadata)
-    if struct is None:
+    codec = arrow_files.session_codec(delta.spark)
+    if struct is None or codec is None:
         return None
     partition_columns = list(delta.items(metadata.partitionColumns()))
     named = metadata.configuration().get("delta.dataSkippingStatsColumns")
@@ -183,7 +193,7 @@ def _layout(delta, txn):
     if not arrow_files.takes(struct, partition_columns, stats_columns) or not {"offset", "_delete_horizon"} <= set(
             schema.names):
         return None
-    return schema, stats_columns
+    return _Layout(schema, stats_columns, codec)
 
 
 def _jobs(files: version_checksum.PlainFiles, touched: set[str], one_file_bytes: int) -> list[tuple[dict, list, bool]]:
@@ -210,8 +220,8 @@ def _file_columns(file) -> list[str]:
     return file.schema_arrow.names
 
 
-def _rewrite(folder: str, values: dict, files: list, one_file: bool, schema, stats_columns: list[str],
-             mark: Marks, feed: bool, outputs: list) -> list[dict]:
+def _rewrite(folder: str, values: dict, files: list, one_file: bool, layout: _Layout, mark: Marks, feed: bool,
+             outputs: list) -> list[dict]:
     """One piece of :func:`_jobs`, its files :func:`local_records.opened`: read
     :data:`ROWS_A_BATCH` records at a time (all of them, sorted by offset, then sliced,
     when ``one_file``), marked, and written;
@@ -219,8 +229,10 @@ def _rewrite(folder: str, values: dict, files: list, one_file: bool, schema, sta
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    data = _Output(folder, values, schema, stats_columns, change=False)
-    change = _Output(folder, values, schema.append(pa.field("_change_type", pa.string())), [], change=True)
+    schema = layout.schema
+    data = _Output(folder, values, schema, layout.stats_columns, layout.codec, change=False)
+    change = _Output(folder, values, schema.append(pa.field("_change_type", pa.string())), [], layout.codec,
+                     change=True)
     outputs.extend((data, change))
 
     def batches():
@@ -267,8 +279,9 @@ class _NoStatistics(Exception):
 class _Output:
     """One file being written: a data file (``add``, with statistics) or a change data file (``cdc``)."""
 
-    def __init__(self, folder: str, values: dict, schema, stats_columns: list[str], change: bool):
-        self.relative = arrow_files.new_file(values, change)
+    def __init__(self, folder: str, values: dict, schema, stats_columns: list[str], codec: str, change: bool):
+        self.relative = arrow_files.new_file(values, change, codec)
+        self.codec = codec
         self.path = os.path.join(folder, *self.relative.split("/"))
         self.values, self.schema, self.stats_columns, self.change = values, schema, stats_columns, change
         self.writer = None
@@ -300,7 +313,7 @@ class _Output:
 
         if self.writer is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self.writer = pq.ParquetWriter(self.path, self.schema, compression="snappy")
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression=arrow_files.CODECS[self.codec][0])
         self.writer.write_table(rows)
 
     def close(self) -> dict | None:
