@@ -269,7 +269,9 @@ class Guarantees:
                 expectations=gx_suites.guarantee_expectations(),
                 asset=f"{topic}.guarantees",
                 frame=gx_suites.metrics_frame([(item.counts, item.checked, item.context) for item in items]),
-                result_format="COMPLETE",
+                # which rows failed: COMPLETE lists them; one row is the row (BASIC computes
+                # fewer metrics: 0.10 s a validation against 0.15 s, stop 99)
+                result_format="COMPLETE" if len(items) > 1 else "BASIC",
                 datasource=gx_suites.METRICS_DATASOURCE,
                 keep=gx_project.RESULTS_KEPT,
             )

@@ -158,14 +158,15 @@ def metrics_frame(checks: Sequence[tuple[Mapping[str, int], Sequence[str], Mappi
 
 def failed_rows(result, rows: int) -> list[list[str]]:
     """Per row of the metrics frame, the guarantees GE failed it on (from each failed
-    expectation's unexpected rows: ``result_format="COMPLETE"`` lists them all)."""
+    expectation's unexpected rows: ``result_format="COMPLETE"`` lists them all; a result
+    that lists none fails every row, which is the row of a one-row frame)."""
     failed: list[list[str]] = [[] for _ in range(rows)]
     for item in result.results:
         if item.success:
             continue
         name = (item.expectation_config.meta or {}).get("guarantee") or item.expectation_config.type
         unexpected = (item.result or {}).get("unexpected_index_list")
-        if unexpected is None:  # an expectation that erred judged no row: every row fails on it
+        if unexpected is None:  # not listed (erred, or not COMPLETE): every row fails on it
             unexpected = range(rows)
         for index in unexpected:
             failed[int(index)].append(name)
