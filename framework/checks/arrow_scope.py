@@ -26,9 +26,9 @@ end, where the scope is larger than :data:`MAX_ROWS`, or where a timestamp has d
 the millisecond, this says nothing (None) and Spark checks.
 
 ``jobs/benchmark.py --only compaction`` (stop 99, 50k updates): the check, judged by Great
-Expectations as a run judges it, took 0.56 to 0.60 s against 4.17 to 4.57 s counted by
-Spark at 500k records (0.44 x and 0.55 x the compaction it checks), 0.73 to 0.82 s
-against 5.94 to 6.20 s at 5M (0.12 x and 0.18 x).
+Expectations as a run judges it, took 0.50 to 0.60 s against 4.17 to 4.57 s counted by
+Spark at 500k records (0.37 to 0.55 x the compaction it checks, three runs), 0.73 to
+0.82 s against 5.94 to 7.03 s at 5M (0.12 to 0.20 x).
 """
 
 from __future__ import annotations
