@@ -95,10 +95,9 @@ def _written(layout, members: list, marks: Callable[[], list[Marks]], feed: bool
     import pyarrow as pa
 
     schema = layout.schema
-    jobs = [(place, files.folder, (values, [local_records.opened(path) for path in paths], one_file))
-            for place, (files, touched) in enumerate(members)
-            for values, paths, one_file in _jobs(files, touched, one_file_bytes)]
-    if any(not set(schema.names) <= set(_file_columns(file)) for _, _, (_, opened, _) in jobs for file in opened):
+    jobs = [(place, files.folder, job) for place, (files, touched) in enumerate(members)
+            for job in _jobs(files, touched, one_file_bytes)]
+    if any(not set(schema.names) <= set(_file_columns(path)) for _, _, (_, paths, _) in jobs for path in paths):
         return None
     each = marks()
     outputs: list[_Output] = []
@@ -138,16 +137,14 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     schema = layout.schema
     firsts = [(file_stats.of(add).min_offset, os.path.join(folder, *unquote(add["path"]).split("/"))) for add in adds]
     paths = sorted((first, path) for first, path in firsts if first is not None)
-    if len(paths) != len(adds) or not all(os.path.isfile(path) for _, path in paths):
-        return None
-    files = [local_records.opened(path) for _, path in paths]
-    if any(not set(schema.names) <= set(_file_columns(file)) for file in files):
+    if len(paths) != len(adds) or any(not os.path.isfile(path) or not set(schema.names) <= set(_file_columns(path))
+                                      for _, path in paths):
         return None
     output = _Output(folder, values[0], schema, layout.stats_columns, layout.codec, change=False)
     try:
         highest = None
-        for file in files:
-            rows = file.read(columns=schema.names).cast(schema, safe=False).sort_by("offset")
+        for _, path in paths:  # (one file open at a time: a group may hold thousands)
+            rows = local_records.opened(path).read(columns=schema.names).cast(schema, safe=False).sort_by("offset")
             if not rows.num_rows:
                 continue
             if highest is not None and rows.column("offset")[0].as_py() <= highest:
@@ -215,16 +212,19 @@ def _jobs(files: version_checksum.PlainFiles, touched: set[str], one_file_bytes:
     return jobs
 
 
-def _file_columns(file) -> list[str]:
-    """The columns of a file :func:`local_records.opened` (its footer, read when opened)."""
-    return file.schema_arrow.names
+def _file_columns(path: str) -> list[str]:
+    """The columns of the file at ``path`` (its footer; read again when the file is
+    rewritten: holding every touched file open instead could take thousands of
+    descriptors in a batch of small partitions)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).names
 
 
-def _rewrite(folder: str, values: dict, files: list, one_file: bool, layout: _Layout, mark: Marks, feed: bool,
+def _rewrite(folder: str, values: dict, paths: list[str], one_file: bool, layout: _Layout, mark: Marks, feed: bool,
              outputs: list) -> list[dict]:
-    """One piece of :func:`_jobs`, its files :func:`local_records.opened`: read
-    :data:`ROWS_A_BATCH` records at a time (all of them, sorted by offset, then sliced,
-    when ``one_file``), marked, and written;
+    """One piece of :func:`_jobs`: its files read :data:`ROWS_A_BATCH` records at a time
+    (all of them, sorted by offset, then sliced, when ``one_file``), marked, and written;
     the actions of what was written."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -236,8 +236,8 @@ def _rewrite(folder: str, values: dict, files: list, one_file: bool, layout: _La
     outputs.extend((data, change))
 
     def batches():
-        for file in files:
-            for batch in file.iter_batches(batch_size=ROWS_A_BATCH, columns=schema.names):
+        for path in paths:
+            for batch in local_records.opened(path).iter_batches(batch_size=ROWS_A_BATCH, columns=schema.names):
                 yield pa.Table.from_batches([batch]).cast(schema, safe=False)
 
     pieces = _slices(pa.concat_tables(list(batches())).sort_by("offset")) if one_file else batches()
