@@ -380,19 +380,12 @@ def _tag(clean: int) -> str:
     return f"{clean // 1000}k" if clean < 1_000_000 else f"{clean / 1e6:g}M"
 
 
-@contextlib.contextmanager
 def _session_codec(spark, codec: str):
     """Spark's writer, and so Arrow's rewrite (``arrow_files.session_codec``), compressing by ``codec``."""
-    key = "spark.sql.parquet.compression.codec"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, codec)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
+    from framework.log.arrow_files import CODEC_SETTING
+    from framework.log.delta_commits import session_confs
+
+    return session_confs(spark, {CODEC_SETTING: codec})
 
 
 def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, results: dict) -> dict:

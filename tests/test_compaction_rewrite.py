@@ -21,7 +21,9 @@ import pytest
 from framework import faults
 from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
+from framework.log import arrow_files
 from framework.log.commit_log import read_commits
+from framework.log.delta_commits import session_confs
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
@@ -215,17 +217,12 @@ def test_arrow_compresses_as_the_session_tells_spark_s_writer(spark, tmp_path, m
     """Arrow writes the files Spark's writer would, in the codec the session names
     (``spark.sql.parquet.compression.codec``); Hadoop's framing of LZ4 (Spark's ``lz4``)
     Arrow does not write, so Spark's writer writes that rewrite."""
-    key = "spark.sql.parquet.compression.codec"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, codec)
-    try:
+    with session_confs(spark, {arrow_files.CODEC_SETTING: codec}):
         twins = Twins(spark, tmp_path, monkeypatch, "arrow" if codec == "zstd" else "arrow declines")
         twins.produce(0, 30, NOW)
         versions = twins.compact(NOW)
         twins.assert_same(versions)
         codecs = live_codecs(twins.topics["rewrite"].partition(0), "value")
-    finally:
-        spark.conf.set(key, previous) if previous is not None else spark.conf.unset(key)
     # named as Spark's writer names them (a zstd file's name says so whoever wrote it)
     assert all(name.endswith(".zstd.parquet" if codec == "zstd" else ".lz4hadoop.parquet") for name in codecs), codecs
     if codec == "zstd":

@@ -36,8 +36,8 @@ import uuid
 
 from framework.log import file_stats, version_checksum
 
-__all__ = ["CODECS", "add_actions", "data_files", "new_file", "session_codec", "statistics", "stats_columns",
-           "table_struct", "takes", "write_metrics", "written_metrics"]
+__all__ = ["CODECS", "CODEC_SETTING", "add_actions", "data_files", "new_file", "session_codec", "statistics",
+           "stats_columns", "table_struct", "takes", "write_metrics", "written_metrics"]
 
 #: Parquet's codecs as Spark names them (``spark.sql.parquet.compression.codec``): Arrow's
 #: name for each, and what Spark's writer puts before ``.parquet`` in a file's name. Arrow
@@ -47,12 +47,14 @@ CODECS = {"snappy": ("snappy", ".snappy"), "none": ("none", ""), "uncompressed":
           "lz4_raw": ("lz4", ".lz4raw")}
 #: What Spark's writer uses unless told otherwise, and so files written with no session.
 SPARK_DEFAULT_CODEC = "snappy"
+#: The session setting that names the codec.
+CODEC_SETTING = "spark.sql.parquet.compression.codec"
 
 
 def session_codec(spark) -> str | None:
     """The codec Spark's Parquet writer uses in ``spark``'s session (a key of :data:`CODECS`),
     so that Arrow writes what Spark would; None when Arrow does not write it."""
-    name = spark.conf.get("spark.sql.parquet.compression.codec", SPARK_DEFAULT_CODEC).lower()
+    name = spark.conf.get(CODEC_SETTING, SPARK_DEFAULT_CODEC).lower()
     return name if name in CODECS else None
 
 
