@@ -185,3 +185,24 @@ def test_an_arrow_table_as_a_claimed_commit_s_rows_is_recognised():
 
     assert delta_transactions.is_arrow(pa.table({"a": [1]}))
     assert not delta_transactions.is_arrow(None) and not delta_transactions.is_arrow([1])
+
+
+def test_arrow_dictionary_encodes_the_columns_that_repeat_and_only_those(spark, tmp_path):
+    """A column whose values do not repeat (the offset, the values, the timestamps) is
+    written plain, where Arrow's default hashes it into a dictionary it then gives up; the
+    keys that repeat and the headers (nested) keep their dictionary."""
+    import pyarrow.parquet as pq
+
+    topic = _topic(spark, str(tmp_path / "w"))
+    _produce(topic, LINES)
+    log = topic.partition(0)
+    [add] = _adds(_commits(log.path)[-1])
+    footer = pq.ParquetFile(os.path.join(log.path, add["path"])).metadata
+    encoded = {footer.row_group(0).column(i).path_in_schema: footer.row_group(0).column(i).encodings
+               for i in range(footer.num_columns)}
+    dictionary = {path for path, encodings in encoded.items() if "RLE_DICTIONARY" in encodings}
+    assert {"offset", "timestamp", "value"}.isdisjoint(dictionary), encoded
+    assert {"key", "headers.list.element.key"} <= dictionary, encoded
+    # the same columns chosen from the rows alone
+    rows = pq.read_table(os.path.join(log.path, add["path"]))
+    assert set(arrow_files.dictionary_columns(rows)) == dictionary

@@ -28,7 +28,7 @@ from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
 from framework.stages import arrow_actions, arrow_rewrite, compaction, compaction_rewrite, file_rewrite
-from tests.support.table_files import live_codecs, live_physical_types
+from tests.support.table_files import live_codecs, live_encodings, live_physical_types
 from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
@@ -223,10 +223,13 @@ def test_arrow_compresses_as_the_session_tells_spark_s_writer(spark, tmp_path, m
         versions = twins.compact(NOW)
         twins.assert_same(versions)
         codecs = live_codecs(twins.topics["rewrite"].partition(0), "value")
+        offsets = live_encodings(twins.topics["rewrite"].partition(0), "offset")
     # named as Spark's writer names them (a zstd file's name says so whoever wrote it)
     assert all(name.endswith(".zstd.parquet" if codec == "zstd" else ".lz4hadoop.parquet") for name in codecs), codecs
     if codec == "zstd":
         assert set(codecs.values()) == {"ZSTD"}, codecs
+        # offsets never repeat: Arrow writes them plain (arrow_files.dictionary_columns)
+        assert not any("RLE_DICTIONARY" in encodings for encodings in offsets.values()), offsets
 
 
 def test_a_file_arrow_cannot_read_as_the_table_is_rewritten_by_spark(spark, tmp_path, monkeypatch):

@@ -221,14 +221,15 @@ def test_the_suites_follow_the_spec_and_rerunning_changes_nothing(tmp_path):
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
 def test_the_arrow_rank_orders_as_the_winner_rule(strategy):
-    """The Arrow check's record rank (``arrow_rules._dense_ranks``) orders records as the
-    pure ``cleaner.rules.winner_rank`` does, ties included (a record on both sides), on
-    random records: offsets and timestamps that repeat, headers that parse and that do not."""
+    """The Arrow rank (``cleaner.arrow_ranks.dense_ranks``: the Arrow check's and the Arrow
+    decider's) orders records as the pure ``cleaner.rules.winner_rank`` does, ties included
+    (a record on both sides), on random records: offsets and timestamps that repeat, headers
+    that parse and that do not; with the header pairs given and read by itself."""
     import random
 
     import pyarrow as pa
 
-    from framework.checks.arrow_rules import _dense_ranks
+    from framework.cleaner.arrow_ranks import dense_ranks
     from framework.cleaner.rules import header_version, last_header, winner_rank
     from framework.spec import parse_spec
 
@@ -248,11 +249,12 @@ def test_the_arrow_rank_orders_as_the_winner_rule(strategy):
                       "headers": pa.array([None if h is None else [{"key": k, "value": v} for k, v in h]
                                            for _, _, h in rows],
                                           pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))})
-    ranks = _dense_ranks(every, [h for _, _, h in rows] if strategy == "header" else None, config).to_pylist()
     rule = [winner_rank(strategy, o, t, header_version(last_header(h or (), "v"))) for o, t, h in rows]
-    for i in range(len(rows)):
-        for j in range(len(rows)):
-            assert (ranks[i] < ranks[j]) == (rule[i] < rule[j]) and (ranks[i] == ranks[j]) == (rule[i] == rule[j])
+    for pairs in ([h for _, _, h in rows], None):
+        ranks = dense_ranks(every, config, pairs).to_pylist()
+        for i in range(len(rows)):
+            for j in range(len(rows)):
+                assert (ranks[i] < ranks[j]) == (rule[i] < rule[j]) and (ranks[i] == ranks[j]) == (rule[i] == rule[j])
 
 
 # --------------------------------------------------------------- the warehouse

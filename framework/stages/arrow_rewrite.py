@@ -313,7 +313,8 @@ class _Output:
 
         if self.writer is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self.writer = pq.ParquetWriter(self.path, self.schema, compression=arrow_files.CODECS[self.codec][0])
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression=arrow_files.CODECS[self.codec][0],
+                                           use_dictionary=arrow_files.dictionary_columns(rows))
         self.writer.write_table(rows)
 
     def close(self) -> dict | None:

@@ -25,6 +25,12 @@ def live_codecs(log, column: str) -> dict[str, str]:
     return {os.path.basename(path): chunk.compression for path, chunk in _live_chunks(log, column)}
 
 
+def live_encodings(log, column: str) -> dict[str, tuple]:
+    """Each live data file of ``log``'s table (its name) and the encodings of ``column`` in
+    its first row group (``RLE_DICTIONARY`` when dictionary-encoded)."""
+    return {os.path.basename(path): chunk.encodings for path, chunk in _live_chunks(log, column)}
+
+
 def _live_chunks(log, column: str) -> list[tuple]:
     from urllib.parse import unquote, urlparse
 
