@@ -1554,9 +1554,9 @@ def _rows_written_by_spark():
 def _measure_scanned():
     """Measure a partition as topiclake did before its append commits carried their bytes and
     oldest timestamp: a scan of the records past the checkpoint (by Spark, as then)."""
-    from framework.log import partition_log
+    from framework.log import log_state
 
-    with mock.patch.object(partition_log, "appended_between", lambda commits, start, end: None), _scanned_by_spark():
+    with mock.patch.object(log_state, "appended_between", lambda commits, start, end: None), _scanned_by_spark():
         yield
 
 
