@@ -4,7 +4,7 @@
 the new path away for the twin (``mock.patch.object(module, "name", ...)``). When a rule
 moves to another module, such a patch names an attribute that is no longer there, and the
 twin's section dies at its first run: the partitions section (target 4's figures) did so
-from stop 90's move of ``appended_between`` into ``log_state`` until stop 100, unseen
+from the move of ``appended_between`` into ``log_state`` (3d76871) until stop 100, unseen
 because only a benchmark run reaches it. This resolves every patch target the way the
 benchmark's own imports bind it, without running a section, and requires each named
 attribute to exist.
