@@ -17,7 +17,6 @@ import importlib
 from pathlib import Path
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "jobs" / "benchmark.py"
-_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def _own_nodes(scope):

@@ -18,8 +18,9 @@ The decided actions reach Arrow's rewrite as they are (:func:`changes`); the Dat
 MERGE or Spark's writer reads is made only when one of them runs (:func:`decide`).
 
 Spark decides instead (None here) where the version is not local plain files, the dirty
-section holds more than :data:`MAX_DIRTY` records (row by row, Python would take longer
-than the job), or a file's columns are not what a partition table writes.
+section holds more than :data:`MAX_DIRTY` records (the frame is held in the driver, and the
+header strategy's versions are parsed record by record), or a file's columns are not what
+a partition table writes.
 
 ``jobs/benchmark.py --only compaction`` (stop 95, two runs, 50k updates): a compaction
 decided here took 0.44 and 0.45 x its time decided by Spark's query over 500k clean
@@ -37,7 +38,8 @@ from framework.stages.compaction import DELETE, KEEP, STAMP
 
 __all__ = ["MAX_DIRTY", "by_reason", "changes", "decide", "decided", "totals"]
 
-#: Above this many dirty records Spark decides (about a microsecond a record here, row by row).
+#: Above this many dirty records Spark decides: the frame is held in the driver's memory, and
+#: the header strategy parses each record's version in Python (about a microsecond a record).
 MAX_DIRTY = 500_000
 #: The columns each strategy's rank reads, beside the offset.
 _RANK_COLUMNS = {"offset": [], "timestamp": ["timestamp"], "header": ["headers"]}
