@@ -80,13 +80,14 @@
    checks run ``--check-runs`` times, each measured and judged alone (``check_stage``),
    with Great Expectations judging the metrics row on its pandas engine (how topiclake
    judges) against its Spark engine (how it judged before), alternating, in one process,
-   against the compaction they check; then the same checks reading both versions from the
-   files their checksums list (as shipped) against through Delta's time travel (as
-   before), alternating; then the same checks, under a small partition's settings as
-   maintenance runs them, pairing the versions in one Spark task (as shipped) against
-   through a shuffle (as before), alternating; then a vacuum's check (G9) of three
-   versions, read in one Spark query (as shipped) against a query a version (as before),
-   alternating.
+   against the compaction they check; then, on Spark's route, the same checks reading
+   both versions from the files their checksums list (as shipped) against through Delta's
+   time travel (as before), alternating; then the same checks, under a small partition's
+   settings as maintenance runs them, pairing the versions in one Spark task (as shipped)
+   against through a shuffle (as before), alternating; then, under those settings, the
+   violations counted by Arrow in the driver (as shipped) against by Spark's queries (as
+   before stop 101), alternating; then a vacuum's check (G9) of three versions, read in
+   one Spark query (as shipped) against a query a version (as before), alternating.
 7. ``heap``: ``maintain`` then ``validate`` (both versions read through Delta) of a topic of
    ``--heap-partitions`` partitions through the command line, and the driver's heap in use
    after a full collection before and after: with each partition's table forgotten from
@@ -2013,19 +2014,30 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
             warm.append(time.perf_counter() - started)
     results["checks: the same compaction, warm (plan + commit)"] = round(statistics.median(warm[1:]), 3)
     # Each pair in blocks A B A B, each block warmed by one untimed check (switching re-binds
-    # GE's definitions): GE judging on its pandas engine against its Spark engine; then,
-    # pandas both ways, the two versions read from the files their checksums list (as
-    # shipped) against through Delta's snapshots (as before); then, under a small
-    # partition's settings, the versions paired in one Spark task (as shipped) against
-    # through a shuffle (as before).
-    sides = {"pandas": contextlib.nullcontext, "spark": lambda: _judged_by_spark(spark, warehouse),
-             "files": contextlib.nullcontext, "delta": _read_through_delta,
-             "one task": lambda: small_partition_settings(spark, 0),
-             "shuffled": lambda: _paired_with_shuffles(spark)}
+    # GE's definitions): GE judging on its pandas engine against its Spark engine; then, on
+    # Spark's route (what they measure), the two versions read from the files their
+    # checksums list (as shipped) against through Delta's snapshots (as before); then, under
+    # a small partition's settings, the versions paired in one Spark task (as shipped)
+    # against through a shuffle (as before); last, with the JVM warm, under a small
+    # partition's settings, counted by Arrow in the driver (as shipped) against by Spark's
+    # queries (as before stop 101).
+    def on_spark(way):
+        @contextlib.contextmanager
+        def both():
+            with _counted_by_spark(), way():
+                yield
+        return both
+
+    sides = {"arrow": lambda: small_partition_settings(spark, 0),
+             "by spark": on_spark(lambda: small_partition_settings(spark, 0)),
+             "pandas": contextlib.nullcontext, "spark": lambda: _judged_by_spark(spark, warehouse),
+             "files": on_spark(contextlib.nullcontext), "delta": on_spark(_read_through_delta),
+             "one task": on_spark(lambda: small_partition_settings(spark, 0)),
+             "shuffled": on_spark(lambda: _paired_with_shuffles(spark))}
     spent = dict.fromkeys(sides, 0.0)
     passed = True
     for side in ("pandas", "spark", "pandas", "spark", "files", "delta", "files", "delta",
-                 "one task", "shuffled", "one task", "shuffled"):
+                 "one task", "shuffled", "one task", "shuffled", "arrow", "by spark", "arrow", "by spark"):
         with sides[side]():
             guarantees.check_stage(check)
             for _ in range(runs // 2):
@@ -2051,7 +2063,8 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                 passed = guarantees.check_stage(swept).passed and passed
                 spent[side] += time.perf_counter() - started
     runs = 2 * (runs // 2)
-    for engine, label in (("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine"),
+    for engine, label in (("arrow", "counted by Arrow"), ("by spark", "counted by Spark"),
+                          ("pandas", "now: GE pandas engine"), ("spark", "before: GE Spark engine"),
                           ("files", "versions read from their files"), ("delta", "versions read through Delta"),
                           ("one task", "paired in one Spark task"), ("shuffled", "paired through shuffles")):
         results[f"checks of one compaction, {label}"] = round(spent[engine] / runs, 3)
@@ -2693,6 +2706,12 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     if checked:
         for label in ("now: GE pandas engine", "before: GE Spark engine"):
             ratios[f"checks / compaction, {label}"] = round(results[f"checks of one compaction, {label}"] / checked, 2)
+        ratios["checks counted by Arrow / by Spark"] = round(
+            results["checks of one compaction, counted by Arrow"]
+            / results["checks of one compaction, counted by Spark"], 2)
+        ratios["checks counted by Arrow / the same compaction, warm"] = round(
+            results["checks of one compaction, counted by Arrow"]
+            / results["checks: the same compaction, warm (plan + commit)"], 2)
         ratios["checks, versions read from their files / through Delta"] = round(
             results["checks of one compaction, versions read from their files"]
             / results["checks of one compaction, versions read through Delta"], 2)

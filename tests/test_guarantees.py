@@ -443,7 +443,9 @@ def _counted(spark, warehouse, check, monkeypatch):
 
 def test_a_correct_stage_is_checked_in_one_spark_job_with_its_bounds(spark, base, orders, monkeypatch):
     """The check of a stage whose U the data confirms counts the violations and the data's
-    bounds together: one summary, no job for the bounds alone."""
+    bounds together: one summary, no job for the bounds alone (Spark's route, Arrow's count
+    turned off)."""
+    _spark_counts(monkeypatch)
     warehouse, log = orders
     check = compact_check(base, log, base.row("orders", "compact").version_after)
     outcome, counted = _counted(spark, warehouse, check, monkeypatch)
@@ -506,10 +508,14 @@ def test_a_batch_of_checks_finds_what_each_check_alone_finds(spark, base, orders
     (framework/checks/batched.py). In a batch with healthy checks of three topics, the
     corrupted check is the one the batch does not find clean, and it is measured on its own;
     every check's measure (counts, samples, context) is the one it gets alone. The healthy
-    orders check reads the same table as the corrupted one: the batch keeps them apart."""
-    from framework.checks import batched
+    orders check reads the same table as the corrupted one: the batch keeps them apart.
+    (Spark's batch, Arrow's count turned off; with it on, the healthy checks are counted by
+    Arrow first, and every measure is again the one each gets alone.)"""
+    from framework.checks import arrow_scope, batched
     from framework.log.topic import Topic
 
+    shipped = arrow_scope.counted
+    _spark_counts(monkeypatch)
     warehouse, log = orders
     corrupt, expected = CORRUPTIONS[corruption]
     healthy = [_unpinned(compact_check(base, log, base.row("orders", "compact").version_after))]
@@ -532,6 +538,12 @@ def test_a_batch_of_checks_finds_what_each_check_alone_finds(spark, base, orders
     outcomes = guarantees.judge(together)
     assert [outcome.passed for outcome in outcomes] == [True, False, True, True]
     assert failed_codes(outcomes[1]) == expected, outcomes[1].details
+    by_arrow = []
+    monkeypatch.setattr(arrow_scope, "counted", lambda *args: (by_arrow.append(shipped(*args)), by_arrow[-1])[1])
+    measured_alone.clear()
+    assert guarantees.measure_many(checks) == alone
+    assert [found is not None and not found[0] for found in by_arrow[:len(checks)]] == [True, False, True, True]
+    assert measured_alone == [corrupted.version_after]
 
 
 def retain_check(base, log, version_after: int) -> StageCheck:
@@ -559,9 +571,12 @@ def test_a_batch_of_retention_checks_finds_what_each_check_alone_finds(spark, ba
                                                                       monkeypatch):
     """Small partitions' retention checks are counted in batches too, one a topic and stage:
     with a healthy check of the same table and a healthy compaction of orders, the corrupted
-    retention is the one measured on its own, and every measure is the one it gets alone."""
+    retention is the one measured on its own, and every measure is the one it gets alone.
+    (Spark's batch for the compaction too, Arrow's count turned off.)"""
     from framework.checks import batched
     from framework.log.topic import Topic
+
+    _spark_counts(monkeypatch)
 
     warehouse = base.copy(base.maintained, tmp_path / "warehouse")
     log = Topic(spark, warehouse, base.spec("events")).partition(0)
@@ -1103,15 +1118,21 @@ def test_arrow_counts_a_scoped_compaction_check_as_spark_does(spark, base, tmp_p
     assert failing == len(cases) - len(healthy) and len(healthy) == 5, "every corrupted version fails, no healthy one"
 
 
-def test_a_clean_scoped_compaction_check_is_counted_by_arrow_with_no_spark_job(spark, base, tmp_path, monkeypatch):
-    """A large partition's compaction check that Arrow counts clean starts no Spark job and
-    reads no change data feed through Delta; a corrupted one is measured by Spark, which
-    shows the offending rows; a young record below the clean end leaves the count to Spark."""
+@pytest.mark.parametrize("size", ["small", "scoped"])
+def test_a_clean_compaction_check_is_counted_by_arrow_with_no_spark_job(spark, base, tmp_path, monkeypatch, size):
+    """A compaction check that Arrow counts clean starts no Spark job and reads no change
+    data feed through Delta, whether its partition is small (Spark would pair whole
+    versions) or large enough for Spark to scope the check to the change (the size floor
+    lowered); a corrupted one is measured by Spark, which shows the offending rows; a young
+    record below the clean end leaves the count to Spark."""
     from framework.checks import arrow_scope, changes
 
     warehouse, log, check = _second_round(spark, base, tmp_path)
     check = _unpinned(check)  # without orders' own expectations, a Great Expectations run over its records
-    monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    if size == "scoped":
+        monkeypatch.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+    assert changes.worth_scoping(changes.dirty_from("compact", check.state_before), check.state_before) == (
+        size == "scoped")
     counted, shipped = [], arrow_scope.counted
     monkeypatch.setattr(arrow_scope, "counted", lambda *args: counted.append(shipped(*args)) or counted[-1])
     scopes = []

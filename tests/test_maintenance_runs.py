@@ -108,7 +108,7 @@ def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys
     assert delta_log_files(paths[1]) == version_files  # nothing committed to partition 1
 
 
-@pytest.mark.parametrize("route", ["measured at once", "measured in a batch"])
+@pytest.mark.parametrize("route", ["measured at once", "measured in a batch", "counted by Arrow"])
 def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_recorded(
         spark, isolated, capsys, monkeypatch, route):
     """A check runs after its stage committed; when the check itself cannot run (here: Delta
@@ -116,12 +116,15 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
     check erred, and the partition fails (exit 1) while the others go on: it is not the
     user's input that is wrong (no exit 2), and the history keeps every commit. A small
     partition's check measured with others (framework/checks/batched.py) fails alone too:
-    the batch that cannot read partition 1 fails, and each check is measured on its own."""
-    from framework.checks import batched
+    the batch that cannot read partition 1 fails, and each check is measured on its own.
+    So does a compaction check Arrow counts in the driver (framework/checks/arrow_scope.py,
+    the first route of every compaction check) that cannot read partition 1's files; the
+    first two routes are Spark's, with Arrow's count turned off."""
+    from framework.checks import arrow_scope, batched
     from framework.checks.guarantees import Guarantees
     from framework.errors import TimeTravelError
 
-    real_measure, real_count = Guarantees.measure, batched.count
+    real_measure, real_count, real_counted = Guarantees.measure, batched.count, arrow_scope.counted
 
     def refused_on_partition_1(self, check):
         if check.log.partition == 1:
@@ -133,10 +136,19 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
             raise TimeTravelError("cannot read a version of the batch: injected refusal")
         return real_count(spark, checks, state_after)
 
-    monkeypatch.setattr(Guarantees, "measure", refused_on_partition_1)
+    def arrow_refused_on_partition_1(check, *args):
+        if check.log.partition == 1:
+            raise TimeTravelError(f"{check.log.name}: cannot read that version: injected refusal")
+        return real_counted(check, *args)
+
+    if route == "counted by Arrow":
+        monkeypatch.setattr(arrow_scope, "counted", arrow_refused_on_partition_1)
+    else:
+        monkeypatch.setattr(arrow_scope, "counted", lambda *args: None)
+        monkeypatch.setattr(Guarantees, "measure", refused_on_partition_1)
     if route == "measured at once":
         monkeypatch.setattr(Guarantees, "batchable", lambda self, check, peers: False)
-    else:
+    elif route == "measured in a batch":
         monkeypatch.setattr(batched, "count", batch_refused_with_partition_1)
     common, paths = isolated
     code, out, err = cli(capsys, "maintain", *common, "--now", "1000", "--no-report")
@@ -159,28 +171,37 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
                          ids=["the spec's window", "a window of 0"])
 def test_small_partitions_checks_are_measured_in_one_batch_a_stage_when_their_files_stay(
         spark, isolated, capsys, monkeypatch, window, policy):
-    """A run's small partitions' compaction and retention checks wait for their verdicts and
-    are counted in one Spark job a stage (framework/checks/batched.py), every one passing;
+    """A run's small partitions' compaction and retention checks wait for their verdicts;
+    the compactions are counted clean by Arrow in the driver (framework/checks/arrow_scope.py)
+    and the retentions in one Spark job (framework/checks/batched.py), every one passing;
     unless the run's vacuum may delete the files a stage just removed (a window under an
-    hour): then each is measured at once, before that vacuum runs. (The topic turns to
-    compact,delete after its records were produced: a day's time retention then removes
-    every record the compaction kept.)"""
-    from framework.checks import batched
+    hour): then each is measured at once, before that vacuum runs (its compaction still
+    counted by Arrow). (The topic turns to compact,delete after its records were produced:
+    a day's time retention then removes every record the compaction kept.)"""
+    from framework.checks import arrow_scope, batched
 
     real, batches = batched._count_group, []
+    real_arrow, by_arrow = arrow_scope.counted, []
 
     def counted(spark, checks, files, scopes, stage, *rest):
         batches.append((stage, sorted(check.log.partition for check in checks)))
         return real(spark, checks, files, scopes, stage, *rest)
 
+    def counted_by_arrow(check, *args):
+        found = real_arrow(check, *args)
+        by_arrow.append((check.log.partition, found is not None and not found[0]))
+        return found
+
     monkeypatch.setattr(batched, "_count_group", counted)
+    monkeypatch.setattr(arrow_scope, "counted", counted_by_arrow)
     common, paths = isolated
     if policy != "compact":
         (Path(common[3]) / "iso.yaml").write_text(ISOLATED.replace("compact", policy) + "  retention.ms: 86400000\n")
     code, out, err = cli(capsys, "maintain", *common, "--now", str(2 * DAY_MS), "--no-report", *window)
     assert code == 0, out + err
     stages = ("compact",) if policy == "compact" else ("compact", "retain")
-    assert sorted(batches) == ([] if window else [(stage, [0, 1, 2]) for stage in stages])
+    assert sorted(batches) == ([] if window or policy == "compact" else [("retain", [0, 1, 2])])
+    assert sorted(by_arrow) == [(0, True), (1, True), (2, True)]
     assert [(r["partition"], r["committed"], r["validation"]) for r in stage_rows(spark, common, stages)] == [
         (p, True, "passed") for p in (0, 1, 2) for _ in stages]
     if policy != "compact":

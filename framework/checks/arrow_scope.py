@@ -1,6 +1,8 @@
-"""A large partition's compaction check counted in the driver: the records in scope
+"""A compaction check counted in the driver: the records in scope
 (``framework.checks.changes``) read by Arrow from the files of a local table, and judged by
-``framework.checks.arrow_rules``, with no Spark job.
+``framework.checks.arrow_rules``, with no Spark job. Any size of partition: a small one's
+check (the long run's 20-record partitions) costs about 15 ms here against 0.6 s of Spark
+queries pairing its whole versions in one task (stop 101).
 
 The scoped check Spark runs reads the change data feed, broadcasts the touched keys and
 offsets, scans the after version for the records in scope and nets both versions per offset
