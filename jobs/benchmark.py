@@ -2706,21 +2706,16 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     if checked:
         for label in ("now: GE pandas engine", "before: GE Spark engine"):
             ratios[f"checks / compaction, {label}"] = round(results[f"checks of one compaction, {label}"] / checked, 2)
-        ratios["checks counted by Arrow / by Spark"] = round(
-            results["checks of one compaction, counted by Arrow"]
-            / results["checks of one compaction, counted by Spark"], 2)
-        ratios["checks counted by Arrow / the same compaction, warm"] = round(
-            results["checks of one compaction, counted by Arrow"]
-            / results["checks: the same compaction, warm (plan + commit)"], 2)
-        ratios["checks, versions read from their files / through Delta"] = round(
-            results["checks of one compaction, versions read from their files"]
-            / results["checks of one compaction, versions read through Delta"], 2)
-        ratios["checks paired in one Spark task / the same compaction, warm"] = round(
-            results["checks of one compaction, paired in one Spark task"]
-            / results["checks: the same compaction, warm (plan + commit)"], 2)
-        ratios["checks, paired in one Spark task / through shuffles"] = round(
-            results["checks of one compaction, paired in one Spark task"]
-            / results["checks of one compaction, paired through shuffles"], 2)
+        one, warm = "checks of one compaction, ", "checks: the same compaction, warm (plan + commit)"
+        for name, part, whole in (
+                ("checks counted by Arrow / by Spark", one + "counted by Arrow", one + "counted by Spark"),
+                ("checks counted by Arrow / the same compaction, warm", one + "counted by Arrow", warm),
+                ("checks, versions read from their files / through Delta", one + "versions read from their files",
+                 one + "versions read through Delta"),
+                ("checks paired in one Spark task / the same compaction, warm", one + "paired in one Spark task", warm),
+                ("checks, paired in one Spark task / through shuffles", one + "paired in one Spark task",
+                 one + "paired through shuffles")):
+            ratios[name] = round(results[part] / results[whole], 2)
         ratios["vacuum check, versions read in one query / a query a version"] = round(
             results["vacuum check, versions read in one query"] / results["vacuum check, a query a version"], 2)
     listed_and_archived = results.get(f"topiclake create, {START_SIDES[0]}")
