@@ -24,11 +24,13 @@
    line's code (its tables created on the way), the first maintain, then an idle maintain
    (nothing due), both without the guarantee checks or the history; a twin topic's first
    maintain with two cleaner threads, also without them (both must end with the same
-   offsets); after a warm-up of the checks, five more twins' first maintains as the command
+   offsets); after a warm-up of the checks, seven more twins' first maintains as the command
    line runs them (every stage checked, the history recorded): two cleaner threads with
-   the small partitions' compaction checks counted in batches, one Spark job a topic (as
-   shipped), against each measured at once (as before stop 64), A B B A, then one thread; then 5,000
-   more lines into the first topic's tables. Twin topics of a quarter of the partitions are
+   the small partitions' compaction checks counted by Arrow in the driver and the rest in
+   batches, one Spark job a topic (as shipped), against each measured at once (as before
+   stop 64) and against the compaction checks counted in Spark's batches too (as before
+   stop 101), A B C C B A, then one thread; the same six on a compact,delete topic; then
+   5,000 more lines into the first topic's tables. Twin topics of a quarter of the partitions are
    created, A B B A, through Delta's transaction API (as shipped) and by Delta's table
    builder (as before); then the same lines, A B B A: the driver's rows written by Arrow
    against by Spark's ``writeFiles``, and Java lists read by index against iterated through
@@ -675,8 +677,10 @@ CREATE_TWINS = TwinKind("create", ("through the transaction API", "by Delta's ta
 
 
 #: The partitions section's checked first maintains: the small partitions' checks counted in
-#: batches (as shipped) against each measured at once (as before stop 64).
+#: batches (as shipped) against each measured at once (as before stop 64), and against the
+#: compaction checks counted by Spark's batch too (as before stop 101: now by Arrow).
 BATCHED, AT_ONCE = "two cleaner threads", "two cleaner threads, each check measured at once (as before)"
+SPARK_COUNTED = "two cleaner threads, compaction checks counted by Spark (as before stop 101)"
 #: the label prefix of the checked first maintains of the partitions section's compact,delete topic
 RETAINED = "compact,delete: "
 
@@ -725,14 +729,18 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
     # the 5 s from a day ago): a compaction and a retention checked a partition.
     checked = f"first maintain of {partitions} partitions with checks and history"
     runs = ((BATCHED, 2, contextlib.nullcontext), (AT_ONCE, 2, _each_check_at_once),
+            (SPARK_COUNTED, 2, _counted_by_spark), (SPARK_COUNTED, 2, _counted_by_spark),
             (AT_ONCE, 2, _each_check_at_once), (BATCHED, 2, contextlib.nullcontext))
     for prefix, policy, retention_ms in (("", "compact", None), (RETAINED, "compact,delete", DAY_MS - 4_500)):
         sides = runs if prefix else (*runs, ("one cleaner thread", 1, contextlib.nullcontext))
+        taken: dict[str, int] = {}
         for run, (name, threads, way) in enumerate(sides):
             twin = Topic(spark, warehouse, _spec(f"wide-checked-{policy.replace(',', '-')}-{run}", partitions,
                                                  policy, retention_ms))
             produce(twin, parse_records(lines, twin.spec, "benchmark"), now)
-            label = f"{prefix}{checked}, {name}" + (f" ({'ab'[run in (1, 2)]}{1 + run // 2})" if run < 4 else "")
+            taken[name] = taken.get(name, 0) + 1
+            # a side run twice is labelled by its turn, and its figure is the mean of both
+            label = f"{prefix}{checked}, {name}" + (f" ({taken[name]})" if name != "one cleaner thread" else "")
             with way():
                 done = _timed(label, results, lambda: Maintenance(
                     spark, warehouse, [twin.spec], validator=Guarantees(spark, warehouse)
@@ -746,10 +754,9 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
             same = same and held == first and (held == compacted if not prefix else all(
                 set(kept) <= set(survivors) for kept, survivors in zip(held, compacted))
                 and sum(map(len, held)) < sum(map(len, compacted)))
-        for name, side in ((BATCHED, "a"), (AT_ONCE, "b")):
+        for name in (BATCHED, AT_ONCE, SPARK_COUNTED):
             results[f"{prefix}{checked}, {name}"] = round(
-                (results[f"{prefix}{checked}, {name} ({side}1)"] + results[f"{prefix}{checked}, {name} ({side}2)"])
-                / 2, 3)
+                (results[f"{prefix}{checked}, {name} (1)"] + results[f"{prefix}{checked}, {name} (2)"]) / 2, 3)
     # Twin topics of a quarter of the partitions each, the same records, first maintains in
     # the order A B B A so that neither side gets the JVM's warm-up; both sides must end
     # with the same offsets. The measure from the commit metadata against a scan of the records
@@ -2647,6 +2654,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
             results[f"{checked}, {BATCHED}"] / results[f"{checked}, {AT_ONCE}"], 2)
         ratios["compact,delete: first maintain with checks, two threads: checks counted in batches / each at once"] = (
             round(results[f"{RETAINED}{checked}, {BATCHED}"] / results[f"{RETAINED}{checked}, {AT_ONCE}"], 2))
+        for prefix in ("", RETAINED):
+            ratios[f"{prefix}first maintain with checks, two threads: compaction checks by Arrow / by Spark"] = round(
+                results[f"{prefix}{checked}, {BATCHED}"] / results[f"{prefix}{checked}, {SPARK_COUNTED}"], 2)
         quarter = max(1, partitions // 4)
 
         produced_lines = f"produce {5000 * quarter // partitions} lines into {quarter} partitions"

@@ -233,14 +233,22 @@ def test_a_checksum_is_read_only_while_its_commit_names_the_same_transaction(liv
         assert version_checksum.live_adds(str(copy), version) is None, case
 
 
-@pytest.mark.parametrize("route", ["measured at once", "measured in a batch"])
+@pytest.mark.parametrize("route", ["measured at once", "measured in a batch", "counted by Arrow"])
 def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spark, warehouse, monkeypatch, route):
     """The compaction and its check read the versions they need from their files, and the
-    check still passes: measured at once, through ``read_plain``; counted in a batch
-    (framework/checks/batched.py), in one scan of the files both versions' checksums list."""
-    from framework.checks import batched
+    check still passes: counted by Arrow in the driver (framework/checks/arrow_scope.py, a
+    compaction check's first route), from the files with no Spark read; on Spark's routes
+    (Arrow's count turned off), measured at once, through ``read_plain``, or counted in a
+    batch (framework/checks/batched.py), in one scan of the files both versions' checksums list."""
+    from framework.checks import arrow_scope, batched
 
     batches, count = [], batched.count
+    counted_by_arrow, arrow_count = [], arrow_scope.counted
+    if route == "counted by Arrow":
+        monkeypatch.setattr(arrow_scope, "counted", lambda *args: (
+            counted_by_arrow.append(arrow_count(*args)), counted_by_arrow[-1])[1])
+    else:
+        monkeypatch.setattr(arrow_scope, "counted", lambda *args: None)
     if route == "measured at once":
         monkeypatch.setattr(Guarantees, "batchable", lambda self, check, peers: False)
     else:
@@ -281,6 +289,9 @@ def test_a_small_partitions_stage_check_reads_its_versions_from_their_files(spar
     if route == "measured at once":
         assert read == [(compacted.version_before, True), (compacted.version_after, True)]
         assert len(framed) == 2 and through_delta == [] and batches == []
-    else:
+    elif route == "measured in a batch":
         assert read == [] and framed == [] and through_delta == []
         assert batches == [[(compacted.version_before, compacted.version_after)]]
+    else:  # counted clean by Arrow: no Spark read, and no batch (nothing is left to count)
+        assert len(counted_by_arrow) == 1 and counted_by_arrow[0] is not None and not counted_by_arrow[0][0]
+        assert read == [] and framed == [] and through_delta == [] and batches == []
