@@ -1153,6 +1153,90 @@ def test_a_clean_compaction_check_is_counted_by_arrow_with_no_spark_job(spark, b
     assert arrow_scope.counted(young, young.state_after, changes.dirty_from("compact", young.state_before)) is None
 
 
+#: events' spec as shipped, and as other retention settings would judge the same versions:
+#: (what, the config's fields changed). Timestamps are 0, now 10,000: retention.ms 20,000
+#: keeps every record (time explains no removal), 5,000 none (it explains every one).
+RETENTION_CONFIGS = [
+    ("shipped", {}),
+    ("compact,delete, time retention keeps all", {"cleanup_policy": frozenset({"compact", "delete"}),
+                                                   "retention_ms": 20_000}),
+    ("time retention keeps none", {"retention_ms": 5_000}),
+    ("time retention's boundary at a record's timestamp", {"retention_ms": 10_000}),
+    ("size retention", {"retention_bytes": 1}),
+]
+#: More of events' retention, for rules the corruptions above do not reach: two records of
+#: one key below the checkpoint (G3), a record changed in place, a record inserted below
+#: the log end, and the whole log removed.
+RETENTION_PARITY_CORRUPTIONS = {
+    "a key twice below the checkpoint": lambda log: raw_append(
+        log, log.read(1).where("offset IN (1, 2)").selectExpr("* EXCEPT (key)", "'e1' AS key")),
+    "a record changed in place": lambda log: raw_update(log, "offset = 4", {"value": "'9'"}),
+    "a record inserted below the log end": lambda log: raw_append(
+        log, log.read(1).where("offset = 4").selectExpr("* EXCEPT (`offset`)", "CAST(5 AS BIGINT) AS `offset`")),
+    "every record removed": lambda log: raw_delete(log, "true"),
+}
+
+
+@pytest.mark.slow
+def test_arrow_counts_a_retention_check_as_spark_does(spark, base, tmp_path, monkeypatch):
+    """The second expression of the retention rules and bounds (``arrow_rules.counted_whole``,
+    over both whole versions ``arrow_scope`` reads) pinned to Spark's pairing of a small
+    partition's versions: events' retention, healthy and under every corruption the retention
+    tests make, judged as a consumed retention (billing committed 3, as it did; and 2, so
+    that removing offset 2 must be explained by time or size retention) and as a
+    DeleteRecords; and, with billing at 2, under other retention settings. On each, the
+    same violations per guarantee, and the same bounds and scope (the check's metrics row)."""
+    from framework.checks import arrow_scope, changes
+    from framework.checks.guarantees import _context
+    from framework.log.partition_log import PartitionLog
+    from framework.log.topic import Topic
+
+    versions = []
+    corruptions = {**{what: corrupt for what, (corrupt, _) in RETENTION_CORRUPTIONS.items()},
+                   **RETENTION_PARITY_CORRUPTIONS}
+    for corruption in [None, *sorted(corruptions)]:
+        warehouse = base.copy(base.maintained, tmp_path / f"events-{len(versions)}")
+        log = Topic(spark, warehouse, base.spec("events")).partition(0)
+        version = corruptions[corruption](log) if corruption else base.row("events", "retain").version_after
+        versions.append((corruption or "healthy", warehouse, log, version))
+    # size retention on either side of what explains the removal of offset 2: the bytes of
+    # offsets 2 to 4 (the highest removed record's and the bytes kept)
+    sizes = {row["offset"]: row["_size"] for row in versions[0][2].read(1).select("offset", "_size").collect()}
+    kept = sum(sizes[offset] for offset in (2, 3, 4))
+    settings = [*RETENTION_CONFIGS, *((f"retention.bytes {name}", {"retention_bytes": kept - less})
+                                      for name, less in (("explains", 1), ("does not explain", 0)))]
+    healthy_when_committed_2 = {}
+    for setting, changed in settings:
+        spec = base.spec("events")
+        spec = spec.model_copy(update={"config": spec.config.model_copy(update=changed)})
+        for what, warehouse, shipped_log, version in versions:
+            log = PartitionLog(spark, warehouse, spec, shipped_log.partition)
+            # (the settings tell apart only what a consumed retention must explain)
+            judged = [("retain", 2)] if changed else [("retain", 3), ("retain", 2), ("delete_records", None)]
+            for stage, committed in judged:
+                check = dataclasses.replace(retain_check(base, log, version), stage=stage,
+                                            smallest_committed_offset=committed)
+                case = f"{setting}, {stage} (committed {committed}): {what}"
+                found = arrow_scope.counted(check, check.state_after, changes.dirty_from(stage, check.state_before))
+                assert found is not None, case
+                counts, bounds, scope = found
+                with monkeypatch.context() as patched:
+                    patched.setattr(arrow_scope, "counted", lambda *args: None)
+                    by_spark = Guarantees(spark, warehouse).measure(check)
+                assert counts == by_spark.counts, case
+                assert {"partition": 0, **_context(stage, scope, bounds, check.now_ms)} == by_spark.context, case
+                if committed == 2 and what == "healthy":
+                    healthy_when_committed_2[setting] = counts
+                else:
+                    assert (what == "healthy") == (not counts), case
+    # time or size retention explains removing offset 2 under some settings and not others
+    assert healthy_when_committed_2 == {
+        "shipped": {"G8": 1}, "compact,delete, time retention keeps all": {"G8": 1},
+        "time retention keeps none": {}, "time retention's boundary at a record's timestamp": {"G8": 1},
+        "size retention": {}, "retention.bytes explains": {}, "retention.bytes does not explain": {"G8": 1}}
+    assert arrow_scope.counted(dataclasses.replace(check, stage="vacuum"), check.state_after, 0) is None
+
+
 def guarantees_module():
     from framework.checks import guarantees
 

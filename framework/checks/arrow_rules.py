@@ -1,14 +1,17 @@
-"""A compaction check's rules over its records in scope, in Arrow's compute functions: the
-rules of ``framework.checks.rules`` for a compaction stage, and the bounds of
-``framework.checks.bounds`` a scoped check takes from its pairing, written once more for
-the records ``framework.checks.arrow_scope`` reads in the driver.
-``tests/test_guarantees.py::test_arrow_counts_a_scoped_compaction_check_as_spark_does``
-pins the two expressions together: on every version the guarantee tests make, healthy
-and corrupted, both count the same violations per guarantee and give the same bounds.
+"""A stage check's rules in Arrow's compute functions: the rules of
+``framework.checks.rules`` for a compaction or retention stage, and the bounds of
+``framework.checks.bounds`` (a scoped compaction check's, from its pairing; a retention
+check's, over whole versions), written once more for the records
+``framework.checks.arrow_scope`` reads in the driver.
+``tests/test_guarantees.py::test_arrow_counts_a_scoped_compaction_check_as_spark_does`` and
+``::test_arrow_counts_a_retention_check_as_spark_does`` pin the two expressions together:
+on every version the guarantee tests make, healthy and corrupted, both count the same
+violations per guarantee and give the same bounds.
 
 The steps are Spark's: both versions' records netted to whole records with their
-multiplicity (the after version's, and the before version's as the after version's less
-what the change inserted or updated to, plus what it deleted or updated from), paired
+multiplicity (a compaction's: the after version's, and the before version's as the after
+version's less what the change inserted or updated to, plus what it deleted or updated
+from; a retention's: each whole version's), paired
 by offset (a full outer join), the per-offset rules over the pairing, then the pairing
 unfolded to a row per offset and side and the per-key rules over each key's rows
 (keyless rows one group, as SQL's window groups NULLs). A record's winner rank is
@@ -27,12 +30,13 @@ from __future__ import annotations
 from typing import Callable
 
 from framework.checks import bounds as scoped_bounds
+from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.scope import Scope
 from framework.cleaner import arrow_ranks
 from framework.cleaner import rules as cleaner
 from framework.spec import TopicConfig
 
-__all__ = ["RECORD_COLUMNS", "counted"]
+__all__ = ["RECORD_COLUMNS", "counted", "counted_whole"]
 
 #: What a check compares of a record, as the files name its columns (timestamps as epoch ms).
 RECORD_COLUMNS = ["offset", "key", "timestamp", "value", "headers", "_delete_horizon", "_size"]
@@ -173,14 +177,62 @@ def counted(after, made, undone, config: TopicConfig, now_ms: int, dirty_from: i
     }
     data_bounds = scoped_bounds.scoped_finished(outside, changed)
     scope = scope_of(data_bounds)
+    return _judged(pairs, in_b, in_a, scope, config), data_bounds, scope
+
+
+def counted_whole(before, after, config: TopicConfig, now_ms: int, log_start_after: int,
+                  scope_of: Callable[[dict], Scope]):
+    """The violations of a retention per guarantee, the bounds and the scope they give, from
+    both whole versions' records (Arrow tables of :data:`RECORD_COLUMNS`), as Spark pairs a
+    small partition's versions (``bounds.bounds_aggregates``); None where Spark must count."""
+    import pyarrow.compute as pc
+
+    prepared = _prepared([before, after], config)
+    if prepared is None:
+        return None
+    pairs = _paired(_netted([(prepared[0], 1)]), _netted([(prepared[1], 1)]))
+    if pairs is None:
+        return None
+    nb, na = pc.fill_null(pairs["_n_b"], 0), pc.fill_null(pairs["_n_a"], 0)
+    offset = pairs["offset"]
+    in_b, in_a = pc.greater(nb, 0), pc.greater(na, 0)
+    removed = pc.and_(in_b, pc.invert(in_a))
+    young = cleaner.uncleanable_after_ms(now_ms, config)
+
+    def first(where, timestamp, bound, newer=pc.greater):
+        return pc.min(offset.filter(pc.and_(where, pc.fill_null(newer(pairs[timestamp], bound), False)))).as_py()
+
+    gone = pairs.select(["offset", "_size_b"]).filter(removed)
+    highest = pc.max(gone["offset"]).as_py()
+    kept = pairs.filter(pc.and_(pc.and_(in_b, in_a), pc.greater_equal(offset, log_start_after)))
+    data_bounds = scoped_bounds.finished_bounds({
+        "u_before": first(in_b, "timestamp_b", young), "u_after": first(in_a, "timestamp_a", young),
+        # time retention keeps every record from the first one at most retention.ms old
+        "time_boundary": first(in_b, "timestamp_b", now_ms - config.retention_ms, pc.greater_equal)
+        if config.delete and config.retention_ms >= 0 else None,
+        "kept_bytes": pc.sum(kept["_size_b"]).as_py() or 0,
+        "records_before": _count(in_b), "records_after": _count(in_a),
+        "highest_removed": None if highest is None else {
+            "offset": highest, "size": gone.filter(pc.equal(gone["offset"], highest))["_size_b"][0].as_py()},
+        "removed": _count(removed), "added": _count(pc.and_(in_a, pc.invert(in_b))),
+    })
+    scope = scope_of(data_bounds)
+    return _judged(pairs, in_b, in_a, scope, config), data_bounds, scope
+
+
+def _judged(pairs, in_b, in_a, scope: Scope, config: TopicConfig) -> dict[str, int]:
+    """The violations per guarantee the stage's check judges (none counted zero)."""
+    checked = STAGE_GUARANTEES[scope.mode]
     counts: dict[str, int] = {}
     for code, mask in (*_offset_rules(pairs, in_b, in_a, scope, config), *_key_rules(pairs, in_b, in_a, scope)):
-        counts[code] = counts.get(code, 0) + _count(mask)
-    return {code: n for code, n in counts.items() if n}, data_bounds, scope
+        if code in checked:
+            counts[code] = counts.get(code, 0) + _count(mask)
+    return {code: n for code, n in counts.items() if n}
 
 
 def _offset_rules(pairs, in_b, in_a, scope: Scope, config: TopicConfig):
-    """``rules._offset_rules`` of a compaction: (guarantee, the offsets the rule holds for)."""
+    """``rules._offset_rules`` of a compaction or retention stage: (guarantee, the offsets the
+    rule holds for)."""
     import pyarrow.compute as pc
 
     offset, na = pairs["offset"], pc.fill_null(pairs["_n_a"], 0)
@@ -191,16 +243,27 @@ def _offset_rules(pairs, in_b, in_a, scope: Scope, config: TopicConfig):
     horizon_moved = pc.and_(both, pc.invert(_same(horizon_b, horizon_a)))
     stamp = cleaner.delete_horizon_ms(scope.now_ms, config)
     below = pc.less(offset, scope.checkpoint_after)
-    head = pc.and_(in_b, pc.and_(pc.greater_equal(offset, scope.head_start), pc.less(offset, scope.log_end_before)))
+    head_start = scope.head_start or 0  # (a retention's scope has no head)
+    head = pc.and_(in_b, pc.and_(pc.greater_equal(offset, head_start), pc.less(offset, scope.log_end_before)))
     fresh_stamp = pc.and_(pc.and_(pc.is_null(horizon_b), pc.is_null(pairs["value_b"])),
                           pc.fill_null(pc.equal(horizon_a, stamp), False))
     yield "G1", pc.greater(na, 1)
     yield "G1", changed
     yield "G1", pc.and_(pc.and_(in_a, pc.invert(in_b)), pc.less(offset, scope.log_end_before))
     yield "G1", pc.and_(in_a, pc.greater_equal(offset, scope.log_end_after))
-    yield "G2", pc.and_(head, pc.invert(in_a))
-    yield "G2", pc.and_(pc.and_(head, in_a), pc.or_(changed, horizon_moved))
-    yield "G7", pc.and_(pc.and_(pc.less(offset, scope.head_start), horizon_moved), pc.invert(fresh_stamp))
+    if scope.mode == "compact":
+        yield "G2", pc.and_(head, pc.invert(in_a))
+        yield "G2", pc.and_(pc.and_(head, in_a), pc.or_(changed, horizon_moved))
+        yield "G7", pc.and_(pc.and_(pc.less(offset, head_start), horizon_moved), pc.invert(fresh_stamp))
+    if scope.mode in ("retain", "delete_records"):
+        start = scope.log_start_after
+        removed = pc.and_(in_b, pc.invert(in_a))
+        yield "G8", pc.and_(removed, pc.greater_equal(offset, start))
+        yield "G8", pc.and_(both, pc.less(offset, start))
+        yield "G1", horizon_moved
+        if not scope.consumed_explained:
+            yield "G8", pc.and_(pc.and_(removed, pc.greater_equal(offset, scope.smallest_committed)),
+                                pc.less(offset, start))
     if config.compact and scope.max_lag_end is not None:
         deadline = scope.now_ms - config.max_compaction_lag_ms
         lagging = pc.and_(pc.greater_equal(offset, scope.checkpoint_after), pc.less(offset, scope.max_lag_end))
@@ -243,8 +306,8 @@ def _per_group(groups: int, group, mask, values):
 
 
 def _key_rules(pairs, in_b, in_a, scope: Scope):
-    """``rules._key_rules`` of a compaction: (guarantee, the key rows the rule holds for),
-    each key's numbers computed per group number and spread back to its rows."""
+    """``rules._key_rules`` of a compaction or retention stage: (guarantee, the key rows the
+    rule holds for), each key's numbers computed per group number and spread back to its rows."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -261,10 +324,18 @@ def _key_rules(pairs, in_b, in_a, scope: Scope):
     below = offset < scope.checkpoint_after
     clean_after = is_a & below
     keyed = group != groups - 1
+    # a compaction's survivor must be the winner among the records the run looked at (the
+    # before version below the new checkpoint); a retention's, among the after version's
+    candidates = (is_b if scope.mode == "compact" else is_a) & below
+    win = _per_group(groups, group, candidates, rank)[group]
+    clean = np.bincount(group, weights=clean_after, minlength=groups)[group]
+    yield "G3", clean_after & keyed & (clean > 1)
+    yield "G4", clean_after & ~keyed
+    yield "G4", clean_after & keyed & ((win < 0) | (rank != win))
+    if scope.mode != "compact":
+        return
     expired_rows = (is_b & tombstone & (offset < scope.head_start)
                     & pc.fill_null(pc.less_equal(horizon, scope.now_ms), False).to_numpy(zero_copy_only=False))
-    win = _per_group(groups, group, is_b & below, rank)[group]
-    clean = np.bincount(group, weights=clean_after, minlength=groups)[group]
     final_b = _per_group(groups, group, is_b, rank)
     final_a = _per_group(groups, group, is_a & (offset < scope.log_end_before), rank)
     expired = np.bincount(group, weights=expired_rows, minlength=groups) > 0
@@ -277,9 +348,6 @@ def _key_rules(pairs, in_b, in_a, scope: Scope):
         values.append(rows["value"].take(pa.array(where, mask=where < 0)))
     moved = pc.invert(_same(*values)).to_numpy(zero_copy_only=False)[group]
     final_b, final_a = final_b[group], final_a[group]
-    yield "G3", clean_after & keyed & (clean > 1)
-    yield "G4", clean_after & ~keyed
-    yield "G4", clean_after & keyed & ((win < 0) | (rank != win))
     speaks = (is_b & (rank == final_b)) | ((final_b < 0) & is_a & (rank == final_a))
     yield "G5", speaks & keyed & ~expired[group] & moved
     waiting = pc.or_(pc.is_null(horizon), pc.fill_null(pc.greater(horizon, scope.now_ms), False))

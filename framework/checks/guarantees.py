@@ -3,9 +3,9 @@
 A check compares two versions of a partition table, read through Delta time travel: the
 version a stage started from and the one it committed (``check_stage``), or the version
 the last maintenance run left and the current one (``validate``). Spark pairs the two and
-lists the violations (``framework.checks.rules``; a compaction's are first counted by Arrow
-in the driver, ``framework.checks.arrow_scope``, and Spark runs only where that cannot
-count or finds one), the pure scope rules say what the numbers mean
+lists the violations (``framework.checks.rules``; a compaction's, and a small partition's
+retention's, are first counted by Arrow in the driver, ``framework.checks.arrow_scope``, and
+Spark runs only where that cannot count or finds one), the pure scope rules say what the numbers mean
 (``framework.checks.scope``), and Great Expectations judges the counts, one named
 expectation per guarantee (``framework.checks.gx_suites``).
 
@@ -116,18 +116,18 @@ class Guarantees:
                              expected=expected_bounds(check))
 
     def _counted_by_arrow(self, check: StageCheck, state_after: LogState | None = None) -> MeasuredCheck | None:
-        """A compaction check counted by Arrow in the driver (``arrow_scope``; ``state_after``
-        when read already), when it can be and is clean; else None, and Spark counts (and shows
-        the offending rows). Any size of partition: a small one's check costs about 15 ms here
-        against 0.6 s for Spark's queries (stop 101)."""
-        log = check.log
-        found = None if check.stage != "compact" else arrow_scope.counted(check, state_after or log.states_at(
-            [check.version_after])[check.version_after], dirty_from("compact", check.state_before))
+        """A compaction or small retention check counted by Arrow in the driver (``arrow_scope``;
+        ``state_after`` when read already), when it can be and is clean; else None, and Spark
+        counts (and shows the offending rows). A small partition's check costs about 15 ms
+        here against 0.6 s for Spark's queries (stop 101)."""
+        log, stage = check.log, check.stage
+        found = arrow_scope.counted(check, state_after or log.states_at([check.version_after])[check.version_after],
+                                    dirty_from(stage, check.state_before))
         if found is None or found[0]:
             return None
         _, data_bounds, scope = found
-        measured = _measured(log, "compact", scope, {}, {}, _context("compact", scope, data_bounds, check.now_ms))
-        return (replace(measured, spec_outcome=self._spec_suite(log, "compact", log.read_files(check.version_after)))
+        measured = _measured(log, stage, scope, {}, {}, _context(stage, scope, data_bounds, check.now_ms))
+        return (replace(measured, spec_outcome=self._spec_suite(log, stage, log.read_files(check.version_after)))
                 if log.spec.expectations else measured)
 
     def batchable(self, check: StageCheck, peers: int) -> bool:
@@ -137,7 +137,7 @@ class Guarantees:
         return peers >= batched.MIN_BATCH and batched.batchable(check)
 
     def measure_many(self, checks: Sequence[StageCheck]) -> list[MeasuredCheck]:
-        """:meth:`measure` of each of ``checks``: the compactions Arrow counts clean in the
+        """:meth:`measure` of each of ``checks``: the checks Arrow counts clean in the
         driver, then the small compactions and retentions left counted in one Spark job a
         topic and stage (``framework.checks.batched``), the rest, and any the batch did not
         find clean (or all, if the batch could not run), one by one; raises the first error
@@ -145,7 +145,7 @@ class Guarantees:
         # in this session (the caller's thread), not the cleaner thread's that committed the stage
         checks = [replace(check, log=PartitionLog(self.spark, check.log.warehouse, check.log.spec, check.log.partition))
                   for check in checks]
-        # the compactions Arrow counts clean need no Spark job; the rest are counted together
+        # the checks Arrow counts clean need no Spark job; the rest are counted together
         measured: list[MeasuredCheck | None] = [self._counted_by_arrow(check) for check in checks]
         rest = [index for index, done in enumerate(measured) if done is None]
         try:
