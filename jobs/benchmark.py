@@ -370,8 +370,10 @@ def _each_check_at_once():
 
 @contextlib.contextmanager
 def _counted_by_spark():
-    """The scoped compaction check as it ran until stop 96: counted by Spark's query over the
-    change data feed and the after version (now: by Arrow in the driver, when it is clean)."""
+    """Every check counted by Spark, as a scoped compaction check was until stop 96 (its query
+    over the change data feed and the after version), a small partition's compaction check
+    until stop 101 and its retention check until stop 102 (now: by Arrow in the driver, when
+    it is clean)."""
     from framework.checks import arrow_scope
 
     with mock.patch.object(arrow_scope, "counted", lambda *args: None):

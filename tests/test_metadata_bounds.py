@@ -79,18 +79,40 @@ def test_log_cleanup_bounds_a_partitions_delta_log_and_keeps_its_offsets(spark, 
     assert sorted(r["offset"] for r in log.read().select("offset").collect()) == list(range(8, 13))
 
 
-def test_the_historys_files_are_packed_once_pack_at_are_live(spark, warehouse, monkeypatch):
+@pytest.mark.parametrize("route", ["by Arrow", "by Delta's OPTIMIZE"])
+def test_the_historys_files_are_packed_once_pack_at_are_live(spark, warehouse, monkeypatch, route):
+    """The history's appends write a file each and run no auto compaction, so the history packs
+    its files once PACK_AT are live: on a local table by Arrow, with no Spark job, as an
+    OPTIMIZE commit whose every action says dataChange=false (a stream of the history skips
+    it), else by Delta's OPTIMIZE. Either way the rows stay the same."""
+    import json
+
+    from framework.log import local_append
+
     monkeypatch.setattr(history_module, "PACK_AT", 4)  # 32 as shipped
+    if route != "by Arrow":
+        monkeypatch.setattr(local_append, "packed_locally", lambda spark, path: None)
     history = MaintenanceHistory(spark, warehouse)
     most = 0
+    tracker = spark.sparkContext.statusTracker()
     for run in range(12):
+        jobs = set(tracker.getJobIdsForGroup())
         history.append([HistoryRow(run_id=f"r{run}", run_started_ms=int(time.time() * 1000), now_ms=run,
                                    topic="t", partition=0, stage="compact")])
+        if run in (3, 7, 11) and route == "by Arrow":  # the appends that pack
+            assert set(tracker.getJobIdsForGroup()) == jobs, f"a Spark job in run {run}'s append and pack"
         most = max(most, live_files(spark, history.path))
     assert most == 3, f"at most {most} live files between packs of 4"
-    assert history.read().count() == 12
+    assert sorted(r["run_id"] for r in history.read().collect()) == sorted(f"r{run}" for run in range(12))
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {delta_table_sql(history.path)}").collect()]
     assert operations.count("OPTIMIZE") == 3 and operations.count("WRITE") == 12, operations
+    packs = [version for version, operation in enumerate(reversed(operations)) if operation == "OPTIMIZE"]
+    for version in packs:
+        with open(os.path.join(history.path, "_delta_log", f"{version:020d}.json")) as commit:
+            actions = [json.loads(line) for line in commit]
+        changes = [body["dataChange"] for action in actions for kind, body in action.items()
+                   if kind in ("add", "remove")]
+        assert changes and not any(changes), (version, actions)
 
 
 def test_the_highest_recorded_versions_read_by_arrow_are_sparks(spark, warehouse):

@@ -144,10 +144,11 @@ def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts
     """A cut counts what it removes from the files that may hold a record below it; what it
     keeps comes from the other files' statistics (their oldest timestamps) and the log's size
     in the commits. Every count equals one pass over the whole log, wherever the cut falls
-    (an append's edge, inside one, everything), and the oldest kept record may sit in a
-    file the cut does not read."""
+    (an append's edge, inside one, everything) and wherever the clean section ends, whether
+    the files are counted by Arrow in the driver (local files) or by Spark; and the oldest
+    kept record may sit in a file the cut does not read."""
     from framework.log import version_checksum
-    from framework.stages import retention
+    from framework.stages import retention, retention_counts
 
     topic = make_topic(spark, warehouse)
     log = topic.partition(0)
@@ -157,17 +158,44 @@ def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts
     snapshot = log.snapshot()
     assert snapshot.size_from_metadata() is not None
     assert len(version_checksum.plain_files(log.path, snapshot.version).paths) == 3
-    read = version_checksum.frame_of
+    read, local = version_checksum.frame_of, retention_counts.counted_locally
+    listing = functools.partial(retention._listed_with_stats, log, snapshot)
     for new_start in range(0, 7):
-        whole = retention._counted(log.read_snapshot(snapshot), new_start, 0)
-        files_read = []
-        monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
-            files_read.append(len(files.paths)), read(spark, files))[1])
-        listing = functools.partial(retention._listed_with_stats, log, snapshot)
-        assert retention._cut_counts(log, snapshot, new_start, 0, listing) == whole, new_start
-        monkeypatch.setattr(version_checksum, "frame_of", read)
-        assert files_read == [(new_start + 1) // 2], (new_start, files_read)  # two records an append
-    assert retention._counted(log.read_snapshot(snapshot), 3, 0)["oldest_kept"] == 50  # in the third file
+        for checkpoint in (0, 3, 6):
+            whole = retention_counts.counted(log.read_snapshot(snapshot), new_start, checkpoint)
+            for route in ("Arrow", "Spark"):
+                files_read = []
+
+                def by_spark(spark, files, files_read=files_read):
+                    files_read.append(("Spark", len(files.paths)))
+                    return read(spark, files)
+
+                def by_arrow(files, *args, files_read=files_read, route=route):
+                    files_read.append(("Arrow", len(files.paths)))
+                    return local(files, *args) if route == "Arrow" else None
+
+                monkeypatch.setattr(version_checksum, "frame_of", by_spark)
+                monkeypatch.setattr(retention_counts, "counted_locally", by_arrow)
+                assert retention_counts.cut_counts(log, snapshot, new_start, checkpoint, listing) == whole, (
+                    new_start, checkpoint, route)
+                monkeypatch.undo()
+                # two records an append
+                expected = [("Arrow", (new_start + 1) // 2)] + ([("Spark", (new_start + 1) // 2)] if route == "Spark"
+                                                                 else [])
+                assert files_read == expected, (new_start, route, files_read)
+    assert retention_counts.counted(log.read_snapshot(snapshot), 3, 0)["oldest_kept"] == 50  # in the third file
+    # the two expressions over every file, a tombstone's delete horizon set and the oldest
+    # record rewritten by Spark (INT96 timestamps beside Arrow's)
+    log.delta_table().update("offset = 4", {"_delete_horizon": "timestamp_millis(2000)"})
+    log.delta_table().update("offset = 5", {"timestamp": "timestamp_millis(20)"})
+    latest = version_checksum.plain_files(log.path, log.snapshot().version)
+    for new_start in range(0, 7):
+        for checkpoint in (0, 3, 5, 6):
+            by_arrow = retention_counts.counted_locally(latest, new_start, checkpoint)
+            by_spark = retention_counts.counted(read(spark, latest), new_start, checkpoint)
+            assert by_arrow == by_spark, (new_start, checkpoint)
+    assert retention_counts.counted_locally(latest, 6, 6)["clean_t"] == 1
+    assert retention_counts.counted_locally(latest, 0, 0)["oldest_kept"] == 20
 
 
 def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_boundary(spark, warehouse, monkeypatch):

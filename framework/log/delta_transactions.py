@@ -108,12 +108,18 @@ class DeltaJvm:
                 raise
             return None
 
-    def removes(self, adds) -> list:
-        """``RemoveFile`` actions (data changed, stamped now) for ``add`` actions as dicts
-        from the Delta log."""
+    def removes(self, adds, data_change: bool = True) -> list:
+        """``RemoveFile`` actions (stamped now) for ``add`` actions as dicts from the Delta log;
+        ``data_change`` False: a rearrangement (bin-packing), which streaming readers skip."""
         action = self.cls("org.apache.spark.sql.delta.actions.Action")
         removed_at = int(time.time() * 1000)
-        return [action.fromJson(json.dumps({"add": add})).removeWithTimestamp(removed_at, True) for add in adds]
+        return [action.fromJson(json.dumps({"add": add})).removeWithTimestamp(removed_at, data_change) for add in adds]
+
+    def optimize_operation(self):
+        """``DeltaOperations.Optimize`` as Delta 4.x shapes it (no predicate, no Z-order, not
+        auto compaction): what a bin-packing commit records."""
+        return self.cls("org.apache.spark.sql.delta.DeltaOperations$Optimize")(
+            self.seq([]), self.seq([]), False, self.none(), False)
 
     def delta_log(self, path: str):
         return self.cls("org.apache.spark.sql.delta.DeltaLog").forTable(self.spark._jsparkSession, path)

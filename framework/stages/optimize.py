@@ -315,8 +315,7 @@ def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: s
         if records != expected:  # never commit a rewrite that lost or grew a record
             raise RuntimeError(f"{log.name}: bin-packing wrote {records} record(s) for {expected}; nothing committed")
         actions.extend(adds[f.path].removeWithTimestamp(removed_at, False) for f in group)
-    operation = delta.cls("org.apache.spark.sql.delta.DeltaOperations$Optimize")(
-        delta.seq([]), delta.seq([]), False, delta.none(), False)
+    operation = delta.optimize_operation()
     kept_bytes = packing.bytes_before - packing.packed_bytes
     files_after = packing.files_before - packing.packed_files + added_files
     metadata = to_metadata(snap.state, "optimize", snap.version, run_id=run_id,

@@ -22,7 +22,7 @@ from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
 from framework.log.small_partitions import small_partition_settings
 from framework.log.version_checksum import PlainFiles
-from framework.stages import file_rewrite, retention_rewrite
+from framework.stages import file_rewrite, retention_counts, retention_rewrite
 
 
 def _first_offsets(records, keep: str, start: int) -> tuple[int | None, int | None]:
@@ -279,46 +279,6 @@ class RetentionResult:
         return self.version_after is not None
 
 
-def _counted(records, new_start: int, checkpoint: int) -> dict:
-    """One aggregate pass over ``records``: what a cut at ``new_start`` removes (of it, what
-    lies in the clean section), and of what it keeps, the oldest timestamp (the state's
-    lower bound, exact again after the cut), the records and the bytes (the log's size for
-    the commit, ``log_state.size_after_cut``)."""
-    below, kept = f"`offset` < {int(new_start)}", f"`offset` >= {int(new_start)}"
-    in_clean = f"{below} AND `offset` < {int(checkpoint)}"
-    row = records.selectExpr(
-        f"count(CASE WHEN {below} THEN 1 END) AS n",
-        f"coalesce(sum(CASE WHEN {below} THEN _size END), 0) AS b",
-        f"count(CASE WHEN {in_clean} THEN 1 END) AS clean_n",
-        f"coalesce(sum(CASE WHEN {in_clean} THEN _size END), 0) AS clean_b",
-        f"count(CASE WHEN {in_clean} AND _delete_horizon IS NOT NULL THEN 1 END) AS clean_t",
-        f"min(CASE WHEN {kept} THEN unix_millis(`timestamp`) END) AS oldest_kept",
-        f"count(CASE WHEN {kept} THEN 1 END) AS kept_n",
-        f"coalesce(sum(CASE WHEN {kept} THEN _size END), 0) AS kept_b",
-    ).collect()[0]
-    return row.asDict()
-
-
-def _cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: int, listing) -> dict:
-    """:func:`_counted` for a cut of ``snap`` at ``new_start``, reading only the files that
-    may hold a record below it when the rest is known without a read: every other file's
-    oldest timestamp from its statistics, and the log's size from the commits (what stays is
-    that less what goes). Otherwise one pass over the whole log. ``listing()``:
-    :func:`_listed_with_stats`."""
-    size = snap.size_from_metadata()
-    listed, stats = listing() if size is not None else (None, None)
-    if listed is not None:
-        touched = version_checksum.holding_offsets(listed, None, new_start)
-        read = set(touched.paths)
-        oldest = [stat.min_timestamp_ms for path, stat in zip(listed.paths, stats) if path not in read]
-        if None not in oldest:
-            row = _counted(version_checksum.frame_of(log.spark, touched), new_start, checkpoint)
-            known = [t for t in (row["oldest_kept"], *oldest) if t is not None]
-            return {**row, "oldest_kept": min(known) if known else None,
-                    "kept_n": size[0] - row["n"], "kept_b": size[1] - row["b"]}
-    return _counted(log.read_snapshot(snap), new_start, checkpoint)
-
-
 def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_id: str,
          move_start_without_records: bool = False, listing=None) -> tuple[int | None, LogState, int, int]:
     """Remove every record below ``new_start`` and move the log start there, in one commit.
@@ -326,7 +286,7 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
     state = snap.state
     checkpoint = max(state.checkpoint, state.log_start_offset)
     listing = listing or functools.cache(lambda: _listed_with_stats(log, snap))
-    row = _cut_counts(log, snap, new_start, checkpoint, listing)
+    row = retention_counts.cut_counts(log, snap, new_start, checkpoint, listing)
     if row["n"] == 0 and not move_start_without_records:
         return None, state, 0, 0
     new_checkpoint = max(checkpoint, new_start)
