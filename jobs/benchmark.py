@@ -2011,7 +2011,7 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     from framework.clients.records import parse_records
     from framework.log.small_partitions import small_partition_settings
     from framework.log.topic import Topic
-    from framework.stages import compaction
+    from framework.stages import compaction, retention
     from framework.stages.stage_check import StageCheck
 
     topic = Topic(spark, warehouse, _spec("checks"))
@@ -2068,6 +2068,27 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                 started = time.perf_counter()
                 passed = guarantees.check_stage(check).passed and passed
                 spent[side] += time.perf_counter() - started
+    # A retention's check: a 500-record partition of a compact,delete topic whose time
+    # retention removes its older half, counted by Arrow in the driver (as shipped) against
+    # by Spark's queries (as before stop 102), A B A B under a small partition's settings.
+    retained = Topic(spark, warehouse, _spec("checks-retained", policy="compact,delete", retention_ms=DAY_MS - 250))
+    produce(retained, parse_records(lines, retained.spec, "benchmark"), now)
+    retained_plan = retention.plan(retained.partition(0), now, None)
+    cut = retention.execute(retained.partition(0), retained_plan)
+    assert cut.removed_records == 250, cut
+    retained_check = StageCheck(
+        log=retained.partition(0), stage="retain", now_ms=now, version_before=cut.version_before,
+        version_after=cut.version_after, before=None, state_before=retained_plan.snapshot.state,
+        state_after=cut.state_after, smallest_committed_offset=retained_plan.rules.smallest_committed_offset,
+        new_log_start=retained_plan.new_log_start)
+    for side in ("retention arrow", "retention by spark", "retention arrow", "retention by spark"):
+        spent.setdefault(side, 0.0)
+        with sides["arrow" if side == "retention arrow" else "by spark"]():
+            guarantees.check_stage(retained_check)
+            for _ in range(runs // 2):
+                started = time.perf_counter()
+                passed = guarantees.check_stage(retained_check).passed and passed
+                spent[side] += time.perf_counter() - started
     # A vacuum's check (G9) of the same partition, three versions inside the window (the
     # table's first, the compaction's and a third): read in one Spark query (as shipped)
     # against one query a version (as before), A B A B under a small partition's settings.
@@ -2093,6 +2114,9 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                           ("one task", "paired in one Spark task"), ("shuffled", "paired through shuffles")):
         results[f"checks of one compaction, {label}"] = round(spent[engine] / runs, 3)
         print(f"  checks of one compaction, {label:<32} {spent[engine] / runs:8.2f} s", file=sys.stderr, flush=True)
+    for side, label in (("retention arrow", "counted by Arrow"), ("retention by spark", "counted by Spark")):
+        results[f"checks of one retention, {label}"] = round(spent[side] / runs, 3)
+        print(f"  checks of one retention, {label:<32} {spent[side] / runs:8.2f} s", file=sys.stderr, flush=True)
     for side, label in (("one query", "versions read in one query"), ("one by one", "a query a version")):
         results[f"vacuum check, {label}"] = round(spent[side] / runs, 3)
         print(f"  vacuum check, {label:<32} {spent[side] / runs:8.2f} s", file=sys.stderr, flush=True)
@@ -2743,6 +2767,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                 ("checks, paired in one Spark task / through shuffles", one + "paired in one Spark task",
                  one + "paired through shuffles")):
             ratios[name] = round(results[part] / results[whole], 2)
+        ratios["retention checks counted by Arrow / by Spark"] = round(
+            results["checks of one retention, counted by Arrow"] / results["checks of one retention, counted by Spark"],
+            2)
         ratios["vacuum check, versions read in one query / a query a version"] = round(
             results["vacuum check, versions read in one query"] / results["vacuum check, a query a version"], 2)
     listed_and_archived = results.get(f"topiclake create, {START_SIDES[0]}")

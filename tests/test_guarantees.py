@@ -1210,8 +1210,11 @@ def test_arrow_counts_a_retention_check_as_spark_does(spark, base, tmp_path, mon
         spec = base.spec("events")
         spec = spec.model_copy(update={"config": spec.config.model_copy(update=changed)})
         for what, warehouse, shipped_log, version in versions:
+            # (the settings tell apart only what a consumed retention must explain: the other
+            # settings judge the versions whose removals they may explain)
+            if changed and what not in ("healthy", "committed record removed", "every record removed"):
+                continue
             log = PartitionLog(spark, warehouse, spec, shipped_log.partition)
-            # (the settings tell apart only what a consumed retention must explain)
             judged = [("retain", 2)] if changed else [("retain", 3), ("retain", 2), ("delete_records", None)]
             for stage, committed in judged:
                 check = dataclasses.replace(retain_check(base, log, version), stage=stage,

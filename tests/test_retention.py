@@ -55,11 +55,11 @@ def test_time_retention_removes_only_a_prefix(spark, warehouse):
     assert topic.partition(0).snapshot().state.log_start_offset == 2
 
 
-def test_time_retention_reads_no_record_while_the_oldest_timestamp_bound_keeps_them_all(spark, warehouse):
+def test_time_retention_reads_no_record_while_the_oldest_timestamp_bound_keeps_them_all(spark, warehouse, monkeypatch):
     """The state carries a lower bound of every record's timestamp (each append folds its
     oldest in; a cut sets it to the oldest of what it keeps). While the bound is young
-    enough, retention's plan is metadata (no Spark job); whenever it plans, it plans what the
-    scan plans, with the bound unknown."""
+    enough, retention's plan is metadata (no record read, by Spark or by Arrow); whenever it
+    plans, it plans what the scan plans, with the bound unknown."""
     from dataclasses import replace
 
     from framework.stages import retention
@@ -70,14 +70,19 @@ def test_time_retention_reads_no_record_while_the_oldest_timestamp_bound_keeps_t
     send(topic, [{"key": "a", "value": "1", "timestamp": 300}, {"key": "b", "value": "1", "timestamp": 900}])
     send(topic, [{"key": "c", "value": "1", "timestamp": 4500}, {"key": "d", "value": "1", "timestamp": 200}])
     assert log.snapshot().state.min_timestamp_ms == 200
+    local, read_locally = retention._first_offsets_locally, []
 
     def agrees(now_ms):
+        """The plan, and its reads: Spark jobs, and reads of a local table's files by Arrow."""
         snapshot = log.snapshot()
-        planned, jobs = spark_jobs(spark, lambda: retention.plan(log, now_ms, None, snapshot=snapshot))
+        read_locally.clear()
+        with monkeypatch.context() as counting:
+            counting.setattr(retention, "_first_offsets_locally", lambda *args: read_locally.append(1) or local(*args))
+            planned, jobs = spark_jobs(spark, lambda: retention.plan(log, now_ms, None, snapshot=snapshot))
         unknown = replace(snapshot, state=replace(snapshot.state, min_timestamp_ms=None))
         scanned = retention.plan(log, now_ms, None, snapshot=unknown)
         assert (planned.new_log_start, planned.boundaries) == (scanned.new_log_start, scanned.boundaries)
-        return planned, jobs
+        return planned, jobs + len(read_locally)
 
     planned, jobs = agrees(1200)  # keeps t >= 200: every record
     assert not planned.due and jobs == 0
@@ -195,6 +200,17 @@ def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts
             by_spark = retention_counts.counted(read(spark, latest), new_start, checkpoint)
             assert by_arrow == by_spark, (new_start, checkpoint)
     assert retention_counts.counted_locally(latest, 6, 6)["clean_t"] == 1
+    # the earliest delete horizon a cut keeps in the clean section, by Arrow and by Spark
+    snapshot = log.snapshot()
+    listing = functools.partial(retention._listed_with_stats, log, snapshot)
+    horizons = {}
+    for route in ("Arrow", "Spark"):
+        with monkeypatch.context() as patched:
+            if route == "Spark":
+                patched.setattr(retention_counts, "_local_rows", lambda files: None)
+            horizons[route] = [retention_counts.kept_clean_horizon(log, snapshot, new_start, checkpoint, listing)
+                               for new_start in range(0, 6) for checkpoint in (new_start + 1, 5, 6)]
+    assert horizons["Arrow"] == horizons["Spark"] and {2000, None} == set(horizons["Arrow"]), horizons
     assert retention_counts.counted_locally(latest, 0, 0)["oldest_kept"] == 20
 
 
@@ -231,18 +247,33 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
         return boundary, any(start <= o < boundary for o in stamps)
 
     files_read, compared = {}, 0
+    local = retention._first_offsets_locally
     for since in sorted({0, 1000, *(ms + d for ms in stamps.values() for d in (0, 1))}):
         for keep_from in (None, 2, 4):
             for start in (0, 1):
                 for end in ((6, 3) if start == 0 and keep_from is None else (6,)):
-                    seen = []
-                    monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
-                        seen.append(len(files.paths)), read(spark, files))[1])
-                    narrowed = retention._first_kept(log, snapshot, start, end, lambda: records, listing, since,
-                                                     keep_from)
-                    monkeypatch.setattr(version_checksum, "frame_of", read)
-                    assert narrowed == expected(since, keep_from, start, end), (since, keep_from, start, end)
-                    files_read[since, keep_from, start, end] = sum(seen)
+                    # the files read by Arrow in the driver (a local table's), and by Spark
+                    for route in ("Arrow", "Spark"):
+                        seen = []
+
+                        def by_spark(spark, files, seen=seen):
+                            seen.append(len(files.paths))
+                            return read(spark, files)
+
+                        def by_arrow(files, *args, seen=seen, route=route):
+                            if route == "Spark":
+                                return None
+                            seen.append(len(files.paths))
+                            return local(files, *args)
+
+                        monkeypatch.setattr(version_checksum, "frame_of", by_spark)
+                        monkeypatch.setattr(retention, "_first_offsets_locally", by_arrow)
+                        narrowed = retention._first_kept(log, snapshot, start, end, lambda: records, listing, since,
+                                                         keep_from)
+                        monkeypatch.undo()
+                        case = (since, keep_from, start, end, route)
+                        assert narrowed == expected(since, keep_from, start, end), case
+                        assert files_read.setdefault((since, keep_from, start, end), sum(seen)) == sum(seen), case
                     compared += 1
     for since, keep_from, start in [(101, None, 0), (850, 2, 1), (950, None, 1), (0, 4, 0)]:
         with monkeypatch.context() as scanning:  # no statistics: one pass over the records
@@ -597,11 +628,14 @@ def test_the_young_predicate_is_plain_millisecond_arithmetic(spark):
 def test_what_time_and_consumed_retention_keep_is_one_rule_in_python_and_in_spark(spark):
     """``retention_keeps_sql`` selects exactly the records ``cleaner.retention_keeps`` keeps,
     for time retention (no committed offset) and consumed retention, at the edges of an
-    offset and of a millisecond, and past Spark's range."""
+    offset and of a millisecond, and past Spark's range; so does ``retention._kept`` over
+    numpy arrays."""
+    import numpy as np
     from pyspark.sql import functions as F
 
     from framework.cleaner import rules as cleaner
     from framework.cleaner.spark_sql import retention_keeps_sql
+    from framework.stages import retention
 
     stamps = [0, 1, 999, 1000, 1001, MAX_TIMESTAMP_MS - 1, MAX_TIMESTAMP_MS]
     rows = [(offset, ms) for offset in (0, 4, 5, 6, 1 << 40) for ms in stamps]
@@ -616,6 +650,9 @@ def test_what_time_and_consumed_retention_keep_is_one_rule_in_python_and_in_spar
     for i, (since, keep_from) in enumerate(cases):
         got = sorted((r["offset"], r["ms"]) for r in kept if r[f"c{i}"])
         assert got == sorted(row for row in rows if cleaner.retention_keeps(*row, since, keep_from)), (since, keep_from)
+        # the same rule over numpy arrays (a local table's straddling files, read by Arrow)
+        by_numpy = retention._kept(np.array([o for o, _ in rows]), np.array([ms for _, ms in rows]), since, keep_from)
+        assert sorted(row for row, keeps in zip(rows, by_numpy, strict=True) if keeps) == got, (since, keep_from)
         # the plan's shortcut from the oldest-timestamp bound: time keeps all exactly when it keeps the oldest
         kept_by_time = [row for row in rows if cleaner.retention_keeps(*row, since)]
         assert cleaner.all_kept_by_time(min(stamps), since) == (len(kept_by_time) == len(rows)), since

@@ -241,20 +241,20 @@ def _offset_rules(pairs, in_b, in_a, scope: Scope, config: TopicConfig):
     changed = pc.and_(both, pc.or_(pc.or_(says[0], says[1]), pc.or_(says[2], says[3])))
     horizon_b, horizon_a = pairs["_delete_horizon_b"], pairs["_delete_horizon_a"]
     horizon_moved = pc.and_(both, pc.invert(_same(horizon_b, horizon_a)))
-    stamp = cleaner.delete_horizon_ms(scope.now_ms, config)
     below = pc.less(offset, scope.checkpoint_after)
-    head_start = scope.head_start or 0  # (a retention's scope has no head)
-    head = pc.and_(in_b, pc.and_(pc.greater_equal(offset, head_start), pc.less(offset, scope.log_end_before)))
-    fresh_stamp = pc.and_(pc.and_(pc.is_null(horizon_b), pc.is_null(pairs["value_b"])),
-                          pc.fill_null(pc.equal(horizon_a, stamp), False))
     yield "G1", pc.greater(na, 1)
     yield "G1", changed
     yield "G1", pc.and_(pc.and_(in_a, pc.invert(in_b)), pc.less(offset, scope.log_end_before))
     yield "G1", pc.and_(in_a, pc.greater_equal(offset, scope.log_end_after))
     if scope.mode == "compact":
+        stamp = cleaner.delete_horizon_ms(scope.now_ms, config)
+        head = pc.and_(in_b, pc.and_(pc.greater_equal(offset, scope.head_start),
+                                     pc.less(offset, scope.log_end_before)))
+        fresh_stamp = pc.and_(pc.and_(pc.is_null(horizon_b), pc.is_null(pairs["value_b"])),
+                              pc.fill_null(pc.equal(horizon_a, stamp), False))
         yield "G2", pc.and_(head, pc.invert(in_a))
         yield "G2", pc.and_(pc.and_(head, in_a), pc.or_(changed, horizon_moved))
-        yield "G7", pc.and_(pc.and_(pc.less(offset, head_start), horizon_moved), pc.invert(fresh_stamp))
+        yield "G7", pc.and_(pc.and_(pc.less(offset, scope.head_start), horizon_moved), pc.invert(fresh_stamp))
     if scope.mode in ("retain", "delete_records"):
         start = scope.log_start_after
         removed = pc.and_(in_b, pc.invert(in_a))

@@ -1,6 +1,7 @@
 """What a retention cut removes and keeps, counted before it commits: the records and bytes
 below the new log start (and of them, what lies in the clean section), and of what stays,
-the oldest timestamp, the records and the bytes (the log's size for the commit).
+the oldest timestamp, the records and the bytes (the log's size for the commit), and the
+earliest delete horizon the clean section keeps.
 
 Only the files that may hold a record below the cut are read, when the rest is known
 without a read (every other file's oldest timestamp from its statistics, the log's size
@@ -18,7 +19,7 @@ from framework.log import local_records, version_checksum
 from framework.log.partition_log import PartitionLog, Snapshot
 from framework.log.version_checksum import PlainFiles
 
-__all__ = ["counted", "counted_locally", "cut_counts"]
+__all__ = ["counted", "counted_locally", "cut_counts", "kept_clean_horizon"]
 
 _COLUMNS = ["offset", "timestamp", "_size", "_delete_horizon"]
 
@@ -41,9 +42,9 @@ def counted(records, new_start: int, checkpoint: int) -> dict:
     return row.asDict()
 
 
-def counted_locally(files: PlainFiles, new_start: int, checkpoint: int) -> dict | None:
-    """:func:`counted` of ``files`` read by Arrow in the driver, with no Spark job; None when
-    a file is not local or its columns are not a partition table's."""
+def _local_rows(files: PlainFiles):
+    """The offset, millisecond, size and delete horizon columns of ``files`` as one Arrow table
+    (int64), read in the driver; None when a file is not local or not a partition table's."""
     import pyarrow as pa
 
     if not all(os.path.isfile(path) for path in files.paths):
@@ -51,9 +52,16 @@ def counted_locally(files: PlainFiles, new_start: int, checkpoint: int) -> dict 
     tables = local_records.each_file(list(files.paths), lambda path: local_records.file_columns(path, _COLUMNS))
     if tables is None:
         return None
-    rows = pa.concat_tables([pa.schema([(name, pa.int64()) for name in _COLUMNS]).empty_table(),
-                             *(table.select(_COLUMNS).cast(pa.schema([(name, pa.int64()) for name in _COLUMNS]))
-                               for table in tables)])
+    schema = pa.schema([(name, pa.int64()) for name in _COLUMNS])
+    return pa.concat_tables([schema.empty_table(), *(table.select(_COLUMNS).cast(schema) for table in tables)])
+
+
+def counted_locally(files: PlainFiles, new_start: int, checkpoint: int) -> dict | None:
+    """:func:`counted` of ``files`` read by Arrow in the driver, with no Spark job; None when
+    a file is not local or its columns are not a partition table's."""
+    rows = _local_rows(files)
+    if rows is None:
+        return None
 
     def values(name):  # (nulls as a mask beside them)
         column = rows[name].combine_chunks()
@@ -88,3 +96,19 @@ def cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: in
             return {**row, "oldest_kept": min(known) if known else None,
                     "kept_n": size[0] - row["n"], "kept_b": size[1] - row["b"]}
     return counted(log.read_snapshot(snap), new_start, checkpoint)
+
+
+def kept_clean_horizon(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: int, listing) -> int | None:
+    """The earliest delete horizon (epoch ms) among the records a cut at ``new_start`` keeps
+    in the clean section (below ``checkpoint``): the clean section's new bound. Read by Arrow
+    from a local table's files that may hold them, else one Spark aggregate."""
+    import pyarrow.compute as pc
+
+    listed, _ = listing()
+    rows = None if listed is None else _local_rows(version_checksum.holding_offsets(listed, new_start, checkpoint))
+    if rows is not None:
+        inside = pc.and_(pc.greater_equal(rows["offset"], new_start), pc.less(rows["offset"], checkpoint))
+        return pc.min(rows["_delete_horizon"].filter(inside)).as_py()
+    remaining = log.read_snapshot(snap).where(
+        f"`offset` >= {int(new_start)} AND `offset` < {int(checkpoint)} AND _delete_horizon IS NOT NULL")
+    return remaining.selectExpr("min(unix_millis(_delete_horizon)) AS m").collect()[0]["m"]
