@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from framework.checks import arrow_rules
+from framework.checks import arrow_rules, changes
 from framework.checks.scope import stage_scope
 from framework.cleaner.rules import uncleanable_after_ms
 from framework.log import file_stats, local_records, version_checksum
@@ -128,12 +128,14 @@ def _joined(columns: list, kind):
                             type=kind).combine_chunks()
 
 
-def counted(check, state_after, dirty_from: int):
+def counted(check, state_after, dirty_from: int | None = None):
     """The stage ``check``'s violations per guarantee, its data's bounds and scope, as
-    ``arrow_rules`` counts them from the records read here (a compaction's in scope, a small
-    retention's whole versions); None where Spark counts (the module's text)."""
+    ``arrow_rules`` counts them from the records read here (a compaction's in scope, from
+    ``dirty_from`` on whole: by default ``changes.dirty_from``; a small retention's whole
+    versions); None where Spark counts (the module's text), and for any other stage."""
     if check.stage == "compact":
-        return _compaction_counted(check, state_after, dirty_from)
+        start = changes.dirty_from("compact", check.state_before) if dirty_from is None else dirty_from
+        return _compaction_counted(check, state_after, start)
     if check.stage in ("retain", "delete_records"):
         return _retention_counted(check, state_after)
     return None
