@@ -207,7 +207,7 @@ def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts
     for route in ("Arrow", "Spark"):
         with monkeypatch.context() as patched:
             if route == "Spark":
-                patched.setattr(retention_counts, "_local_rows", lambda files: None)
+                patched.setattr(retention_counts, "local_rows", lambda files: None)
             horizons[route] = [retention_counts.kept_clean_horizon(log, snapshot, new_start, checkpoint, listing)
                                for new_start in range(0, 6) for checkpoint in (new_start + 1, 5, 6)]
     assert horizons["Arrow"] == horizons["Spark"] and {2000, None} == set(horizons["Arrow"]), horizons

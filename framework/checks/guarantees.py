@@ -115,13 +115,13 @@ class Guarantees:
                              run_spec_expectations=True, one_task=_small(state_before, state_after),
                              expected=expected_bounds(check))
 
-    def _counted_by_arrow(self, check: StageCheck, state_after: LogState | None = None) -> MeasuredCheck | None:
-        """A compaction or small retention check counted by Arrow in the driver (``arrow_scope``;
-        ``state_after`` when read already), when it can be and is clean; else None, and Spark
-        counts (and shows the offending rows). A small partition's check costs about 15 ms
-        here against 0.6 s for Spark's queries (stop 101)."""
+    def _counted_by_arrow(self, check: StageCheck, state_after: LogState) -> MeasuredCheck | None:
+        """A compaction or small retention check counted by Arrow in the driver (``arrow_scope``),
+        when it can be and is clean; else None, and Spark counts (and shows the offending rows).
+        A small partition's check costs about 15 ms here against 0.6 s for Spark's queries
+        (stop 101)."""
         log, stage = check.log, check.stage
-        found = arrow_scope.counted(check, state_after or log.states_at([check.version_after])[check.version_after])
+        found = arrow_scope.counted(check, state_after)
         if found is None or found[0]:
             return None
         _, data_bounds, scope = found
@@ -144,14 +144,15 @@ class Guarantees:
         # in this session (the caller's thread), not the cleaner thread's that committed the stage
         checks = [replace(check, log=PartitionLog(self.spark, check.log.warehouse, check.log.spec, check.log.partition))
                   for check in checks]
+        # every check's after state, read once: Arrow's count and the batch both judge by it
+        after = {id(check): check.log.states_at([check.version_after])[check.version_after] for check in checks}
         # the checks Arrow counts clean need no Spark job; the rest are counted together
-        measured: list[MeasuredCheck | None] = [self._counted_by_arrow(check) for check in checks]
+        measured: list[MeasuredCheck | None] = [self._counted_by_arrow(check, after[id(check)]) for check in checks]
         rest = [index for index, done in enumerate(measured) if done is None]
         try:
             with small_partition_settings(self.spark, 0):
-                found = batched.count(
-                    self.spark, [checks[index] for index in rest],
-                    lambda check: check.log.states_at([check.version_after])[check.version_after]) if rest else []
+                found = batched.count(self.spark, [checks[index] for index in rest],
+                                      lambda check: after[id(check)]) if rest else []
         except Exception:  # noqa: BLE001 - a batch that cannot run: each check alone says why
             found = [None] * len(rest)
         for index, clean in zip(rest, found, strict=True):

@@ -10,14 +10,13 @@ boundary changes nothing.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field, replace
 
 from framework.cleaner import rules as cleaner
 from framework.cleaner import spark_sql
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
-from framework.log import file_stats, local_records, version_checksum
+from framework.log import file_stats, version_checksum
 from framework.log.file_stats import FileStats
 from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
@@ -48,16 +47,10 @@ def _first_offsets_locally(files: PlainFiles, start: int, keep_since_ms: int,
     in the driver (no Spark job: one a partition was 24 % of the cleaner threads' time in a
     checked first maintain of 100 compact,delete partitions, stop 102); None where a file is
     not local or not a partition table's."""
-    import numpy as np
-
-    if not all(os.path.isfile(path) for path in files.paths):
+    rows = retention_counts.local_rows(files)
+    if rows is None:
         return None
-    tables = local_records.each_file(list(files.paths), lambda path: local_records.file_columns(
-        path, ["offset", "timestamp"]))
-    if tables is None:
-        return None
-    offsets, stamps = (np.concatenate([np.zeros(0, np.int64), *(t[c].to_numpy() for t in tables)])
-                       for c in ("offset", "timestamp"))
+    offsets, stamps = (rows[column].to_numpy() for column in ("offset", "timestamp"))
     after = offsets >= start
     kept = offsets[after & _kept(offsets, stamps, keep_since_ms, keep_from_offset)]
     return (int(kept.min()) if len(kept) else None), (int(offsets[after].min()) if after.any() else None)

@@ -19,7 +19,7 @@ from framework.log import local_records, version_checksum
 from framework.log.partition_log import PartitionLog, Snapshot
 from framework.log.version_checksum import PlainFiles
 
-__all__ = ["counted", "counted_locally", "cut_counts", "kept_clean_horizon"]
+__all__ = ["counted", "counted_locally", "cut_counts", "kept_clean_horizon", "local_rows"]
 
 _COLUMNS = ["offset", "timestamp", "_size", "_delete_horizon"]
 
@@ -42,9 +42,10 @@ def counted(records, new_start: int, checkpoint: int) -> dict:
     return row.asDict()
 
 
-def _local_rows(files: PlainFiles):
+def local_rows(files: PlainFiles):
     """The offset, millisecond, size and delete horizon columns of ``files`` as one Arrow table
-    (int64), read in the driver; None when a file is not local or not a partition table's."""
+    (int64), read in the driver (also retention's boundary search, ``retention``); None when a
+    file is not local or not a partition table's."""
     import pyarrow as pa
 
     if not all(os.path.isfile(path) for path in files.paths):
@@ -59,7 +60,7 @@ def _local_rows(files: PlainFiles):
 def counted_locally(files: PlainFiles, new_start: int, checkpoint: int) -> dict | None:
     """:func:`counted` of ``files`` read by Arrow in the driver, with no Spark job; None when
     a file is not local or its columns are not a partition table's."""
-    rows = _local_rows(files)
+    rows = local_rows(files)
     if rows is None:
         return None
 
@@ -105,7 +106,7 @@ def kept_clean_horizon(log: PartitionLog, snap: Snapshot, new_start: int, checkp
     import pyarrow.compute as pc
 
     listed, _ = listing()
-    rows = None if listed is None else _local_rows(version_checksum.holding_offsets(listed, new_start, checkpoint))
+    rows = None if listed is None else local_rows(version_checksum.holding_offsets(listed, new_start, checkpoint))
     if rows is not None:
         inside = pc.and_(pc.greater_equal(rows["offset"], new_start), pc.less(rows["offset"], checkpoint))
         return pc.min(rows["_delete_horizon"].filter(inside)).as_py()
