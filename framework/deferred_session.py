@@ -19,7 +19,7 @@ import contextlib
 import threading
 from typing import Callable, Iterator
 
-__all__ = ["DeferredSession", "not_started", "started"]
+__all__ = ["DeferredSession", "jvm_running", "not_started", "started"]
 
 
 class DeferredSession:
@@ -62,6 +62,18 @@ def not_started(spark) -> bool:
     """Whether ``spark`` is a :class:`DeferredSession` whose session has not started (so no
     JVM has either; ``isinstance`` does not ask the session anything)."""
     return isinstance(spark, DeferredSession) and not spark.started
+
+
+def jvm_running(spark) -> bool:
+    """Whether ``spark`` has a JVM to ask without starting one: a started session, or a
+    deferred one in a process where Spark runs already (a notebook, a Databricks job, a
+    test), whose start only picks up that session (``isinstance`` and pyspark's class
+    attribute ask no JVM anything)."""
+    if not not_started(spark):
+        return True
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
 
 
 def started(spark):

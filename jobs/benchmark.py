@@ -657,6 +657,11 @@ TWIN_KINDS = (
              lambda: _jvm_outside_utc(), produce_timed=True),
     TwinKind("batch", ("compactions decided together", "compactions decided alone"),
              "compactions decided together / alone", lambda: _decided_alone()),
+    # a compaction and a retention cut a partition (the "cut" twins' retention), each rewrite
+    # and bin-packing committed by topiclake itself against through Delta's transaction
+    TwinKind("own_rewrite", ("rewrites committed without the JVM", "rewrites committed through Delta's transaction"),
+             "rewrites committed without the JVM / through Delta's transaction", lambda: _rewrites_through_delta(),
+             policy="compact,delete"),
 )
 
 #: The ways ``_produce_twins`` writes the same lines into existing tables.
@@ -790,7 +795,7 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
             continue
         # the "cut" twins keep the newer half of each partition's records (their timestamps
         # span the 5 s from a day ago); the others' retention keeps every record
-        retention_ms = DAY_MS - 2_500 if kind == "cut" else None
+        retention_ms = DAY_MS - 2_500 if kind in ("cut", "own_rewrite") else None
         twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy, retention_ms))
                  for name in ("a1", "b1", "b2", "a2")}
         for name, twin in twins.items():
@@ -1687,6 +1692,17 @@ def _cut_by_delete():
 
     with mock.patch.object(retention_rewrite, "cut", lambda log, start, app, epoch, removed, delete: delete()), \
             mock.patch.object(partition_log.PartitionLog, "read_snapshot", lambda self, snap: self.read(snap.version)):
+        yield
+
+
+@contextlib.contextmanager
+def _rewrites_through_delta():
+    """Commit each compaction, retention cut and bin-packing through Delta's transaction API,
+    as topiclake did before it made those commits itself on a local table (stop 103)."""
+    from framework.stages import file_rewrite, optimize
+
+    with mock.patch.object(file_rewrite, "commit_locally", lambda *args, **options: file_rewrite.NOT_LOCAL), \
+            mock.patch.object(optimize, "_execute_locally", lambda *args: None):
         yield
 
 

@@ -495,3 +495,60 @@ def test_a_first_command_prints_what_topiclake_says_not_sparks_start_up(tmp_path
     assert "delta-spark" in text  # Ivy resolved Delta's jars into it
     assert list(cache.glob("spark-jars-*.txt")), "the first start wrote down no jars"
     assert "Deleted 0 files and directories" in text  # VACUUM's console line
+
+
+def test_a_maintain_that_compacts_cuts_and_packs_small_local_partitions_starts_no_jvm(spark, tmp_path, capsys,
+                                                                                      monkeypatch):
+    """On a local warehouse topiclake commits a small partition's compaction, retention cut
+    and bin-packing itself (``file_rewrite.commit_locally``, ``optimize._execute_locally``):
+    a checked ``maintain`` that does all three starts no JVM in a new process, and leaves
+    what the same run through Delta's transaction leaves on a twin warehouse (the same
+    records in every column, the same stages' figures), which Delta reads."""
+    from framework.stages import file_rewrite, optimize
+    from tests.support.delta_readers import delta_rs_query
+
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "trades.yaml").write_text(
+        "topic: trades\npartitions: 2\nconfig:\n  cleanup.policy: compact,delete\n  min.cleanable.dirty.ratio: 0.0\n"
+        "  retention.ms: 60000\n  delete.retention.ms: 1000\n")
+    warehouses = {way: str(tmp_path / way) for way in ("no jvm", "through delta")}
+    # three old appends whose keys repeat (compacted, then cut by time), four new ones of new
+    # keys: small files worth packing
+    for call in range(7):
+        old = call < 3
+        lines = write_jsonl(tmp_path / f"in-{call}.jsonl", [
+            {"key": f"c{call}-k{i % 4 if old else i}", "value": None if i == 3 else f"{call}.{i}",
+             "timestamp": (10_000 if old else 100_000) + 1_000 * call + i} for i in range(8)])
+        for wh in warehouses.values():
+            assert run(capsys, "produce", "--warehouse", wh, "--specs", str(folder), "--topic", "trades",
+                       "--input", lines, "--now", "100000")[0] == 0
+    maintain = ["--specs", str(folder), "--json", "maintain", "--topic", "trades", "--now", "130000", "--no-report"]
+
+    def commits(partition: int) -> list[str]:
+        log = f"{warehouses['no jvm']}/trades-{partition}/_delta_log"
+        return sorted(name for name in os.listdir(log) if name.endswith(".json"))
+
+    produced = {partition: commits(partition) for partition in range(2)}
+    printed = json.loads(printed_with_no_jvm("--warehouse", warehouses["no jvm"], *maintain, timeout=300))
+    with monkeypatch.context() as patch:
+        patch.setattr(file_rewrite, "commit_locally", lambda *args, **options: file_rewrite.NOT_LOCAL)
+        patch.setattr(optimize, "_execute_locally", lambda *args: None)
+        status, here, err = run(capsys, "--warehouse", warehouses["through delta"], *maintain)
+    assert status == 0, err
+    stages = {way: [[(s["stage"], s["committed"], s.get("removed_records"), s.get("files_after"))
+                     for s in p["stages"]] for p in done["partitions"]]
+              for way, done in (("no jvm", printed), ("through delta", json.loads(here)))}
+    assert stages["no jvm"] == stages["through delta"]
+    done = {stage for partition in stages["no jvm"] for stage, committed, _, _ in partition if committed}
+    assert {"compact", "retain", "optimize"} <= done, stages["no jvm"]
+    for partition in range(2):
+        tables = {way: f"{wh}/trades-{partition}" for way, wh in warehouses.items()}
+        through_spark = {way: sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+                         for way, path in tables.items()}
+        assert through_spark["no jvm"] == through_spark["through delta"] and through_spark["no jvm"]
+        assert delta_rs_query(tables["no jvm"]) == delta_rs_query(tables["through delta"])
+        maintained = [name for name in commits(partition) if name not in produced[partition]]
+        engines = [json.loads(line)["commitInfo"]["engineInfo"] for name in maintained
+                   for line in open(f"{tables['no jvm']}/_delta_log/{name}") if line.startswith('{"commitInfo"')]
+        assert len(engines) >= 3 and all("(no JVM)" in engine for engine in engines), engines

@@ -2,11 +2,14 @@
 
 ``framework.stages.compaction_rewrite`` commits a small partition's compaction itself
 (the touched files rewritten, their change data feed rows, one MERGE commit) where Delta's
-MERGE cost ten Spark jobs. These tests run the same compactions on twin partitions, one
-through each path, and require the same records (every column) and the same change data
-feed rows at every step: a first run that removes superseded records and stamps
-tombstones, a later one whose tombstones' horizons have passed, one that a producer's
-append overtakes between the plan and the commit, and a table without a change data feed.
+MERGE cost ten Spark jobs; on a local table it commits without the JVM
+(``file_rewrite.commit_locally``). These tests run the same compactions on twin
+partitions, one through each path (Delta's MERGE, the rewrite through Delta's transaction,
+the rewrite committed without the JVM), and require the same records (every column) and
+the same change data feed rows at every step: a first run that removes superseded records
+and stamps tombstones, a later one whose tombstones' horizons have passed, one that a
+producer's append overtakes between the plan and the commit, and a table without a change
+data feed. The commit made without the JVM records what the one through Delta records.
 """
 
 from __future__ import annotations
@@ -28,14 +31,16 @@ from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
 from framework.stages import arrow_actions, arrow_rewrite, compaction, compaction_rewrite, file_rewrite
-from tests.support.table_files import live_codecs, live_encodings, live_physical_types
+from tests.support.table_files import data_files_on_disk, live_codecs, live_encodings, live_physical_types
 from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
 DAY_MS = 86_400_000
 SPEC = {"topic": "twin", "partitions": 1,
         "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}}
-PATHS = ("merge", "rewrite")
+PATHS = ("merge", "rewrite", "own commit")
+#: what a commit made without the JVM names as its engine (``commit_files.commit_lines``)
+NO_JVM = "(no JVM)"
 
 
 def _produce(topic, first: int, count: int, now: int) -> None:
@@ -52,6 +57,12 @@ def _rows(log) -> list[tuple]:
 def _commit(spark, log, version: int):
     """The commit of ``version`` as the commit log reads it."""
     return next(c for c in read_commits(spark, log.path) if c.version == version)
+
+
+def _commit_info(log, version: int) -> dict:
+    """The ``commitInfo`` of ``version``, as its commit file holds it."""
+    with open(os.path.join(log.path, "_delta_log", f"{version:020d}.json")) as handle:
+        return next(json.loads(line)["commitInfo"] for line in handle if line.startswith('{"commitInfo"'))
 
 
 def _feed(spark, log, version: int) -> list[tuple]:
@@ -75,6 +86,10 @@ class Twins:
         real = compaction_rewrite.rewrite
         monkeypatch.setattr(compaction_rewrite, "rewrite", lambda *a, **k: self.rewrites.append(1) or real(*a, **k))
         self.by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "write", writer)
+        self.by_arrow_locally = arrow_writes(monkeypatch, arrow_rewrite, "write_local", writer)
+        #: whether the own commit path commits without the JVM (a run Spark decided, or whose
+        #: planned files are gone at the commit, goes through Delta's transaction)
+        self.without_jvm = True
 
     def produce(self, first: int, count: int, now: int) -> None:
         for topic in self.topics.values():
@@ -88,27 +103,45 @@ class Twins:
             with self.monkeypatch.context() as patch:
                 if path == "merge":
                     patch.setattr(compaction_rewrite, "available", lambda *a: False)
+                elif path == "rewrite":  # through Delta's transaction
+                    patch.setattr(file_rewrite, "commit_locally", lambda *a, **k: file_rewrite.NOT_LOCAL)
                 before, arrow_before = len(self.rewrites), len(self.by_arrow)
+                locally_before = len(self.by_arrow_locally)
                 result = compaction.execute(log, compaction.plan(log, now, force=True))
-                assert len(self.rewrites) - before == (path == "rewrite"), f"{path}: the wrong path ran"
+                assert len(self.rewrites) - before == (path != "merge"), f"{path}: the wrong path ran"
                 own_merge = result.committed and "executionTimeMs" in _commit(
                     self.spark, log, result.version_after).metrics
+                no_jvm = result.committed and NO_JVM in _commit_info(log, result.version_after)["engineInfo"]
+                if path == "own commit" and result.removed_records and not own_merge:
+                    # Arrow writes it without the JVM; when Arrow declines, Delta's transaction commits
+                    wrote = {"arrow": [True], "spark": [], "arrow declines": [False]}[self.writer]
+                    wrote = wrote if self.without_jvm else []
+                    assert self.by_arrow_locally[locally_before:] == wrote, self.writer
+                    assert no_jvm == (wrote == [True]), "committed through the wrong route"
                 if path == "rewrite" and result.removed_records and not own_merge:  # the rewrite wrote it
                     expected = {"arrow": [True], "spark": [], "arrow declines": [False]}[self.writer]
                     assert self.by_arrow[arrow_before:] == expected, self.writer
+                    assert not no_jvm
             assert result.committed
             versions[path] = result.version_after
         return versions
 
     def assert_same(self, versions: dict) -> None:
-        merge, rewrite = (self.topics[p].partition(0) for p in PATHS)
-        assert _rows(rewrite) == _rows(merge)
-        assert _feed(self.spark, rewrite, versions["rewrite"]) == _feed(self.spark, merge, versions["merge"])
+        merge = self.topics["merge"].partition(0)
+        for path in PATHS[1:]:
+            rewrite = self.topics[path].partition(0)
+            assert _rows(rewrite) == _rows(merge), path
+            assert _feed(self.spark, rewrite, versions[path]) == _feed(self.spark, merge, versions["merge"]), path
 
 
 @pytest.fixture
 def twins(spark, tmp_path, monkeypatch):
     return Twins(spark, tmp_path, monkeypatch)
+
+
+def removed_by(info: dict) -> int:
+    """The records a compaction commit's bookkeeping says it removed."""
+    return json.loads(info["userMetadata"])["topiclake"]["removed"]
 
 
 def _statistics_hold(spark, log) -> None:
@@ -157,6 +190,7 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, tmp_path, m
         # Spark: Arrow decides only a version whose files are listed)
         monkeypatch.setattr(compaction, "_offsets_reader", compaction._through_delta)
         monkeypatch.setattr(arrow_actions, "decide", lambda *args: None)
+        twins.without_jvm = False  # (Spark's changes)
     twins.produce(0, 40, NOW - 2 * DAY_MS)
     first = twins.compact(NOW - 2 * DAY_MS)  # superseded records removed, tombstones stamped
     twins.assert_same(first)
@@ -172,6 +206,15 @@ def test_a_rewrite_commits_what_a_merge_commits_run_after_run(spark, tmp_path, m
     assert commit.operation == "MERGE"
     merged = _commit(spark, twins.topics["merge"].partition(0), second["merge"])
     assert set(commit.metrics) <= set(merged.metrics), "a metric Delta's MERGE does not write"
+    # the commit made without the JVM records what the one through Delta's transaction records
+    own_log = twins.topics["own commit"].partition(0)
+    own, through_delta = _commit_info(own_log, second["own commit"]), _commit_info(log, second["rewrite"])
+    assert (NO_JVM in own["engineInfo"]) == (writer != "spark" and twins.without_jvm), own["engineInfo"]
+    assert {k: own[k] for k in ("operation", "operationParameters", "operationMetrics", "readVersion",
+                                "isolationLevel", "isBlindAppend")} == {
+        k: through_delta[k] for k in ("operation", "operationParameters", "operationMetrics", "readVersion",
+                                      "isolationLevel", "isBlindAppend")}
+    assert json.loads(own["userMetadata"])["topiclake"]["removed"] == removed_by(through_delta)
     removed = int(commit.metrics["numTargetRowsDeleted"])
     assert removed > 0 and int(commit.metrics["numTargetFilesRemoved"]) >= 1
     # the version's checksum lists exactly the files Delta reads for it
@@ -239,7 +282,9 @@ def test_a_file_arrow_cannot_read_as_the_table_is_rewritten_by_spark(spark, tmp_
     monkeypatch.setattr(arrow_rewrite, "_file_columns", lambda path: ["offset"])
     twins.produce(0, 30, NOW)
     versions = twins.compact(NOW)
-    assert twins.by_arrow == [False]
+    # declined by the rewrite through Delta's transaction, then by the one without the JVM,
+    # which then goes through Delta's transaction
+    assert twins.by_arrow == [False, False] and twins.by_arrow_locally == [False]
     twins.assert_same(versions)
     log = twins.topics["rewrite"].partition(0)
     assert all("__is_cdc" in pq.read_schema(unquote(urlparse(uri).path)).names for uri in log.read().inputFiles()
@@ -281,11 +326,14 @@ def test_without_a_change_data_feed_only_the_records_are_written(spark, twins):
                   "SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")
     twins.produce(0, 30, NOW)
     versions = twins.compact(NOW)
-    merge, rewrite = (twins.topics[p].partition(0) for p in PATHS)
-    assert _rows(rewrite) == _rows(merge)
-    assert "_change_type" not in rewrite.read().columns
-    assert not os.path.exists(os.path.join(rewrite.path, "_change_data")), "change rows written without a feed"
-    assert versions["rewrite"] == versions["merge"]
+    merge = twins.topics["merge"].partition(0)
+    for path in PATHS[1:]:
+        rewrite = twins.topics[path].partition(0)
+        assert _rows(rewrite) == _rows(merge), path
+        assert "_change_type" not in rewrite.read().columns
+        assert not os.path.exists(os.path.join(rewrite.path, "_change_data")), f"{path}: change rows without a feed"
+        assert versions[path] == versions["merge"]
+    assert NO_JVM in _commit_info(twins.topics["own commit"].partition(0), versions["own commit"])["engineInfo"]
 
 
 def test_a_version_since_the_plan_that_is_not_its_files_is_merged(spark, twins):
@@ -337,6 +385,7 @@ def test_files_rewritten_since_the_plan_are_found_again(spark, twins):
     def owner(point, context):
         spark.sql(f"OPTIMIZE {delta_table_sql(context['log'].path)}")
 
+    twins.without_jvm = False  # (a pass over the offsets is Spark's)
     with faults.installed("compact.before_commit", owner):
         versions = twins.compact(NOW)
     twins.assert_same(versions)
@@ -353,3 +402,38 @@ def test_a_forced_run_on_an_empty_partition_commits_nothing(spark, twins):
     log = twins.topics["rewrite"].partition(0)
     result = compaction.execute(log, compaction.plan(log, NOW, force=True))
     assert not result.committed and result.removed_records == 0 and not twins.rewrites
+
+
+def test_a_commit_without_the_jvm_that_loses_its_version_goes_through_delta_s_transaction(spark, twins, monkeypatch):
+    """A producer commits between the files written without the JVM and their commit, taking
+    its version: the files written for it are deleted, Delta's transaction reads the new
+    version and commits the same rewrite, and the append stays. The result is the twin's
+    that the producer appended to after its compaction."""
+    twins.produce(0, 30, NOW)
+    own, through_delta = twins.topics["own commit"], twins.topics["rewrite"]
+    written = arrow_rewrite.write_local  # (the twins' spy)
+
+    def then_an_append(*args, **options):
+        files = written(*args, **options)
+        _produce(own, 100, 5, NOW)
+        return files
+
+    monkeypatch.setattr(arrow_rewrite, "write_local", then_an_append)
+    log = own.partition(0)
+    on_disk = set(data_files_on_disk(log.path))
+    result = compaction.execute(log, compaction.plan(log, NOW, force=True))
+    assert result.committed and twins.by_arrow_locally == [True] and twins.by_arrow == [True]
+    info = _commit_info(log, result.version_after)
+    assert NO_JVM not in info["engineInfo"] and info["readVersion"] == result.version_after - 1
+    # what is on disk now: the append's file, the rewrite's (Delta's transaction wrote them),
+    # and the change data; nothing the lost commit wrote
+    live = {os.path.basename(uri) for uri in log.read().inputFiles()}
+    added = {os.path.basename(path) for path in set(data_files_on_disk(log.path)) - on_disk}
+    changes = {name for name in added if name.startswith("cdc-")}
+    assert added - changes == live - {os.path.basename(path) for path in on_disk}, "a lost commit's file was left"
+    reference = through_delta.partition(0)
+    with monkeypatch.context() as patch:
+        patch.setattr(file_rewrite, "commit_locally", lambda *a, **k: file_rewrite.NOT_LOCAL)
+        assert compaction.execute(reference, compaction.plan(reference, NOW, force=True)).committed
+    _produce(through_delta, 100, 5, NOW)
+    assert _rows(log) == _rows(reference)

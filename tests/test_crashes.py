@@ -67,6 +67,13 @@ SPECS = {
 }
 
 
+#: ``topiclake`` in a process where Spark runs before the command does: a local warehouse's
+#: small partitions then decide and stage their compactions as one batch (on a JVM that
+#: runs anyway), where a new process decides and commits each without one.
+SPARK_FIRST = ("import sys; from framework.session import get_session; get_session(); "
+               "from framework.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
 class Chain:
     """The two warehouses, and how to run a command on each."""
 
@@ -101,13 +108,17 @@ class Chain:
             self.both("produce", "--topic", topic, *into, "--input", self.records_file(topic, count, timestamp),
                       "--now", str(NOW))
 
-    def kill(self, command: list[str], point: str | None = None, after_s: float | None = None) -> int:
-        """Run ``command`` on the crashed warehouse as a real process and kill it; its exit status."""
+    def kill(self, command: list[str], point: str | None = None, after_s: float | None = None,
+             spark_running: bool = False) -> int:
+        """Run ``command`` on the crashed warehouse as a real process and kill it; its exit
+        status. ``spark_running``: in a process where Spark runs already (a notebook, a
+        Databricks job), as :data:`SPARK_FIRST` starts it."""
         env = dict(os.environ)
         env.pop(faults.ENVIRONMENT, None)
         if point:
             env[faults.ENVIRONMENT] = point
-        process = subprocess.Popen([sys.executable, "-m", "framework.cli", *self.args(self.crashed, *command)],
+        entry = ["-c", SPARK_FIRST] if spark_running else ["-m", "framework.cli"]
+        process = subprocess.Popen([sys.executable, *entry, *self.args(self.crashed, *command)],
                                    cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
         try:
@@ -188,12 +199,12 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
     chain.produce_both("log", 6, 0)
 
     def step(name: str, command: list[str], point: str | None = None, after_s: float | None = None,
-             resend_if_not_landed: tuple[str, int] | None = None) -> tuple[bool, float]:
+             resend_if_not_landed: tuple[str, int] | None = None, spark_running: bool = False) -> tuple[bool, float]:
         """Kill ``command`` (at ``point``, or ``after_s`` seconds in), check, converge: whether
         it was killed, and the seconds until it died or finished."""
         before = _log_end(spark, chain, *resend_if_not_landed) if resend_if_not_landed else None
         started = time.monotonic()
-        status = chain.kill(command, point, after_s)
+        status = chain.kill(command, point, after_s, spark_running)
         killed = time.monotonic()
         _consistent(spark, chain.crashed)
         # the append landed when the log end moved (a table created but empty is not a landing)
@@ -252,11 +263,12 @@ def test_kills_at_every_point_and_at_random_moments_lose_nothing(spark, tmp_path
           for point in ("compact.before_commit", "compact.after_commit")],
         # a batch's rewrites moved into its three tables, none committed: the next run must
         # compact as if they were not there (vacuum deletes them once outside the window);
-        # batch-2's two newest records are too young, its U below its log end
+        # batch-2's two newest records are too young, its U below its log end (a batch is
+        # made where Spark runs already)
         ("compact.after_staging", after(lambda: ([chain.produce_both("batch", 4, NOW - 3000, partition=p)
                                                   for p in range(3)],
                                                  chain.produce_both("batch", 2, NOW - 500, partition=2)),
-                                        ["maintain", "--topic", "batch", *quiet]), {}),
+                                        ["maintain", "--topic", "batch", *quiet]), {"spark_running": True}),
         *[(point, after(lambda: chain.produce_both("log", 3, 0), ["retain", "--topic", "log", *now]), {})
           for point in ("retain.before_commit", "retain.after_commit")],
         *[(point, after(lambda: chain.produce_both("log", 2, NOW, calls=3), ["optimize", "--topic", "log", *now]), {})

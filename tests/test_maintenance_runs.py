@@ -703,11 +703,16 @@ def test_the_history_says_a_killed_run_did_not_finish(spark, tmp_path, capsys):
 
 
 # ------------------------------------------------------ c. a bounded driver
-def test_maintain_and_validate_leave_no_partition_in_deltas_cache(spark, isolated, capsys):
+def test_maintain_and_validate_leave_no_partition_in_deltas_cache(spark, isolated, capsys, monkeypatch):
     """Delta caches every table it touches with its snapshot (about 3 MB once read through
     Delta); a run over many partitions must not keep them all. After ``maintain`` and after
     ``validate``, Delta hands out a new log object for each partition: the run forgot it.
-    (A table touched otherwise stays cached: the same object comes back twice.)"""
+    (A table touched otherwise stays cached: the same object comes back twice.) The verbs
+    run on the started session, as a run that needs the JVM does: a run that never starts
+    it (these small local tables need none) fills no cache."""
+    from framework.cli.context import Context
+
+    monkeypatch.setattr(Context, "deferred_spark", property(lambda ctx: ctx.spark))
     common, paths = isolated
     delta_log = getattr(spark._jvm, "org.apache.spark.sql.delta.DeltaLog")
 

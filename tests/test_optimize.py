@@ -165,9 +165,19 @@ def commit_actions(log, version: int) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+#: what the commit records alike, made without the JVM or through Delta's transaction
+RECORDED = ("operation", "operationParameters", "operationMetrics", "isolationLevel", "isBlindAppend")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("writer", ["arrow", "spark"])
+@pytest.mark.parametrize("writer", ["arrow", "spark", "arrow, without the JVM"])
 def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehouse, monkeypatch, writer):
+    """As shipped on a local table, Arrow writes the packed file and the commit is made
+    without the JVM (``optimize._execute_locally``); through Delta's transaction, Arrow or
+    Spark's writer writes it. The commit records the same either way."""
+    without_jvm = writer.endswith("without the JVM")
+    if not without_jvm:
+        monkeypatch.setattr(optimize, "_execute_locally", lambda *args: None)
     spec = parse_spec(SPEC, "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
@@ -178,18 +188,26 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     before = records(log)
     assert optimize.plan(log).files_before >= 12
     # Arrow writes the packed file on a local table (as shipped); Spark's writer where it cannot
-    by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "packed", writer)
+    by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "packed", writer.split(",")[0])
+    by_arrow_locally = arrow_writes(monkeypatch, arrow_rewrite, "packed_local", "arrow")
     monkeypatch.setattr(arrow_rewrite, "ROWS_A_BATCH", 7)  # each 20-record source file in three groups
     run = Maintenance(spark, warehouse, [spec], record_history=True).run(2_000, stages=("optimize",))
     row = run.partitions[0].rows[0]
     assert row.stage == "optimize" and row.committed, row.message
     assert by_arrow == ([True] if writer == "arrow" else [])
+    assert by_arrow_locally == ([True] if without_jvm else [])
     assert row.files_before >= 12 and row.files_after == 1
     assert records(log) == before
     assert records(log, before_version) == before  # time travel to the version before is intact
     actions = commit_actions(log, row.version_after)
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
     assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
+    assert ("(no JVM)" in info["engineInfo"]) == without_jvm, info["engineInfo"]
+    # (the same for every writer: the one made without the JVM records what Delta's does)
+    assert {k: info[k] for k in RECORDED} == {
+        "operation": "OPTIMIZE", "isolationLevel": "SnapshotIsolation", "isBlindAppend": False,
+        "operationParameters": {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": False},
+        "operationMetrics": {}}
     changes = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
     assert len(changes) == row.files_before + 1
     assert all(change["dataChange"] is False for change in changes)  # streaming readers skip it
@@ -197,7 +215,7 @@ def test_maintain_bin_packs_small_files_without_changing_a_record(spark, warehou
     add = next(a["add"] for a in actions if "add" in a)
     added = json.loads(add["stats"])
     assert (added["minValues"]["offset"], added["maxValues"]["offset"]) == (0, len(before) - 1)
-    if writer == "arrow":  # in row groups a reader of a stretch of offsets can skip between
+    if writer != "spark":  # in row groups a reader of a stretch of offsets can skip between
         footer = pq.ParquetFile(os.path.join(log.path, unquote(add["path"]))).metadata
         groups = [footer.row_group(i).num_rows for i in range(footer.num_row_groups)]
         assert max(groups) <= 7 and sum(groups) == len(before), groups
@@ -220,7 +238,7 @@ def test_a_timestamp_after_2262_in_files_spark_wrote_is_packed_as_it_was(spark, 
                                                    "key STRING, value STRING, timestamp BIGINT"), 1_000)
     log = topic.partition(0)
     assert live_physical_types(log, "timestamp") == ["INT96"] * 12, "the test needs files written by Spark"
-    by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "packed", "arrow")
+    by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "packed_local", "arrow")  # (committed without the JVM)
     run = Maintenance(spark, warehouse, [spec], record_history=False).run(2_000, stages=("optimize",))
     packing = run.partitions[0].rows[0]
     assert packing.committed and packing.files_after == 1 and by_arrow == [True], packing.message
@@ -305,7 +323,7 @@ def test_a_producer_appending_while_it_packs_never_conflicts(spark, warehouse):
     log = topic.partition(0)
     end_before = log.snapshot().state.log_end_offset
 
-    def append_meanwhile(point, context):
+    def append_meanwhile(point, context):  # (the packing takes the next version, as Delta's would)
         many_small_appends(topic, spec, 1, start=10_000)
 
     with faults.installed("optimize.before_commit", append_meanwhile):

@@ -7,7 +7,9 @@ twin partitions, one through each path, and require the same records (every colu
 the same change data feed rows and the same bookkeeping at every step: time retention
 over several segments, deleteRecords inside a segment, a cut that a producer's append
 overtakes, and a table without a change data feed. Files of segments at or past the new
-log start are never rewritten.
+log start are never rewritten. On a local table the cut commits without the JVM
+(``file_rewrite.commit_locally``): a third twin takes that path, and its commit records
+what the one through Delta's transaction records.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from framework.log.commit_log import read_commits
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
-from framework.stages import arrow_rewrite, compaction, retention, retention_rewrite
+from framework.stages import arrow_rewrite, compaction, file_rewrite, retention, retention_rewrite
 from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
@@ -32,7 +34,11 @@ MINUTE_MS = 60_000
 SPEC = {"topic": "twin", "partitions": 1,
         "config": {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0,
                    "retention.ms": 10 * MINUTE_MS, "delete.retention.ms": MINUTE_MS}}
-PATHS = ("delete", "rewrite")
+PATHS = ("delete", "rewrite", "own commit")
+#: what a commit made without the JVM names as its engine (``commit_files.commit_lines``)
+NO_JVM = "(no JVM)"
+#: the commit's fields the two rewrite paths record alike
+RECORDED = ("operation", "operationParameters", "operationMetrics", "readVersion", "isolationLevel", "isBlindAppend")
 
 
 def _produce(topic, first: int, count: int, at: int) -> None:
@@ -55,6 +61,12 @@ def _commit(spark, log, version: int):
     return next(c for c in read_commits(spark, log.path) if c.version == version)
 
 
+def _commit_info(log, version: int) -> dict:
+    """The ``commitInfo`` of ``version``, as its commit file holds it."""
+    with open(os.path.join(log.path, "_delta_log", f"{version:020d}.json")) as handle:
+        return next(json.loads(line)["commitInfo"] for line in handle if line.startswith('{"commitInfo"'))
+
+
 class Twins:
     """One partition per path, fed the same records, maintained at the same clock."""
 
@@ -69,6 +81,7 @@ class Twins:
         real = retention_rewrite.cut
         monkeypatch.setattr(retention_rewrite, "cut", lambda *a, **k: self.cuts.append(1) or real(*a, **k))
         self.by_arrow = arrow_writes(monkeypatch, arrow_rewrite, "write", writer)
+        self.by_arrow_locally = arrow_writes(monkeypatch, arrow_rewrite, "write_local", writer)
 
     def logs(self):
         return {path: topic.partition(0) for path, topic in self.topics.items()}
@@ -90,24 +103,39 @@ class Twins:
             with self.monkeypatch.context() as patch:
                 if path == "delete":
                     patch.setattr(retention_rewrite, "cut", lambda log, start, app, epoch, removed, delete: delete())
-                before, arrow_before = len(self.cuts), len(self.by_arrow)
+                elif path == "rewrite":  # through Delta's transaction
+                    patch.setattr(file_rewrite, "commit_locally", lambda *a, **k: file_rewrite.NOT_LOCAL)
+                before, arrow_before, locally_before = len(self.cuts), len(self.by_arrow), len(self.by_arrow_locally)
                 result = step(log)
-                assert len(self.cuts) - before == (path == "rewrite"), f"{path}: the wrong path ran"
+                assert len(self.cuts) - before == (path != "delete"), f"{path}: the wrong path ran"
+                wrote = [True] if self.writer == "arrow" else []
                 if path == "rewrite":
-                    assert self.by_arrow[arrow_before:] == ([True] if self.writer == "arrow" else []), self.writer
+                    assert self.by_arrow[arrow_before:] == wrote, self.writer
+                if path == "own commit":  # Arrow writes it without the JVM, else Delta's transaction commits
+                    assert self.by_arrow_locally[locally_before:] == wrote, self.writer
+                    assert self.by_arrow[arrow_before:] == [], "the rewrite went through Delta's transaction too"
             assert result.committed and result.removed_records > 0
             versions[path] = result.version_after
+            no_jvm = NO_JVM in _commit_info(log, result.version_after)["engineInfo"]
+            assert no_jvm == (path == "own commit" and self.writer == "arrow"), f"{path}: committed the wrong way"
         return versions
 
     def assert_same(self, versions: dict) -> None:
-        delete, rewrite = (self.logs()[p] for p in PATHS)
-        assert _rows(rewrite) == _rows(delete)
-        assert _feed(self.spark, rewrite, versions["rewrite"]) == _feed(self.spark, delete, versions["delete"])
-        assert rewrite.snapshot().state == delete.snapshot().state
-        mine, theirs = _commit(self.spark, rewrite, versions["rewrite"]), _commit(self.spark, delete, versions["delete"])
-        assert mine.operation == theirs.operation == "DELETE"
-        assert "executionTimeMs" not in mine.metrics and "executionTimeMs" in theirs.metrics
-        assert mine.metrics["numDeletedRows"] == theirs.metrics["numDeletedRows"]
+        logs = self.logs()
+        delete = logs["delete"]
+        theirs = _commit(self.spark, delete, versions["delete"])
+        for path in PATHS[1:]:
+            rewrite = logs[path]
+            assert _rows(rewrite) == _rows(delete), path
+            assert _feed(self.spark, rewrite, versions[path]) == _feed(self.spark, delete, versions["delete"]), path
+            assert rewrite.snapshot().state == delete.snapshot().state, path
+            mine = _commit(self.spark, rewrite, versions[path])
+            assert mine.operation == theirs.operation == "DELETE"
+            assert "executionTimeMs" not in mine.metrics and "executionTimeMs" in theirs.metrics
+            assert mine.metrics["numDeletedRows"] == theirs.metrics["numDeletedRows"]
+        # the commit made without the JVM records what the one through Delta's transaction records
+        own, through_delta = (_commit_info(logs[p], versions[p]) for p in ("own commit", "rewrite"))
+        assert {k: own[k] for k in RECORDED} == {k: through_delta[k] for k in RECORDED}
 
 
 @pytest.fixture
@@ -174,10 +202,12 @@ def test_without_a_change_data_feed_only_the_records_are_written(spark, twins):
     twins.produce(0, 20, NOW)
     twins.produce(20, 10, NOW + 5 * MINUTE_MS)
     versions = twins.cut(_retain(NOW + 11 * MINUTE_MS))
-    delete, rewrite = (twins.logs()[p] for p in PATHS)
-    assert _rows(rewrite) == _rows(delete) and {r[0] for r in _rows(rewrite)} == set(range(20, 30))
-    assert not os.path.exists(os.path.join(rewrite.path, "_change_data")), "change rows written without a feed"
-    assert versions["rewrite"] == versions["delete"]
+    delete = twins.logs()["delete"]
+    for path in PATHS[1:]:
+        rewrite = twins.logs()[path]
+        assert _rows(rewrite) == _rows(delete) and {r[0] for r in _rows(rewrite)} == set(range(20, 30)), path
+        assert not os.path.exists(os.path.join(rewrite.path, "_change_data")), f"{path}: change rows without a feed"
+        assert versions[path] == versions["delete"]
 
 
 @pytest.mark.parametrize("add, new_start, expected", [

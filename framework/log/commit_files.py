@@ -11,13 +11,24 @@ import json
 import os
 import time
 import uuid
+from typing import NamedTuple
 
 from framework import __version__, faults
 from framework.log import arrow_files
 from framework.log.commit_log import DELTA_LOG
 
-__all__ = ["commit", "commit_lines", "data_files", "new_checksum", "next_checksum", "put_if_absent",
+__all__ = ["Operation", "commit", "commit_lines", "data_files", "new_checksum", "next_checksum", "put_if_absent",
            "removed_metrics", "removes", "remove_files", "schema_string", "write_checksum"]
+
+class Operation(NamedTuple):
+    """A commit's operation as Delta's command records it: its name, parameters and metrics
+    (values as strings in the log), and the isolation level it commits at."""
+
+    name: str
+    parameters: dict
+    metrics: dict
+    isolation: str = "Serializable"
+
 
 _MB = 1 << 20
 #: Delta's file-size histogram bins (its ``FileSizeHistogram``'s default boundaries), which
@@ -48,22 +59,30 @@ def data_files(folder: str, metadata: dict, table, max_records_per_file: int | N
     return adds
 
 
-def removes(adds) -> list[dict]:
-    """``remove`` actions for live files' ``add`` actions, as Delta's overwrite writes them."""
+def removes(adds, data_change: bool = True) -> list[dict]:
+    """``remove`` actions for live files' ``add`` actions, as Delta's overwrite writes them
+    (``data_change`` False: a rearrangement, as a bin-packing's)."""
     removed_at = int(time.time() * 1000)
     kept = ("path", "partitionValues", "size", "stats", "tags")
-    return [{**{k: add[k] for k in kept if k in add}, "deletionTimestamp": removed_at, "dataChange": True,
+    return [{**{k: add[k] for k in kept if k in add}, "deletionTimestamp": removed_at, "dataChange": data_change,
              "extendedFileMetadata": True} for add in adds]
 
 
 def commit_lines(read_version: int | None, mode: str, adds: list[dict], removes: list[dict], txn_id: str,
                  user_metadata: str | None = None, claim: dict | None = None,
-                 created: tuple[dict, dict] | None = None) -> str:
+                 created: tuple[dict, dict] | None = None, changes: list[dict] = (),
+                 operation: Operation | None = None) -> str:
     """The commit file's lines: its ``commitInfo``, the new table's ``metaData`` and
-    ``protocol`` (``created``: a version 0, whose ``read_version`` is None), the ``add``
-    and ``remove`` actions, and the ``txn`` claim. A new table with no rows is Delta's
-    ``CREATE TABLE``; anything else a ``WRITE`` in ``mode``."""
-    if created is not None and not adds:
+    ``protocol`` (``created``: a version 0, whose ``read_version`` is None), the ``add``,
+    ``cdc`` (``changes``) and ``remove`` actions, and the ``txn`` claim. ``operation``
+    (its name, parameters and metrics, as Delta's command records them): a rewrite's
+    ``MERGE`` or ``DELETE``; otherwise a new table with no rows is Delta's ``CREATE
+    TABLE``, anything else a ``WRITE`` in ``mode``."""
+    isolation = "Serializable" if operation is None else operation.isolation
+    if operation is not None:
+        operation, parameters, metrics = (operation.name, operation.parameters,
+                                          {k: str(v) for k, v in operation.metrics.items()})
+    elif created is not None and not adds:
         metadata = created[0]
         operation, parameters, metrics = "CREATE TABLE", {
             "partitionBy": json.dumps(metadata["partitionColumns"], separators=(",", ":")), "clusterBy": "[]",
@@ -75,12 +94,12 @@ def commit_lines(read_version: int | None, mode: str, adds: list[dict], removes:
         operation, parameters, metrics = "WRITE", {"mode": mode}, {name: str(value) for name, value in counted.items()}
     info = {"timestamp": int(time.time() * 1000), "operation": operation, "operationParameters": parameters,
             **({"readVersion": read_version} if read_version is not None else {}),
-            "isolationLevel": "Serializable", "isBlindAppend": not removes, "operationMetrics": metrics,
+            "isolationLevel": isolation, "isBlindAppend": not removes, "operationMetrics": metrics,
             **({"userMetadata": user_metadata} if user_metadata is not None else {}),
             "engineInfo": f"topiclake/{__version__} (no JVM)", "txnId": txn_id}
     declared = [{"metaData": created[0]}, {"protocol": created[1]}] if created is not None else []
-    actions = [{"commitInfo": info}, *declared, *({"add": add} for add in adds), *({"remove": r} for r in removes),
-               *([{"txn": claim}] if claim else [])]
+    actions = [{"commitInfo": info}, *declared, *({"add": add} for add in adds), *({"cdc": c} for c in changes),
+               *({"remove": r} for r in removes), *([{"txn": claim}] if claim else [])]
     return "".join(json.dumps(action, separators=(",", ":")) + "\n" for action in actions)
 
 
@@ -94,17 +113,19 @@ def removed_metrics(adds) -> dict:
 
 def commit(folder: str, version: int, checksum: dict, adds: list[dict], removes: list[dict] = (),
            mode: str = "Append", user_metadata: str | None = None, claim: tuple[str, int] | None = None,
-           declares: bool = False) -> bool | None:
-    """Commit ``version`` of the table in ``folder``: its commit file (``adds``, ``removes``,
-    a WRITE in ``mode``, and ``claim``, an app id and version, as a ``txn``) created only if
-    absent, then its checksum, ``checksum`` (the version before's, or with ``declares`` a
-    new table's, :func:`new_checksum`, whose metadata and protocol version 0 declares)
-    carried forward. :func:`put_if_absent`'s answer: whether it was made."""
+           declares: bool = False, changes: list[dict] = (), operation: Operation | None = None) -> bool | None:
+    """Commit ``version`` of the table in ``folder``: its commit file (``adds``, ``changes``
+    (``cdc`` actions), ``removes``, a WRITE in ``mode`` or ``operation``, and ``claim``, an
+    app id and version, as a ``txn``) created only if absent, then its checksum,
+    ``checksum`` (the version before's, or with ``declares`` a new table's,
+    :func:`new_checksum`, whose metadata and protocol version 0 declares) carried forward.
+    :func:`put_if_absent`'s answer: whether it was made."""
     removes = list(removes)
     txn = None if claim is None else {"appId": claim[0], "version": claim[1], "lastUpdated": int(time.time() * 1000)}
     txn_id = str(uuid.uuid4())
     created = (checksum["metadata"], checksum["protocol"]) if declares else None
-    lines = commit_lines(None if declares else version - 1, mode, adds, removes, txn_id, user_metadata, txn, created)
+    lines = commit_lines(None if declares else version - 1, mode, adds, removes, txn_id, user_metadata, txn, created,
+                         list(changes), operation)
     made = put_if_absent(folder, version, lines)
     if made:
         write_checksum(folder, version, next_checksum(checksum, adds, removes, txn_id, txn))

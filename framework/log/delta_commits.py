@@ -6,6 +6,7 @@ reports (nothing was written, so trying again is safe).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import random
 import time
 from typing import Callable, Iterator, TypeVar
@@ -19,10 +20,33 @@ MAX_COMMIT_ATTEMPTS = 20
 
 T = TypeVar("T")
 
+#: The confs of the :func:`session_confs` blocks open in this thread, innermost last: what a
+#: commit made without the JVM inside them carries (``block_conf``), as Delta's would.
+_BLOCK_CONFS: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar(
+    "topiclake_block_confs", default=())
+
+
+def block_conf(key: str) -> str | None:
+    """The value the innermost open :func:`session_confs` block of this thread gives
+    ``key``, or None."""
+    return dict(_BLOCK_CONFS.get()).get(key)
+
 
 @contextlib.contextmanager
 def session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
-    """Set Spark session confs for the block, then restore them (DML has no writer options).
+    """Set Spark session confs for the block, then restore them (DML has no writer options);
+    :func:`block_conf` answers them inside it."""
+    token = _BLOCK_CONFS.set((*_BLOCK_CONFS.get(), *confs.items()))
+    try:
+        with _session_confs(spark, confs):
+            yield
+    finally:
+        _BLOCK_CONFS.reset(token)
+
+
+@contextlib.contextmanager
+def _session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
+    """:func:`session_confs`' settings of the session.
 
     Only confs that differ are set (and put back), so a block inside another, or two
     threads that share a session and ask for the same value, never take it for the
@@ -32,7 +56,7 @@ def session_confs(spark, confs: dict[str, str]) -> Iterator[None]:
     """
     if not_started(spark):
         with contextlib.ExitStack() as applied:
-            with spark.when_started(lambda session: applied.enter_context(session_confs(session, confs))):
+            with spark.when_started(lambda session: applied.enter_context(_session_confs(session, confs))):
                 yield
         return
     previous = {key: spark.conf.get(key, None) for key in confs}

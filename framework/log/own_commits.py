@@ -63,7 +63,7 @@ from framework.log import commit_files, version_checksum
 from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
 
-__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "replaced"]
+__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "newest", "replaced"]
 
 #: The only protocol taken: Delta's plain reader 1 and writer 2, no table features.
 PLAIN_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
@@ -84,15 +84,20 @@ CHECKSUM_FIELDS = frozenset({"txnId", "tableSizeBytes", "numFiles", "numMetadata
                              "allFiles"})
 
 
-def committable(checksum: dict | None, version: int, new_files: int = 1, append: bool = False) -> bool:
+def committable(checksum: dict | None, version: int, new_files: int = 1, append: bool = False,
+                rewrite: bool = False) -> bool:
     """Whether a commit that leaves ``new_files`` more files than ``version`` (whose checksum
     is ``checksum``) can be made here (see the module's text); ``append``: a blind append,
     which also takes a partition table (:data:`APPEND_WRITER_FEATURES`, partition columns,
-    more files than the checksum lists)."""
+    more files than the checksum lists); ``rewrite``: a maintenance stage's rewrite of
+    files the checksum lists (``framework.stages.file_rewrite.commit_locally``), which takes
+    a partition table too, unless it is append-only (Delta refuses its removes)."""
     if not isinstance(checksum, dict) or not set(checksum) <= CHECKSUM_FIELDS:
         return False
     metadata = checksum.get("metadata")
-    if not _protocol_taken(checksum.get("protocol"), append) or not isinstance(metadata, dict):
+    if not _protocol_taken(checksum.get("protocol"), append or rewrite) or not isinstance(metadata, dict):
+        return False
+    if rewrite and str((metadata.get("configuration") or {}).get("delta.appendOnly", "false")).lower() == "true":
         return False
     files, count = checksum.get("allFiles"), checksum.get("numFiles")
     if files is None:  # Delta stops listing past the threshold, and an append stays past it
@@ -106,15 +111,15 @@ def committable(checksum: dict | None, version: int, new_files: int = 1, append:
     except ValueError:
         return False
     return (listed and isinstance(schema, str) and "delta.invariants" not in schema
-            and (append or not metadata.get("partitionColumns"))
+            and (append or rewrite or not metadata.get("partitionColumns"))
             and configuration.get("delta.columnMapping.mode", "none") == "none"
             and interval > 0 and (version + 1) % interval != 0)
 
 
-def _protocol_taken(protocol, append: bool) -> bool:
+def _protocol_taken(protocol, features_taken: bool) -> bool:
     if protocol == PLAIN_PROTOCOL:
         return True
-    return (append and isinstance(protocol, dict) and set(protocol) == {*PLAIN_PROTOCOL, "writerFeatures"}
+    return (features_taken and isinstance(protocol, dict) and set(protocol) == {*PLAIN_PROTOCOL, "writerFeatures"}
             and protocol["minReaderVersion"] == 1 and protocol["minWriterVersion"] == TABLE_FEATURES_WRITER
             and isinstance(protocol["writerFeatures"], list)
             and set(protocol["writerFeatures"]) <= APPEND_WRITER_FEATURES)
@@ -124,7 +129,7 @@ def appended(path: str, table) -> int | None:
     """``table`` (an Arrow table of the table's columns, as Spark maps its schema to Arrow's)
     appended to the local Delta table at ``path`` as one Parquet file and one commit: the
     version committed, or None when this way does not apply (nothing is committed)."""
-    found = _newest(path)
+    found = newest(path)
     if found is None:
         return None
     folder, version = found
@@ -170,7 +175,7 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     conflict. With ``new_table`` (a ``delta_create.NewTable``) and no table yet, the
     commit creates it (:func:`created`), and another creator first is such a race.
     ``files_written`` is called between the data files and the commit."""
-    found = _newest(path)
+    found = newest(path)
     if found is None:
         made = None if new_table is None else created(path, new_table, user_metadata, table, (app_id, txn_version),
                                                       max_records_per_file, files_written)
@@ -279,7 +284,7 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
     Arrow table in the table's columns, made from the rows of the version's ``files``) in
     one overwrite commit: every live file removed, the new rows written as one file. The
     version committed, or None when this way does not apply (nothing is committed)."""
-    found = _newest(path)
+    found = newest(path)
     if found is None:
         return None
     folder, version = found
@@ -303,8 +308,8 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
     return None
 
 
-def _newest(path: str) -> tuple[str, int] | None:
+def newest(path: str) -> tuple[str, int] | None:
     """The local table's folder and newest version, or None (not local, or no commit yet)."""
     folder = local_folder(path)
-    newest = None if folder is None else local_commits(path, 1)
-    return (folder, newest[0].version) if newest else None
+    commits = None if folder is None else local_commits(path, 1)
+    return (folder, commits[0].version) if commits else None

@@ -39,7 +39,7 @@ from urllib.parse import unquote
 from framework.log import arrow_files, file_stats, local_records, version_checksum
 from framework.stages.compaction import DELETE, STAMP
 
-__all__ = ["Marks", "marks_of", "packed", "staged", "write"]
+__all__ = ["Marks", "marks_of", "packed", "packed_local", "staged", "write", "write_local"]
 
 #: Records a touched file is read, marked and written in at a time: each a row group of
 #: the new file (about 20 MB of 200-byte records; DuckDB writes 122,880 rows a group). A
@@ -73,6 +73,19 @@ def write(delta, txn, files: version_checksum.PlainFiles, touched: set[str], mar
     the ``add`` and ``cdc`` actions of the files written (dicts as in the Delta log), or None
     when Arrow does not write this table's files (nothing is written)."""
     layout = _layout(delta, txn)
+    if layout is None:
+        return None
+    written = _written(layout, [(files, touched)], lambda: [marks()], feed, one_file_bytes)
+    return None if written is None else written[0][0]
+
+
+def write_local(metadata: dict, codec: str | None, files: version_checksum.PlainFiles, touched: set[str],
+                marks: Callable[[], Marks], feed: bool, one_file_bytes: int) -> list[dict] | None:
+    """:func:`write` for a rewrite committed without the JVM (``file_rewrite.commit_locally``):
+    the table's layout from its version's ``metadata`` (the checksum's, as in the Delta
+    log) and the Parquet ``codec`` the caller's session would write (None: one Arrow does
+    not write)."""
+    layout = _layout_of_metadata(metadata, codec)
     if layout is None:
         return None
     written = _written(layout, [(files, touched)], lambda: [marks()], feed, one_file_bytes)
@@ -128,9 +141,18 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     rearrangement (``dataChange`` false), or None, nothing written, when Arrow does not write
     this table's files or the files' offsets are not disjoint stretches. A file at a time is
     read, so a group of small files never sits in memory whole."""
+    return _packed(_layout(delta, txn), folder, adds)
+
+
+def packed_local(metadata: dict, codec: str | None, folder: str, adds: list[dict]) -> dict | None:
+    """:func:`packed` for a bin-packing committed without the JVM: the layout from the
+    version's ``metadata`` and ``codec``, as :func:`write_local` takes them."""
+    return _packed(_layout_of_metadata(metadata, codec), folder, adds)
+
+
+def _packed(layout: _Layout | None, folder: str, adds: list[dict]) -> dict | None:
     import pyarrow as pa
 
-    layout = _layout(delta, txn)
     values = [add.get("partitionValues") or {} for add in adds]
     if layout is None or any(value != values[0] for value in values):
         return None
@@ -175,17 +197,40 @@ def _layout(delta, txn) -> _Layout | None:
     """The Arrow schema of the files of the table ``txn`` reads (its columns, no partition
     column), its statistics columns and the session's codec (``arrow_files.session_codec``:
     what Spark's writer would compress them by); None when Arrow does not write its files."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     metadata = txn.metadata()
     struct = arrow_files.table_struct(txn, metadata)
     codec = arrow_files.session_codec(delta.spark)
     if struct is None or codec is None:
         return None
-    partition_columns = list(delta.items(metadata.partitionColumns()))
     named = metadata.configuration().get("delta.dataSkippingStatsColumns")
-    stats_columns = arrow_files.stats_columns(str(named.get()) if named.isDefined() else None, partition_columns)
+    return _layout_of(struct, list(delta.items(metadata.partitionColumns())),
+                      str(named.get()) if named.isDefined() else None, codec)
+
+
+def _layout_of_metadata(metadata: dict, codec: str | None) -> _Layout | None:
+    """The layout of a table of ``metadata`` (a ``metaData`` action as in the Delta log, of
+    a table ``own_commits.committable`` takes) written in ``codec`` (None: one Arrow does
+    not write)."""
+    import json
+
+    from pyspark.sql.types import StructType
+
+    if codec is None:
+        return None
+    configuration = metadata.get("configuration") or {}
+    return _layout_of(StructType.fromJson(json.loads(metadata["schemaString"])),
+                      list(metadata.get("partitionColumns") or []),
+                      configuration.get("delta.dataSkippingStatsColumns"), codec)
+
+
+def _layout_of(struct, partition_columns: list[str], named_stats: str | None, codec: str) -> _Layout | None:
+    """The layout of a table of schema ``struct`` (a rewritable one: ``table_struct``'s
+    checks made), its partition columns, ``delta.dataSkippingStatsColumns`` (``named_stats``)
+    and the Parquet ``codec``; None when Arrow does not write its files."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    stats_columns = arrow_files.stats_columns(named_stats, partition_columns)
     schema = pa.schema([f for f in to_arrow_schema(struct) if f.name not in partition_columns])
     if not arrow_files.takes(struct, partition_columns, stats_columns) or not {"offset", "_delete_horizon"} <= set(
             schema.names):

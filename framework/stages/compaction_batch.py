@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from framework.deferred_session import jvm_running
 from framework.local_rows import local_frame
 from framework.log import version_checksum
 from framework.log.delta_transactions import jvm_of
@@ -234,7 +235,10 @@ def _batchable(log: PartitionLog, planned: CompactionPlan) -> version_checksum.P
     if measured.first_uncleanable_offset < measured.checkpoint:
         return None
     files = version_checksum.plain_files(log.path, planned.snapshot.version)
-    if jvm_of(log.spark) is None or not version_checksum.rewritable(files) or not files.paths:
+    # without a JVM running, none is started for this: each partition decides by Arrow and
+    # commits alone (file_rewrite.commit_locally)
+    if (not jvm_running(log.spark) or jvm_of(log.spark) is None or not version_checksum.rewritable(files)
+            or not files.paths):
         return None
     return files
 

@@ -15,7 +15,7 @@ import functools
 from typing import Callable
 
 from framework.log import version_checksum
-from framework.log.delta_transactions import DeltaJvm
+from framework.log.delta_transactions import DeltaJvm, jvm_of
 from framework.stages import arrow_rewrite, file_rewrite
 from framework.stages.compaction import CHANGED, DELETE, STAMP
 
@@ -28,8 +28,7 @@ MAX_CHANGES = 2_000_000
 def available(spark, path: str, version: int, changes: int = 0) -> bool:
     """Whether this version's compaction, deleting or stamping ``changes`` records, can be
     written as a rewrite of its files."""
-    return (changes <= MAX_CHANGES and file_rewrite.available(spark, path, version)
-            and _merge_operation(DeltaJvm(spark)) is not None)
+    return changes <= MAX_CHANGES and file_rewrite.available(spark, path, version)
 
 
 def merge(log, source: Callable[[], object], end: int, stamps: bool):
@@ -58,6 +57,11 @@ def _merge_operation(delta: DeltaJvm):
     return delta.operation("Merge", none, none, none, none, delta.seq([]), delta.seq([]), delta.seq([]))
 
 
+#: :func:`_merge_operation` as its commit records it, for a commit made without the JVM.
+MERGE_RECORDED = ("MERGE", {"predicate": "[]", "matchedPredicates": "[]", "notMatchedPredicates": "[]",
+                            "notMatchedBySourcePredicates": "[]"})
+
+
 def rewrite(log, source: Callable[[], object], app_id: str, epoch: int, removed: int, stamped: int,
             merge: Callable[[], object], planned_files: frozenset[str] | None = None,
             staged: file_rewrite.Staged | None = None, changes=None) -> int | None:
@@ -74,10 +78,11 @@ def rewrite(log, source: Callable[[], object], app_id: str, epoch: int, removed:
     ``changes``: the same records as an Arrow table (``arrow_actions.changes``), which
     Arrow's rewrite marks by without a Spark job; otherwise it collects ``source()``.
 
-    The commit's user metadata comes from the session (``commit_metadata``)."""
+    The commit's user metadata comes from the session (``commit_metadata``). With
+    ``changes`` and ``planned_files`` that the version still holds, or ``staged``, it is
+    committed without the JVM where ``file_rewrite.commit_locally`` can."""
     from pyspark.sql import functions as F
 
-    delta = DeltaJvm(log.spark)
     # (made when Spark needs it: Arrow's rewrite of the planned files does not)
     changed = functools.cache(lambda: source().where(CHANGED).select("offset", "_action", "_horizon"))
 
@@ -104,8 +109,19 @@ def rewrite(log, source: Callable[[], object], app_id: str, epoch: int, removed:
     def marks():
         return arrow_rewrite.marks_of(changes if changes is not None else changed().toArrow())
 
+    def touched_locally(files) -> set | None:
+        named = {version_checksum.file_name(a["path"]) for a in files.adds}
+        return set(planned_files) if planned_files and planned_files <= named else None
+
+    change = file_rewrite.Rewrite(
+        operation=_merge_operation, touched=touched,
+        annotate=lambda rows: rows.join(F.broadcast(changed()), "offset", "left"), metrics=metrics, marks=marks,
+        local_operation=MERGE_RECORDED, touched_locally=touched_locally if changes is not None else None)
+    version = file_rewrite.commit_locally(log.spark, log.path, app_id, epoch, change, staged)
+    if version != file_rewrite.NOT_LOCAL:
+        return version
+    if jvm_of(log.spark) is None:  # no JVM (Spark Connect): Delta's own MERGE
+        return merge()
+    delta = DeltaJvm(log.spark)
     with delta.active():
-        change = file_rewrite.Rewrite(
-            operation=_merge_operation(delta), touched=touched,
-            annotate=lambda rows: rows.join(F.broadcast(changed()), "offset", "left"), metrics=metrics, marks=marks)
         return file_rewrite.commit(delta, log.path, app_id, epoch, change, merge, staged)

@@ -32,7 +32,10 @@ stop 78); at a tenth, a cut rewrites about a tenth of the log at most.
 Delta's public OPTIMIZE cannot do this: its WHERE takes partition columns only (the whole
 ``_segment`` here) and it bins files by size, which scatters offsets across files and
 defeats file skipping on ``offset``. So this module drives Delta's own transaction API
-(the one OPTIMIZE uses) through the JVM.
+(the one OPTIMIZE uses) through the JVM; on a local table topiclake can commit to itself
+(``own_commits.committable``), Arrow writes each group's file and the same OPTIMIZE
+commit is made without the JVM (:func:`_execute_locally`; a lost race for the version
+leaves the packing to Delta's transaction).
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from framework import faults
-from framework.log import file_stats, version_checksum
-from framework.log.delta_commits import commit_metadata
+from framework.deferred_session import not_started
+from framework.log import arrow_files, commit_files, file_stats, own_commits, version_checksum
+from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, commit_metadata
 from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog, Snapshot
@@ -239,7 +243,9 @@ def plan(log: PartitionLog, snapshot: Snapshot | None = None) -> PackPlan:
         # nothing worth packing, whatever the session could do: `status` and `plan` ask
         # this of a local table without starting one
         return PackPlan(snapshot=snap, target_bytes=target, files=tuple(files), groups=())
-    unavailable = _unavailable(log.spark)
+    # a local table packed without the JVM asks the session nothing (execute asks it only
+    # when Delta's transaction must commit the packing after all)
+    unavailable = None if files is not None and not_started(log.spark) else _unavailable(log.spark)
     if unavailable:
         return PackPlan(snapshot=snap, target_bytes=log.spec.config.segment_bytes, files=(), groups=(),
                         unavailable=unavailable)
@@ -267,9 +273,80 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
     snap = packing.snapshot
     if not packing.due:
         return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
+    done = _execute_locally(log, packing, run_id)
+    if done is not None:
+        return done
+    if _unavailable(log.spark):  # (planned without asking the session)
+        return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
     delta = DeltaJvm(log.spark)
     with delta.active():
         return _execute_in(delta, log, packing, run_id)
+
+
+#: Delta's OPTIMIZE (bin-packing, no predicate, no Z-order, not auto compaction) as its
+#: commit records it: no metrics of its own through the transaction API, snapshot isolation.
+OPTIMIZE_RECORDED = commit_files.Operation(
+    "OPTIMIZE", {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": False}, {}, "SnapshotIsolation")
+
+
+def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackResult | None:
+    """:func:`_execute_in` without the JVM, on a local table whose newest version
+    topiclake can commit to itself: its result, or None when this way does not apply or
+    another writer took the version first (nothing is written)."""
+    snap = packing.snapshot
+    found = own_commits.newest(log.path)
+    if found is None:
+        return None
+    folder, version = found
+    checksum = version_checksum.checksum(log.path, version)
+    listed = version_checksum.live_adds(log.path, version)
+    codec = arrow_files.SPARK_DEFAULT_CODEC if not_started(log.spark) else arrow_files.session_codec(log.spark)
+    added = len(packing.groups) - packing.packed_files
+    if listed is None or not own_commits.committable(checksum, version, new_files=added, rewrite=True):
+        return None
+    adds = {add["path"]: add for add in listed}
+    wanted = {f.path for g in packing.groups for f in g}
+    if not wanted <= set(adds):  # a file is gone since the plan: another maintenance run got there first
+        return PackResult(packing, snap.version, None, packing.files_before, packing.bytes_before)
+    written: list[dict] = []
+    removed: list[dict] = []
+    for group in packing.groups:
+        members = [adds[f.path] for f in group]
+        one = arrow_rewrite.packed_local(checksum["metadata"], codec, folder, members)
+        if one is None or file_stats.of(one).records != sum(f.records for f in group):
+            commit_files.remove_files(folder, [*written, *([one] if one is not None else [])])
+            return None  # (a file without statistics, or one that lost a record: Delta's route judges)
+        written.append(one)
+        removed.extend(members)
+    kept_bytes = packing.bytes_before - packing.packed_bytes
+    added_bytes = sum(add["size"] for add in written)
+    files_after = packing.files_before - packing.packed_files + len(written)
+    metadata = to_metadata(snap.state, "optimize", snap.version, run_id=run_id,
+                           files_before=packing.files_before, files_after=files_after,
+                           file_bytes_before=packing.bytes_before, file_bytes_after=kept_bytes + added_bytes)
+    faults.reached("optimize.before_commit", log=log, read_version=snap.version)
+    removes = commit_files.removes(removed, data_change=False)
+    for _ in range(MAX_COMMIT_ATTEMPTS):
+        made = commit_files.commit(folder, version + 1, checksum, written, removes, user_metadata=metadata,
+                                   operation=OPTIMIZE_RECORDED)
+        if made:
+            faults.reached("optimize.after_commit", log=log, version=version + 1)
+            return PackResult(packing, snap.version, version + 1, files_after, kept_bytes + added_bytes)
+        if made is None:
+            break
+        # Another writer took the version. A rearrangement conflicts (snapshot isolation)
+        # only with a writer that removed one of its files or changed the table: a
+        # producer's append leaves it to commit at the next version, as Delta would.
+        version += 1
+        winner = version_checksum.checksum(log.path, version)
+        live = version_checksum.live_adds(log.path, version)
+        if (live is None or not own_commits.committable(winner, version, new_files=added, rewrite=True)
+                or winner["metadata"] != checksum["metadata"] or winner["protocol"] != checksum["protocol"]
+                or not {r["path"] for r in removes} <= {add["path"] for add in live}):
+            break
+        checksum = winner
+    commit_files.remove_files(folder, written)
+    return None
 
 
 def _execute_in(delta: DeltaJvm, log: PartitionLog, packing: PackPlan, run_id: str) -> PackResult:

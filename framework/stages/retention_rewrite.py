@@ -12,10 +12,11 @@ Delta's DELETE is given.
 
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 from framework.log import file_stats, version_checksum
-from framework.log.delta_transactions import DeltaJvm
+from framework.log.delta_transactions import DeltaJvm, jvm_of
 from framework.stages import file_rewrite
 from framework.stages.compaction import DELETE
 
@@ -30,6 +31,13 @@ def _delete_operation(delta: DeltaJvm, condition: str):
     """``DeltaOperations.Delete`` of ``condition`` as Delta 4.x shapes it; None when this Delta shapes it otherwise."""
     expression = delta.spark._jsparkSession.sessionState().sqlParser().parseExpression(condition)
     return delta.operation("Delete", delta.seq([expression]))
+
+
+def delete_recorded(new_start: int) -> tuple[str, dict]:
+    """:func:`_delete_operation` of :func:`predicate` as its commit records it (Spark's
+    text of the parsed, unresolved condition), for a commit made without the JVM."""
+    condition = f"(('_segment < {int(new_start)}) AND ('offset < {int(new_start)}))"
+    return "DELETE", {"predicate": json.dumps([condition])}
 
 
 def may_hold_below(add: dict, new_start: int) -> bool:
@@ -47,11 +55,14 @@ def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Call
     maintenance epoch ``epoch``: its version, or None when the table already holds the epoch
     (nothing is written). When this Delta has no such operation, or the version the
     transaction reads is not plain files, ``delete`` (Delta's DELETE) commits instead, and
-    its answer is returned. The commit's user metadata comes from the session."""
-    delta = DeltaJvm(log.spark)
+    its answer is returned. The commit's user metadata comes from the session. Committed
+    without the JVM where ``file_rewrite.commit_locally`` can."""
+
+    def touched_locally(files) -> set:
+        return {version_checksum.file_name(add["path"]) for add in files.adds if may_hold_below(add, new_start)}
 
     def touched(read, files) -> set:
-        return {version_checksum.file_name(add["path"]) for add in files.adds if may_hold_below(add, new_start)}
+        return touched_locally(files)
 
     def annotate(rows):
         return rows.selectExpr("*", f"CASE WHEN `offset` < {int(new_start)} THEN '{DELETE}' END AS _action",
@@ -78,10 +89,14 @@ def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Call
             "numDeletionVectorsAdded": 0, "numDeletionVectorsRemoved": 0, "numDeletionVectorsUpdated": 0,
         }
 
+    change = file_rewrite.Rewrite(operation=lambda delta: _delete_operation(delta, predicate(new_start)),
+                                   touched=touched, annotate=annotate, metrics=metrics, marks=marks,
+                                   local_operation=delete_recorded(new_start), touched_locally=touched_locally)
+    version = file_rewrite.commit_locally(log.spark, log.path, app_id, epoch, change)
+    if version != file_rewrite.NOT_LOCAL:
+        return version
+    if jvm_of(log.spark) is None:  # no JVM (Spark Connect): Delta's own DELETE
+        return delete()
+    delta = DeltaJvm(log.spark)
     with delta.active():
-        operation = _delete_operation(delta, predicate(new_start))
-        if operation is None:
-            return delete()
-        change = file_rewrite.Rewrite(operation=operation, touched=touched, annotate=annotate, metrics=metrics,
-                                       marks=marks)
         return file_rewrite.commit(delta, log.path, app_id, epoch, change, delete)
