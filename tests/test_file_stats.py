@@ -104,15 +104,5 @@ def test_each_reader_decides_what_missing_statistics_mean(tmp_path):
     assert not retention_rewrite.may_hold_below(counted, 4) and retention_rewrite.may_hold_below(counted, 5)
     assert retention_rewrite.may_hold_below(bare, 4)
     # a rewrite's metrics: a file without statistics adds no counted records
-    summary = file_rewrite.written_summary([_Written({"add": counted}), _Written({"add": bare})], [])
+    summary = file_rewrite.written_summary([{"add": counted}, {"add": bare}], [])
     assert summary["rows_written"] == 3 and summary["files_added"] == 2 and summary["bytes_added"] == 20
-
-
-class _Written:
-    """An action as ``txn.writeFiles`` returns it, as far as the metrics read it: its JSON."""
-
-    def __init__(self, body: dict):
-        self.body = body
-
-    def json(self) -> str:
-        return json.dumps(self.body)

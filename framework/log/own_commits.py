@@ -59,7 +59,8 @@ import time
 import uuid
 from typing import Callable
 
-from framework.log import commit_files, version_checksum
+from framework.deferred_session import not_started
+from framework.log import arrow_files, commit_files, version_checksum
 from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
 
@@ -163,7 +164,7 @@ CLAIM_TAKEN = "claim taken"
 
 def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
             max_records_per_file: int | None = None, new_table=None,
-            files_written: Callable[[], None] = lambda: None) -> int | str | None:
+            files_written: Callable[[], None] = lambda: None, spark=None) -> int | str | None:
     """``table`` (an Arrow table of every column, partition columns included) appended to
     the local Delta table at ``path`` with SetTransaction(``app_id``, ``txn_version``) and
     ``user_metadata``, as one commit at the version after the newest, in files of up to
@@ -174,11 +175,16 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     the caller planned from the version before, so it plans again, as after Delta's
     conflict. With ``new_table`` (a ``delta_create.NewTable``) and no table yet, the
     commit creates it (:func:`created`), and another creator first is such a race.
-    ``files_written`` is called between the data files and the commit."""
+    ``files_written`` is called between the data files and the commit. ``spark``: the
+    caller's session, which sets the codec and whether a new table may take defaults
+    (:func:`session_codec`, :func:`session_may_default_new_tables`; None: one not started)."""
+    codec = session_codec(spark)
     found = newest(path)
+    if codec is None:
+        return None
     if found is None:
         made = None if new_table is None else created(path, new_table, user_metadata, table, (app_id, txn_version),
-                                                      max_records_per_file, files_written)
+                                                      max_records_per_file, files_written, spark)
         if made is False:
             raise LostCommitRace(f"{path}: another writer created the table first")
         return made
@@ -191,7 +197,7 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
         return None  # Delta drops expired claims as it reads them
     if max((t["version"] for t in checksum["setTransactions"] if t.get("appId") == app_id), default=-1) >= txn_version:
         return CLAIM_TAKEN
-    adds = commit_files.data_files(folder, metadata, table, max_records_per_file)
+    adds = commit_files.data_files(folder, metadata, table, max_records_per_file, codec=codec)
     if adds is None:
         return None
     if not committable(checksum, version, new_files=len(adds), append=True):
@@ -240,20 +246,45 @@ def spark_may_default_new_tables() -> bool:
     return may_launch_with("spark.databricks.delta")
 
 
+#: The prefix of Delta's session settings that give new tables properties of their own (a
+#: protocol version, a table feature, a property such as deletion vectors).
+NEW_TABLE_DEFAULTS = "spark.databricks.delta.properties.defaults."
+
+
+def session_may_default_new_tables(spark=None) -> bool:
+    """:func:`spark_may_default_new_tables`, and for a started session (``spark``) whether it
+    sets such a default now (one question to the JVM: its settings)."""
+    if spark_may_default_new_tables():
+        return True
+    return spark is not None and not not_started(spark) and any(
+        key.startswith(NEW_TABLE_DEFAULTS) for key in spark.conf.getAll)
+
+
+def session_codec(spark=None) -> str | None:
+    """The Parquet codec a commit made here writes its files in: the started session's
+    (``spark``; None when Arrow does not write it), else Spark's default, as the session
+    this process would start writes (``arrow_files.session_codec``)."""
+    if spark is None or not_started(spark):
+        return arrow_files.SPARK_DEFAULT_CODEC
+    return arrow_files.session_codec(spark)
+
+
 def created(path: str, new_table, user_metadata: str | None, table=None, claim: tuple[str, int] | None = None,
             max_records_per_file: int | None = None,
-            files_written: Callable[[], None] = lambda: None) -> int | bool | None:
+            files_written: Callable[[], None] = lambda: None, spark=None) -> int | bool | None:
     """The local table at ``path`` created by a version 0 that declares ``new_table`` (a
     ``delta_create.NewTable``): with ``table``'s rows (in files of up to
     ``max_records_per_file``) and ``claim`` (app id, version), a produce's first append;
     without, Delta's ``CREATE TABLE``. 0 once committed; False when the table has a commit
     already (nothing written); None when this way does not apply: a protocol this module
     does not know for the properties, a session that may give new tables defaults, a
-    schema with invariants, no hard links."""
+    schema with invariants, no hard links. ``spark``: as :func:`claimed`'s."""
     folder = local_folder(path)
     protocol = new_table_protocol(new_table.properties)
     schema = commit_files.schema_string(new_table.schema)
-    if folder is None or protocol is None or "delta.invariants" in schema or spark_may_default_new_tables():
+    codec = session_codec(spark)
+    if (folder is None or protocol is None or codec is None or "delta.invariants" in schema
+            or session_may_default_new_tables(spark)):
         return None
     if local_commits(path, 1):
         return False
@@ -261,7 +292,8 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
     metadata = {"id": str(uuid.uuid4()), **described, "format": {"provider": "parquet", "options": {}},
                 "schemaString": schema, "partitionColumns": list(new_table.partition_columns),
                 "configuration": dict(new_table.properties), "createdTime": int(time.time() * 1000)}
-    adds = [] if table is None else commit_files.data_files(folder, metadata, table, max_records_per_file)
+    adds = [] if table is None else commit_files.data_files(folder, metadata, table, max_records_per_file,
+                                                            codec=codec)
     if adds is None:
         return None
     files_written()

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from framework.deferred_session import not_started
-from framework.log import arrow_files, commit_files, file_stats, own_commits, version_checksum
+from framework.log import commit_files, file_stats, own_commits, version_checksum
 from framework.log.delta_commits import USER_METADATA_CONF, block_conf
 from framework.log.delta_transactions import DeltaJvm, jvm_of
 from framework.stages import arrow_rewrite
@@ -248,8 +248,7 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, rewrite: Rewrite,
             return NOT_LOCAL
     else:
         touched = rewrite.touched_locally(files)
-        # the session's codec while it runs, else Spark's default, as the JVM-less append writes
-        codec = arrow_files.SPARK_DEFAULT_CODEC if not_started(spark) else arrow_files.session_codec(spark)
+        codec = own_commits.session_codec(spark)
         if touched is None or not touched or not touched <= set(by_name):
             return NOT_LOCAL
         written = arrow_rewrite.write_local(checksum["metadata"], codec, files, touched, rewrite.marks,

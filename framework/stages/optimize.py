@@ -32,10 +32,8 @@ stop 78); at a tenth, a cut rewrites about a tenth of the log at most.
 Delta's public OPTIMIZE cannot do this: its WHERE takes partition columns only (the whole
 ``_segment`` here) and it bins files by size, which scatters offsets across files and
 defeats file skipping on ``offset``. So this module drives Delta's own transaction API
-(the one OPTIMIZE uses) through the JVM; on a local table topiclake can commit to itself
-(``own_commits.committable``), Arrow writes each group's file and the same OPTIMIZE
-commit is made without the JVM (:func:`_execute_locally`; a lost race for the version
-leaves the packing to Delta's transaction).
+(the one OPTIMIZE uses) through the JVM, or on a local table topiclake can commit to
+(``own_commits.committable``) makes the same commit itself (:func:`_execute_locally`).
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ from typing import Sequence
 
 from framework import faults
 from framework.deferred_session import not_started
-from framework.log import arrow_files, commit_files, file_stats, own_commits, version_checksum
+from framework.log import commit_files, file_stats, own_commits, version_checksum
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, commit_metadata
 from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
@@ -290,9 +288,8 @@ OPTIMIZE_RECORDED = commit_files.Operation(
 
 
 def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackResult | None:
-    """:func:`_execute_in` without the JVM, on a local table whose newest version
-    topiclake can commit to itself: its result, or None when this way does not apply or
-    another writer took the version first (nothing is written)."""
+    """:func:`_execute_in` without the JVM (a local table topiclake can commit to): its
+    result, or None when this way does not apply or loses its race (nothing is written)."""
     snap = packing.snapshot
     found = own_commits.newest(log.path)
     if found is None:
@@ -300,7 +297,7 @@ def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackR
     folder, version = found
     checksum = version_checksum.checksum(log.path, version)
     listed = version_checksum.live_adds(log.path, version)
-    codec = arrow_files.SPARK_DEFAULT_CODEC if not_started(log.spark) else arrow_files.session_codec(log.spark)
+    codec = own_commits.session_codec(log.spark)
     added = len(packing.groups) - packing.packed_files
     if listed is None or not own_commits.committable(checksum, version, new_files=added, rewrite=True):
         return None
@@ -334,9 +331,8 @@ def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackR
             return PackResult(packing, snap.version, version + 1, files_after, kept_bytes + added_bytes)
         if made is None:
             break
-        # Another writer took the version. A rearrangement conflicts (snapshot isolation)
-        # only with a writer that removed one of its files or changed the table: a
-        # producer's append leaves it to commit at the next version, as Delta would.
+        # Another writer took the version: under snapshot isolation only one that removed a
+        # packed file or changed the table conflicts; after an append, the next version
         version += 1
         winner = version_checksum.checksum(log.path, version)
         live = version_checksum.live_adds(log.path, version)
