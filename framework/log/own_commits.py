@@ -263,10 +263,13 @@ def session_may_default_new_tables(spark=None) -> bool:
 def session_codec(spark=None) -> str | None:
     """The Parquet codec a commit made here writes its files in: the started session's
     (``spark``; None when Arrow does not write it), else Spark's default, as the session
-    this process would start writes (``arrow_files.session_codec``)."""
+    this process would start writes (``arrow_files.session_codec``). None too for a Spark
+    Connect session: its server, not this process, may be the one whose files are local."""
+    from framework.log.delta_transactions import jvm_of  # (it imports this module)
+
     if spark is None or not_started(spark):
         return arrow_files.SPARK_DEFAULT_CODEC
-    return arrow_files.session_codec(spark)
+    return arrow_files.session_codec(spark) if jvm_of(spark) is not None else None
 
 
 def created(path: str, new_table, user_metadata: str | None, table=None, claim: tuple[str, int] | None = None,
