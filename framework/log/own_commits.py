@@ -1,6 +1,9 @@
 """Delta commits of local tables made by topiclake itself, without a JVM: a blind append,
 a produce's claimed append, a new table's first commit, and a replace of every row of a
-small table. (What each commit writes, and how: ``framework.log.commit_files``.)
+small table; the checks a maintenance stage's rewrite takes here too (:func:`committable`).
+(What each commit writes, and how: ``framework.log.commit_files``.) A produce and a create
+take this way whether or not the session has started (:func:`session_codec`); a history
+append and a replace only while it has not.
 
 An idle ``maintain`` in a new process decides everything from the Delta logs' files, and
 its only write is its history rows: one Parquet file and one commit. A ``commit-offset``
@@ -27,9 +30,11 @@ Delta's conflict check would make it.
 Only a table this writer can commit to exactly as Delta would takes this way: on the local
 file system; its newest version's checksum readable and complete (no field this writer
 does not know how to carry forward; every live file listed, except for an append past
-Delta's listing threshold); protocol (1, 2) with no table feature, or for an append
-writer 7 with only :data:`APPEND_WRITER_FEATURES` (a partition table's); no partition
-columns (an append may have them), column mapping or column invariants; the new version
+Delta's listing threshold); protocol (1, 2) with no table feature, or for an append or a
+maintenance stage's rewrite (``framework.stages.file_rewrite.commit_locally``, the
+bin-packing's) writer 7 with only :data:`APPEND_WRITER_FEATURES` (a partition table's; for
+a rewrite, not append-only); no partition columns (an append or a rewrite may have them),
+column mapping or column invariants; the new version
 not one at which Delta writes a checkpoint (``delta.checkpointInterval``); and a file
 system that makes hard links (the put-if-absent). Anything else returns None with nothing
 committed, and the caller commits through Delta.
