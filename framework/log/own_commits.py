@@ -1,9 +1,9 @@
 """Delta commits of local tables made by topiclake itself, without a JVM: a blind append,
 a produce's claimed append, a new table's first commit, and a replace of every row of a
 small table; the checks a maintenance stage's rewrite takes here too (:func:`committable`).
-(What each commit writes, and how: ``framework.log.commit_files``.) A produce and a create
-take this way whether or not the session has started (:func:`session_codec`); a history
-append and a replace only while it has not.
+(What each commit writes, and how: ``framework.log.commit_files``.) An append, a create and
+a replace take this way only while no session has started; a maintenance stage's rewrite
+whether or not it has (:func:`session_codec`).
 
 An idle ``maintain`` in a new process decides everything from the Delta logs' files, and
 its only write is its history rows: one Parquet file and one commit. A ``commit-offset``
@@ -181,8 +181,7 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     conflict. With ``new_table`` (a ``delta_create.NewTable``) and no table yet, the
     commit creates it (:func:`created`), and another creator first is such a race.
     ``files_written`` is called between the data files and the commit. ``spark``: the
-    caller's session, which sets the codec and whether a new table may take defaults
-    (:func:`session_codec`, :func:`session_may_default_new_tables`; None: one not started)."""
+    caller's session, which sets the codec (:func:`session_codec`; None: one not started)."""
     codec = session_codec(spark)
     found = newest(path)
     if codec is None:
@@ -251,20 +250,6 @@ def spark_may_default_new_tables() -> bool:
     return may_launch_with("spark.databricks.delta")
 
 
-#: The prefix of Delta's session settings that give new tables properties of their own (a
-#: protocol version, a table feature, a property such as deletion vectors).
-NEW_TABLE_DEFAULTS = "spark.databricks.delta.properties.defaults."
-
-
-def session_may_default_new_tables(spark=None) -> bool:
-    """:func:`spark_may_default_new_tables`, and for a started session (``spark``) whether it
-    sets such a default now (one question to the JVM: its settings)."""
-    if spark_may_default_new_tables():
-        return True
-    return spark is not None and not not_started(spark) and any(
-        key.startswith(NEW_TABLE_DEFAULTS) for key in spark.conf.getAll)
-
-
 def session_codec(spark=None) -> str | None:
     """The Parquet codec a commit made here writes its files in: the started session's
     (``spark``; None when Arrow does not write it), else Spark's default, as the session
@@ -292,7 +277,7 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
     schema = commit_files.schema_string(new_table.schema)
     codec = session_codec(spark)
     if (folder is None or protocol is None or codec is None or "delta.invariants" in schema
-            or session_may_default_new_tables(spark)):
+            or spark_may_default_new_tables()):
         return None
     if local_commits(path, 1):
         return False
