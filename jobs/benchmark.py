@@ -604,6 +604,8 @@ class TwinKind:
     #: the twins' produce is timed too (the way touches how records are written)
     produce_timed: bool = False
     b_over_a: bool = False
+    #: the twins' ``time.travel.retention.ms`` (None: the spec's default)
+    time_travel_ms: int | None = None
 
     def way(self, b: bool) -> contextlib.AbstractContextManager:
         return self.other_way() if b else contextlib.nullcontext()
@@ -662,6 +664,11 @@ TWIN_KINDS = (
     TwinKind("own_rewrite", ("rewrites committed without the JVM", "rewrites committed through Delta's transaction"),
              "rewrites committed without the JVM / through Delta's transaction", lambda: _rewrites_through_delta(),
              policy="compact,delete"),
+    # the same, with no time-travel window: each first maintain also vacuums the files the
+    # rewrites replaced, by topiclake itself against by Delta's VACUUM
+    TwinKind("own_vacuum", ("vacuumed without the JVM", "vacuumed by Delta's VACUUM"),
+             "vacuumed without the JVM / by Delta's VACUUM", lambda: _vacuumed_by_delta(),
+             policy="compact,delete", time_travel_ms=0),
 )
 
 #: The ways ``_produce_twins`` writes the same lines into existing tables.
@@ -795,8 +802,9 @@ def bench_partitions(spark, warehouse, partitions: int, now: int, results: dict,
             continue
         # the "cut" twins keep the newer half of each partition's records (their timestamps
         # span the 5 s from a day ago); the others' retention keeps every record
-        retention_ms = DAY_MS - 2_500 if kind in ("cut", "own_rewrite") else None
-        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy, retention_ms))
+        retention_ms = DAY_MS - 2_500 if kind in ("cut", "own_rewrite", "own_vacuum") else None
+        window = {} if twin_kind.time_travel_ms is None else {"time.travel.retention.ms": twin_kind.time_travel_ms}
+        twins = {name: Topic(spark, warehouse, _spec(f"wide-{kind}-{name}", quarter, policy, retention_ms, **window))
                  for name in ("a1", "b1", "b2", "a2")}
         for name, twin in twins.items():
             records = parse_records(lines[:5000 * quarter // partitions], twin.spec, "benchmark")
@@ -1515,7 +1523,7 @@ def _own_tables_always_vacuumed():
     commits show anything a VACUUM could delete."""
     from framework.log import warehouse as warehouse_module
 
-    with mock.patch.object(warehouse_module, "_deleted_file_window_ms", lambda *args: None):
+    with mock.patch.object(warehouse_module, "deleted_file_window_ms", lambda *args: None):
         yield
 
 
@@ -1703,6 +1711,16 @@ def _rewrites_through_delta():
 
     with mock.patch.object(file_rewrite, "commit_locally", lambda *args, **options: file_rewrite.NOT_LOCAL), \
             mock.patch.object(optimize, "_execute_locally", lambda *args: None):
+        yield
+
+
+@contextlib.contextmanager
+def _vacuumed_by_delta():
+    """Vacuum each partition by Delta's VACUUM, as topiclake did before it vacuumed a local
+    table itself (stop 104)."""
+    from framework.log import own_vacuum
+
+    with mock.patch.object(own_vacuum, "vacuumed", lambda *args: None):
         yield
 
 
@@ -1999,13 +2017,18 @@ def _read_through_delta():
     return mock.patch.object(PartitionLog, "read_files", PartitionLog.read)
 
 
-def _read_one_by_one():
-    """A vacuum's check (G9) reading each version inside the window in a query of its own
-    (as before), not all of them in one."""
-    from framework.checks import guarantees, readability
+@contextlib.contextmanager
+def _read_by_spark(one_by_one: bool = False):
+    """A vacuum's check (G9) reading the versions inside the window by Spark, as before stop
+    104 read a small local partition's by Arrow: all of them in one query, or (``one_by_one``,
+    as before that) each in a query of its own."""
+    from framework.checks import readability
 
-    return mock.patch.object(guarantees, "read_problems",
-                             lambda log, versions: {v: readability.read_problem(log, v) for v in versions})
+    read_one = readability.read_problem
+    with mock.patch.object(readability, "readable_here", lambda *args: False), mock.patch.object(
+            readability, "read_problems", lambda log, versions: {v: read_one(log, v) for v in versions}
+    ) if one_by_one else contextlib.nullcontext():
+        yield
 
 
 @contextlib.contextmanager
@@ -2106,17 +2129,18 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
                 passed = guarantees.check_stage(retained_check).passed and passed
                 spent[side] += time.perf_counter() - started
     # A vacuum's check (G9) of the same partition, three versions inside the window (the
-    # table's first, the compaction's and a third): read in one Spark query (as shipped)
-    # against one query a version (as before), A B A B under a small partition's settings.
+    # table's first, the compaction's and a third): read by Arrow from their files (as
+    # shipped) against in one Spark query (as before stop 104) and one query a version (as
+    # before that), A B C C B A under a small partition's settings.
     produce(topic, parse_records(lines[:10], topic.spec, "benchmark"), now)
     latest = log.snapshot()
     swept = StageCheck(log=log, stage="vacuum", now_ms=now, version_before=outcome.version_after,
                        version_after=latest.version, before=None, state_before=latest.state,
                        state_after=latest.state, oldest_window_version=outcome.version_before,
                        window_ms=log.spec.config.time_travel_retention_ms)
-    for side in ("one query", "one by one", "one query", "one by one"):
+    for side in ("read here", "one query", "one by one", "one by one", "one query", "read here"):
         spent.setdefault(side, 0.0)
-        as_before = _read_one_by_one() if side == "one by one" else contextlib.nullcontext()
+        as_before = contextlib.nullcontext() if side == "read here" else _read_by_spark(side == "one by one")
         with small_partition_settings(spark, 0), as_before:
             guarantees.check_stage(swept)
             for _ in range(runs // 2):
@@ -2133,7 +2157,8 @@ def bench_checks(spark, warehouse, runs: int, now: int, results: dict) -> dict:
     for side, label in (("retention arrow", "counted by Arrow"), ("retention by spark", "counted by Spark")):
         results[f"checks of one retention, {label}"] = round(spent[side] / runs, 3)
         print(f"  checks of one retention, {label:<32} {spent[side] / runs:8.2f} s", file=sys.stderr, flush=True)
-    for side, label in (("one query", "versions read in one query"), ("one by one", "a query a version")):
+    for side, label in (("read here", "versions read by Arrow"), ("one query", "versions read in one query"),
+                        ("one by one", "a query a version")):
         results[f"vacuum check, {label}"] = round(spent[side] / runs, 3)
         print(f"  vacuum check, {label:<32} {spent[side] / runs:8.2f} s", file=sys.stderr, flush=True)
     return {"runs": runs, "checks_passed": passed}
@@ -2786,6 +2811,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios["retention checks counted by Arrow / by Spark"] = round(
             results["checks of one retention, counted by Arrow"] / results["checks of one retention, counted by Spark"],
             2)
+        ratios["vacuum check, versions read by Arrow / in one Spark query"] = round(
+            results["vacuum check, versions read by Arrow"] / results["vacuum check, versions read in one query"], 2)
         ratios["vacuum check, versions read in one query / a query a version"] = round(
             results["vacuum check, versions read in one query"] / results["vacuum check, a query a version"], 2)
     listed_and_archived = results.get(f"topiclake create, {START_SIDES[0]}")

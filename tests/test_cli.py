@@ -500,10 +500,12 @@ def test_a_first_command_prints_what_topiclake_says_not_sparks_start_up(tmp_path
 def test_a_maintain_that_compacts_cuts_and_packs_small_local_partitions_starts_no_jvm(spark, tmp_path, capsys,
                                                                                       monkeypatch):
     """On a local warehouse topiclake commits a small partition's compaction, retention cut
-    and bin-packing itself (``file_rewrite.commit_locally``, ``optimize._execute_locally``):
-    a checked ``maintain`` that does all three starts no JVM in a new process, and leaves
+    and bin-packing itself (``file_rewrite.commit_locally``, ``optimize._execute_locally``),
+    and vacuums it (``own_vacuum.vacuumed``, no time-travel window here): a checked
+    ``maintain`` that does all four starts no JVM in a new process, and leaves
     what the same run through Delta's transaction leaves on a twin warehouse (the same
     records in every column, the same stages' figures), which Delta reads."""
+    from framework.log import own_vacuum
     from framework.stages import file_rewrite, optimize
     from tests.support.delta_readers import delta_rs_query
 
@@ -511,7 +513,7 @@ def test_a_maintain_that_compacts_cuts_and_packs_small_local_partitions_starts_n
     folder.mkdir()
     (folder / "trades.yaml").write_text(
         "topic: trades\npartitions: 2\nconfig:\n  cleanup.policy: compact,delete\n  min.cleanable.dirty.ratio: 0.0\n"
-        "  retention.ms: 60000\n  delete.retention.ms: 1000\n")
+        "  retention.ms: 60000\n  delete.retention.ms: 1000\n  time.travel.retention.ms: 0\n")
     warehouses = {way: str(tmp_path / way) for way in ("no jvm", "through delta")}
     # three old appends whose keys repeat (compacted, then cut by time), four new ones of new
     # keys: small files worth packing
@@ -534,6 +536,7 @@ def test_a_maintain_that_compacts_cuts_and_packs_small_local_partitions_starts_n
     with monkeypatch.context() as patch:
         patch.setattr(file_rewrite, "commit_locally", lambda *args, **options: file_rewrite.NOT_LOCAL)
         patch.setattr(optimize, "_execute_locally", lambda *args: None)
+        patch.setattr(own_vacuum, "vacuumed", lambda *args: None)
         status, here, err = run(capsys, "--warehouse", warehouses["through delta"], *maintain)
     assert status == 0, err
     stages = {way: [[(s["stage"], s["committed"], s.get("removed_records"), s.get("files_after"))
@@ -541,7 +544,7 @@ def test_a_maintain_that_compacts_cuts_and_packs_small_local_partitions_starts_n
               for way, done in (("no jvm", printed), ("through delta", json.loads(here)))}
     assert stages["no jvm"] == stages["through delta"]
     done = {stage for partition in stages["no jvm"] for stage, committed, _, _ in partition if committed}
-    assert {"compact", "retain", "optimize"} <= done, stages["no jvm"]
+    assert {"compact", "retain", "optimize", "vacuum"} <= done, stages["no jvm"]
     for partition in range(2):
         tables = {way: f"{wh}/trades-{partition}" for way, wh in warehouses.items()}
         through_spark = {way: sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
@@ -551,4 +554,7 @@ def test_a_maintain_that_compacts_cuts_and_packs_small_local_partitions_starts_n
         maintained = [name for name in commits(partition) if name not in produced[partition]]
         engines = [json.loads(line)["commitInfo"]["engineInfo"] for name in maintained
                    for line in open(f"{tables['no jvm']}/_delta_log/{name}") if line.startswith('{"commitInfo"')]
-        assert len(engines) >= 3 and all("(no JVM)" in engine for engine in engines), engines
+        assert len(engines) >= 5 and all("(no JVM)" in engine for engine in engines), engines
+        # the vacuum left as many data files on disk as Delta's (the files' names differ)
+        on_disk = {way: len([n for n in os.listdir(path) if n.endswith(".parquet")]) for way, path in tables.items()}
+        assert on_disk["no jvm"] == on_disk["through delta"], on_disk

@@ -996,6 +996,38 @@ def test_readable_versions_are_read_in_one_query(spark, orders, monkeypatch):
     assert {v: read_one(log, v) for v in versions} == {v: None for v in versions}
 
 
+def test_a_small_local_partition_s_versions_are_read_without_spark_as_spark_reads_them(spark, tmp_path):
+    """G9 told without Spark (``readability.readable_here``: a vacuum made without the JVM
+    checks without one) says readable exactly where Spark's read of the same versions
+    finds nothing, and not readable where Spark finds a version's file gone; a version
+    Delta cannot rebuild (a commit file gone, no checkpoint after it) is not read here."""
+    from framework.checks import readability
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.spec import parse_spec
+
+    spec = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "delete"}}, "t.yaml")
+    topic = Topic(spark, Warehouse.resolve(str(tmp_path)), spec)
+    for batch in range(3):
+        produce(topic, parse_records([(None, {"key": f"k{batch}.{i}", "value": "v", "timestamp": 1_000 + i})
+                                      for i in range(3)], spec, "t"), NOW)
+    log = topic.partition(0)
+    spark.sql(f"DELETE FROM {delta_table_sql(log.path)} WHERE offset = 1")  # version 1's file rewritten
+    latest = log.snapshot().version
+    versions = list(range(0, latest + 1))
+    assert readability.readable_here(log, versions)
+    assert readability.read_problems(log, versions) == {v: None for v in versions}
+    gone = sorted(set(log.read(1).inputFiles()) - set(log.read(latest).inputFiles()))
+    assert gone, "the DELETE rewrote a file of version 1"
+    os.remove(gone[0].removeprefix("file:"))
+    assert not readability.readable_here(log, [1]) and readability.read_problems(log, [1])[1] is not None
+    assert readability.readable_here(log, [latest]) and readability.read_problems(log, [latest]) == {latest: None}
+    os.remove(os.path.join(log.path, "_delta_log", f"{latest - 1:020d}.json"))
+    assert not readability.readable_here(log, [latest])
+
+
 # ------------------------------------- a scoped compaction check counted by Arrow
 def _counted_both_ways(spark, warehouse, check, monkeypatch):
     """``check`` counted by Arrow in the driver (``arrow_scope.counted``) and measured by

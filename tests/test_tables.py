@@ -176,8 +176,8 @@ def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commit
     """The create is commit 0 written through Delta's transaction API; Delta's
     ``DeltaTable.createIfNotExists`` (kept for a session without a JVM) must commit the
     same metadata, protocol and operation, and neither commits over a table that is there.
-    So must topiclake's own commit (``own_commits.created``, a session not started yet),
-    with the user metadata of the block it is made in."""
+    So must topiclake's own commit (``own_commits.created``), a session not started yet or
+    a started one, with the user metadata of the block it is made in."""
     from framework.deferred_session import DeferredSession
     from framework.log import delta_create
     from framework.log.delta_commits import commit_metadata
@@ -192,25 +192,46 @@ def test_a_create_through_the_transaction_api_commits_what_deltas_builder_commit
         from framework.log.history import history_schema
 
         shape = dict(schema=history_schema(), properties=OWN_TABLE_PROPERTIES)
-    paths = {way: str(tmp_path / way) for way in ("transaction", "builder", "own commit")}
+    paths = {way: str(tmp_path / way)
+             for way in ("transaction", "builder", "own commit", "own commit, session started")}
     with commit_metadata(spark, '{"topiclake":{"operation":"create"}}'):
         assert through_the_jvm(spark, lambda delta: delta_create._create_in(delta, paths["transaction"], **shape),
                                lambda: pytest.fail("Delta's transaction API is not there"))
         assert delta_create._create_by_builder(spark, paths["builder"], **shape)
         deferred = DeferredSession(lambda: spark)
         assert delta_create.create_table(deferred, paths["own commit"], **shape) and not deferred.started
+        assert delta_create.create_table(spark, paths["own commit, session started"], **shape)
         for path in paths.values():
             assert not delta_create.create_table(spark, path, **shape)  # there: nothing committed
     for path in paths.values():
         assert not (Path(path) / "_delta_log" / "00000000000000000001.json").exists()
-    assert "(no JVM)" in _actions(Path(paths["own commit"]) / "_delta_log" / "00000000000000000000.json")[
-        "commitInfo"]["engineInfo"]
+    for way in ("own commit", "own commit, session started"):
+        assert "(no JVM)" in _actions(Path(paths[way]) / "_delta_log" / "00000000000000000000.json")[
+            "commitInfo"]["engineInfo"]
     by_transaction, by_builder = _first_commit(paths["transaction"]), _first_commit(paths["builder"])
-    assert by_transaction == by_builder == _first_commit(paths["own commit"])
+    assert by_transaction == by_builder == _first_commit(paths["own commit"]) == _first_commit(
+        paths["own commit, session started"])
     assert by_builder["commitInfo"]["operation"] == "CREATE TABLE"
     assert by_builder["commitInfo"]["userMetadata"] == '{"topiclake":{"operation":"create"}}'
     assert by_builder["metaData"]["configuration"] == shape["properties"]
     assert spark.read.format("delta").load(paths["transaction"]).schema == shape["schema"]
+
+
+def test_a_session_that_sets_a_new_table_default_creates_through_delta(spark, tmp_path):
+    """A new-table default of Delta's set in the running session (here deletion vectors)
+    is applied by Delta's create only: the table is created through Delta, with it."""
+    from framework.log import own_commits
+    from framework.log.delta_commits import session_confs
+    from framework.log.warehouse import Warehouse
+
+    log = Topic(spark, Warehouse.resolve(str(tmp_path)), spec(1)).partition(0)
+    with session_confs(spark, {own_commits.NEW_TABLE_DEFAULTS + "enableDeletionVectors": "true"}):
+        assert own_commits.session_may_default_new_tables(spark)
+        assert log.create()
+    assert not own_commits.session_may_default_new_tables(spark)
+    first = _actions(Path(log.path) / "_delta_log" / "00000000000000000000.json")
+    assert "(no JVM)" not in first["commitInfo"]["engineInfo"]
+    assert first["metaData"]["configuration"].get("delta.enableDeletionVectors") == "true"
 
 
 def test_commits_through_the_transaction_api_carry_the_settings_of_the_session_given(spark, warehouse):

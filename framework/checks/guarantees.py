@@ -35,7 +35,7 @@ from typing import Sequence
 from framework.checks import arrow_scope, batched, bounds, gx_project, gx_suites, rules
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
-from framework.checks.readability import VIOLATIONS_SCHEMA, read_problems
+from framework.checks.readability import VIOLATIONS_SCHEMA, unreadable
 from framework.checks.scope import Scope, expected_bounds, stage_scope, validate_scope, versions_to_read
 from framework.cleaner.rules import uncleanable_after_ms
 from framework.errors import ArgumentError, TimeTravelError
@@ -351,16 +351,15 @@ class Guarantees:
 
         log = check.log
         window = check.window_ms if check.window_ms is not None else log.spec.config.time_travel_retention_ms
-        still_inside = oldest_readable_version(log, window, int(time.time() * 1000))
-        due = versions_to_read(check, still_inside)
-        problems = read_problems(log, [version for version, _ in due])
-        rows = [("G9", None, None, f"version {version} ({why}) cannot be read: {problems[version]}")
-                for version, why in due if problems[version] is not None]
-        violations = local_frame(self.spark, rows, VIOLATIONS_SCHEMA)  # driver-side rows, through Arrow
+        due = versions_to_read(check, oldest_readable_version(log, window, int(time.time() * 1000)))
+        rows = [("G9", None, None, f"version {version} ({why}) cannot be read: {problem}")
+                for version, why, problem in unreadable(log, due)]
+        # driver-side rows, through Arrow; none: nothing to count, no Spark job
+        counted = rules.summary(local_frame(self.spark, rows, VIOLATIONS_SCHEMA)) if rows else ({}, {})
         context = {"stage": "vacuum", "version_before": check.version_before, "version_after": check.version_after,
                    "now_ms": check.now_ms, "oldest_window_version": check.oldest_window_version}
         scope = Scope("vacuum", check.now_ms, check.version_before, check.version_after, 0, 0, 0, 0)
-        return _measured(log, "vacuum", scope, *rules.summary(violations), context)
+        return _measured(log, "vacuum", scope, *counted, context)
 
     def _spec_suite(self, log: PartitionLog, stage: str, after) -> ValidationOutcome:
         """The spec's own expectations over the after version's user columns."""

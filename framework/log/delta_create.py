@@ -25,9 +25,10 @@ create in flight elsewhere that has just written its commit makes the clearing s
 One that is still writing its temporary file (a window of milliseconds) may lose that file
 and fail with nothing committed, as a create racing another always could.
 
-While no session has started (a verb's deferred session), a local table whose protocol
-``own_commits`` knows is created by topiclake itself (``own_commits.created``), and a
-killed create's folder is cleared through the OS by the same rule.
+A local table whose protocol ``own_commits`` knows is created by topiclake itself
+(``own_commits.created``), the session up or not, unless the session gives new tables
+defaults of its own; while no session has started (a verb's deferred session), a killed
+create's folder is cleared through the OS by the same rule.
 """
 
 from __future__ import annotations
@@ -90,16 +91,16 @@ def create_table(spark, path: str, schema, properties: dict[str, str], partition
                  description: str | None = None, user_metadata: str | None = None) -> bool:
     """Create the Delta table at ``path`` unless one is there (``CREATE TABLE IF NOT
     EXISTS``), clearing a killed create's folder first; True when this call committed it.
-    The commit's user metadata is the session's, as for any Delta write. While no session
-    has started, a local table whose protocol ``own_commits`` knows is created without a
-    JVM, with ``user_metadata`` (the session's to be, or the open ``session_confs`` block's)."""
+    The commit's user metadata is the session's, as for any Delta write. A local table
+    whose protocol ``own_commits`` knows is created without the JVM, the session up or not
+    (``own_commits.created``; not where the session gives new tables defaults), with
+    ``user_metadata`` (the session's to be, or the open ``session_confs`` block's)."""
     clear_uncommitted_log(spark, path)
-    if not_started(spark):
-        made = own_commits.created(path, NewTable(schema, properties, tuple(partition_columns), description),
-                                   user_metadata if user_metadata is not None else block_conf(USER_METADATA_CONF),
-                                   spark=spark)
-        if made is not None:
-            return made is not False  # 0: this call created it; False: a table was there (False == 0 in Python)
+    made = own_commits.created(path, NewTable(schema, properties, tuple(partition_columns), description),
+                               user_metadata if user_metadata is not None else block_conf(USER_METADATA_CONF),
+                               spark=spark)
+    if made is not None:
+        return made is not False  # 0: this call created it; False: a table was there (False == 0 in Python)
     return through_the_jvm(
         spark, lambda delta: _create_in(delta, path, schema, properties, partition_columns, description),
         lambda: _create_by_builder(spark, path, schema, properties, partition_columns, description))

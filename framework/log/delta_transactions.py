@@ -231,9 +231,8 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
     has started, an Arrow table's rows into a local table that allows it (or a new table
     whose protocol ``own_commits`` knows) are committed without a JVM
     (``own_commits.claimed``), which raises ``LostCommitRace`` when another writer took
-    the version. ``files_written`` is
-    called between the data files and the commit (a fault point's place; a DataFrame write
-    makes both in one call).
+    the version. ``files_written`` is called between the data files and the commit (a
+    fault point's place; a DataFrame write makes both in one call).
     """
 
     def by_dataframe():

@@ -1,9 +1,9 @@
 """Delta commits of local tables made by topiclake itself, without a JVM: a blind append,
 a produce's claimed append, a new table's first commit, and a replace of every row of a
 small table; the checks a maintenance stage's rewrite takes here too (:func:`committable`).
-(What each commit writes, and how: ``framework.log.commit_files``.) An append, a create and
-a replace take this way only while no session has started; a maintenance stage's rewrite
-whether or not it has (:func:`session_codec`).
+(What each commit writes, and how: ``framework.log.commit_files``.) An append and a replace
+take this way only while no session has started; a create and a maintenance stage's
+rewrite whether or not it has (:func:`session_codec`).
 
 An idle ``maintain`` in a new process decides everything from the Delta logs' files, and
 its only write is its history rows: one Parquet file and one commit. A ``commit-offset``
@@ -69,7 +69,7 @@ from framework.log import arrow_files, commit_files, version_checksum
 from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
 
-__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "newest", "replaced"]
+__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "newest", "replaced", "rewrite_base"]
 
 #: The only protocol taken: Delta's plain reader 1 and writer 2, no table features.
 PLAIN_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
@@ -250,6 +250,20 @@ def spark_may_default_new_tables() -> bool:
     return may_launch_with("spark.databricks.delta")
 
 
+#: The prefix of Delta's session settings that give new tables properties of their own (a
+#: protocol version, a table feature, a property such as deletion vectors).
+NEW_TABLE_DEFAULTS = "spark.databricks.delta.properties.defaults."
+
+
+def session_may_default_new_tables(spark=None) -> bool:
+    """:func:`spark_may_default_new_tables`, and for a started session (``spark``) whether it
+    sets such a default now (one question to the JVM: its settings)."""
+    if spark_may_default_new_tables():
+        return True
+    return spark is not None and not not_started(spark) and any(
+        key.startswith(NEW_TABLE_DEFAULTS) for key in spark.conf.getAll)
+
+
 def session_codec(spark=None) -> str | None:
     """The Parquet codec a commit made here writes its files in: the started session's
     (``spark``; None when Arrow does not write it), else Spark's default, as the session
@@ -277,7 +291,7 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
     schema = commit_files.schema_string(new_table.schema)
     codec = session_codec(spark)
     if (folder is None or protocol is None or codec is None or "delta.invariants" in schema
-            or spark_may_default_new_tables()):
+            or session_may_default_new_tables(spark)):
         return None
     if local_commits(path, 1):
         return False
@@ -331,6 +345,18 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
         # Another writer took the version: its rows are what this replace must start from.
         version += 1
     return None
+
+
+def rewrite_base(path: str, new_files: int = 0) -> tuple[str, int, dict] | None:
+    """The local table's folder, newest version and that version's checksum, when a
+    maintenance stage's rewrite (or a vacuum) that leaves ``new_files`` more files can be
+    committed after it here (:func:`committable` with ``rewrite``); else None."""
+    found = newest(path)
+    if found is None:
+        return None
+    folder, version = found
+    checksum = version_checksum.checksum(path, version)
+    return (folder, version, checksum) if committable(checksum, version, new_files, rewrite=True) else None
 
 
 def newest(path: str) -> tuple[str, int] | None:

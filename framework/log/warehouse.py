@@ -49,6 +49,7 @@ def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
     import time
 
     from framework.cleaner.rules import vacuum_due
+    from framework.log import own_vacuum
     from framework.log.abandoned_temporaries import delete_abandoned
     from framework.log.commit_log import HISTORY_PAGE, read_commits
     from framework.log.delta_create import is_delta_table
@@ -59,10 +60,11 @@ def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
             continue
         delete_abandoned(path, wall_now, spark)  # what killed commits left (committed offsets are topiclake's own)
         commits = read_commits(spark, path, HISTORY_PAGE)
-        window = _deleted_file_window_ms(path, commits[0].version) if commits else None
+        window = deleted_file_window_ms(path, commits[0].version) if commits else None
         if window is not None and vacuum_due(commits, window, wall_now, len(commits) < HISTORY_PAGE) is None:
             continue
-        spark.sql(f"VACUUM {delta_table_sql(path)}").collect()
+        if own_vacuum.vacuumed(path, spark) is None:
+            spark.sql(f"VACUUM {delta_table_sql(path)}").collect()
 
 
 #: Delta's default ``delta.deletedFileRetentionDuration``.
@@ -71,7 +73,7 @@ _INTERVAL_UNIT_MS = {"week": 604_800_000, "day": 86_400_000, "hour": 3_600_000, 
                      "millisecond": 1}
 
 
-def _deleted_file_window_ms(path: str, version: int) -> int | None:
+def deleted_file_window_ms(path: str, version: int) -> int | None:
     """A table's VACUUM window at ``version`` from its checksum's properties, or None when
     the checksum does not say or the interval is in a form this does not read."""
     from framework.log import version_checksum

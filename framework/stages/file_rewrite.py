@@ -226,15 +226,13 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, rewrite: Rewrite,
     reads that version and judges the conflict). Run it inside the maintenance commit's
     ``session_confs`` block: its user metadata is the block's."""
     user_metadata = block_conf(USER_METADATA_CONF)
-    found = own_commits.newest(path)
+    base = own_commits.rewrite_base(path)
     if (rewrite.local_operation is None or (rewrite.touched_locally is None and staged is None)
-            or user_metadata is None or found is None):
+            or user_metadata is None or base is None):
         return NOT_LOCAL
-    folder, version = found
-    checksum = version_checksum.checksum(path, version)
+    folder, version, checksum = base
     files = version_checksum.plain_files(path, version)
-    if (not own_commits.committable(checksum, version, new_files=0, rewrite=True)
-            or not version_checksum.rewritable(files) or not isinstance(checksum.get("setTransactions"), list)
+    if (not version_checksum.rewritable(files) or not isinstance(checksum.get("setTransactions"), list)
             or "delta.setTransactionRetentionDuration" in files.configuration):
         return NOT_LOCAL  # (Delta drops expired claims as it reads them)
     if max((t["version"] for t in checksum["setTransactions"] if t.get("appId") == app_id), default=-1) >= epoch:

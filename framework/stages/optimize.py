@@ -291,15 +291,14 @@ def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackR
     """:func:`_execute_in` without the JVM (a local table topiclake can commit to): its
     result, or None when this way does not apply or loses its race (nothing is written)."""
     snap = packing.snapshot
-    found = own_commits.newest(log.path)
-    if found is None:
+    added = len(packing.groups) - packing.packed_files
+    base = own_commits.rewrite_base(log.path, new_files=added)
+    if base is None:
         return None
-    folder, version = found
-    checksum = version_checksum.checksum(log.path, version)
+    folder, version, checksum = base
     listed = version_checksum.live_adds(log.path, version)
     codec = own_commits.session_codec(log.spark)
-    added = len(packing.groups) - packing.packed_files
-    if listed is None or not own_commits.committable(checksum, version, new_files=added, rewrite=True):
+    if listed is None:
         return None
     adds = {add["path"]: add for add in listed}
     wanted = {f.path for g in packing.groups for f in g}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from framework import faults
 from framework.cleaner.rules import purge_due, vacuum_due
 from framework.errors import ArgumentError
+from framework.log import own_vacuum
 from framework.log.abandoned_temporaries import delete_abandoned
 from framework.log.commit_log import HISTORY_PAGE, Commit, first_version_since, read_commits
 from framework.log.delta_commits import commit_metadata, session_confs
@@ -113,7 +114,7 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
                 if shorter:
                     with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
                         log.spark.sql(f"VACUUM {delta_table_sql(log.path)} RETAIN 0 HOURS").collect()
-                else:
+                elif purge or own_vacuum.vacuumed(log.path, log.spark) is None:
                     log.spark.sql(f"VACUUM {delta_table_sql(log.path)}").collect()
                 faults.reached("vacuum.after_sweep", log=log)
         for summary in _commit_summaries(log, 3):
