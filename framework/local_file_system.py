@@ -10,7 +10,11 @@ small partition's create, produce and first maintenance some 40 (docs/performanc
 
 The classes in ``framework/java`` set permissions through java.nio and answer the link
 question with java.nio; everything else is Hadoop's own code, and their answers are
-Hadoop's (``tests/test_local_file_system.py`` pins them to Hadoop's side by side).
+Hadoop's (``tests/test_local_file_system.py`` pins them to Hadoop's side by side). One
+answer differs on purpose: FileContext's rename of a file (where Delta's log store puts a
+commit into place, after checking its version is free) is a hard link under the new name,
+refused when the name is taken, where Hadoop's replaced a commit another process made in
+between (``framework.log.own_commits`` makes its commits with such a link).
 :func:`session_settings` puts them on the embedded session's class path and names them for
 ``file:`` (``fs.file.impl``, and ``fs.AbstractFileSystem.file.impl`` for FileContext) in place
 of Hadoop's raw local classes (the session's default: no checksum side files). They

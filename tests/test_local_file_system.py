@@ -110,3 +110,47 @@ def test_a_session_keeps_hadoop_s_where_asked_or_where_the_classes_cannot_be_bui
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
     assert local_file_system.session_settings({}, {}) == {}
     assert not local_file_system.jar_path().exists()
+
+
+def test_a_commit_renamed_into_place_never_replaces_a_file_made_there_first(spark, tmp_path):
+    """Delta's log store renames a commit into place through FileContext once it has seen the
+    version free; Hadoop's local rename then replaced a commit of that version that another
+    process (another JVM, or topiclake's own commit, a hard link) made in between. Ours
+    refuses the taken name at the rename itself, as Hadoop's check before it does, and still
+    moves a file onto a free name, moves a folder, and replaces where the caller asks to."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    uri = getattr(jvm, "java.net.URI")("file:///")
+    ours = getattr(jvm, "topiclake.hadoop.NioRawLocalFs")(uri, conf)
+    (tmp_path / "temporary").write_text("this writer's commit")
+    (tmp_path / "00000000000000000007.json").write_text("the other writer's commit")
+    with pytest.raises(Py4JJavaError) as refused:
+        ours.renameInternal(_path(spark, tmp_path / "temporary"), _path(spark, tmp_path / "00000000000000000007.json"))
+    assert refused.value.java_exception.getClass().getName() == "org.apache.hadoop.fs.FileAlreadyExistsException"
+    assert (tmp_path / "00000000000000000007.json").read_text() == "the other writer's commit"
+    assert (tmp_path / "temporary").read_text() == "this writer's commit"
+    ours.renameInternal(_path(spark, tmp_path / "temporary"), _path(spark, tmp_path / "00000000000000000008.json"))
+    assert (tmp_path / "00000000000000000008.json").read_text() == "this writer's commit"
+    assert not (tmp_path / "temporary").exists()
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "inside").write_text("x")
+    ours.renameInternal(_path(spark, tmp_path / "folder"), _path(spark, tmp_path / "moved"))
+    assert (tmp_path / "moved" / "inside").read_text() == "x" and not (tmp_path / "folder").exists()
+    # FileContext's rename with OVERWRITE (Delta's _last_checkpoint) deletes the target first
+    context = getattr(jvm, "org.apache.hadoop.fs.FileContext").getFileContext(uri, conf)
+    overwrite = getattr(jvm, "org.apache.hadoop.fs.Options$Rename").OVERWRITE
+    (tmp_path / "newer").write_text("newer")
+    context.rename(_path(spark, tmp_path / "newer"), _path(spark, tmp_path / "00000000000000000008.json"),
+                   _renames(spark, overwrite))
+    assert (tmp_path / "00000000000000000008.json").read_text() == "newer" and not (tmp_path / "newer").exists()
+
+
+def _renames(spark, *options):
+    """A Java array of ``Options.Rename`` values (FileContext.rename's varargs)."""
+    jvm = spark.sparkContext._jvm
+    array = spark.sparkContext._gateway.new_array(getattr(jvm, "org.apache.hadoop.fs.Options$Rename"), len(options))
+    for index, option in enumerate(options):
+        array[index] = option
+    return array

@@ -52,8 +52,13 @@ A crash after the Parquet files leaves files no version lists (VACUUM removes th
 the commit file, a version without a checksum (readers then ask Delta, as for any table
 whose checksum was not written, and Delta's next commit writes it whole). Delta's own log
 store on a local disk checks that a version is absent and then renames its commit into
-place, so a JVM writer and this one are as safe against each other as two JVM processes
-on one local disk are.
+place, and Hadoop's local rename replaces a file that is there: a commit made here between
+the two was overwritten (and its checksum, written after it, then described another
+commit). The embedded session's local file system (``framework.local_file_system``) makes
+that rename a hard link too, which fails on a taken name, so Delta's commit then meets the
+conflict it expects and retries; only where the session keeps Hadoop's (no JDK to build
+the classes, ``TOPICLAKE_LOCAL_FS=hadoop``) are a JVM writer and this one no safer against
+each other than two JVM processes on one local disk are.
 """
 
 from __future__ import annotations
@@ -260,8 +265,12 @@ def session_may_default_new_tables(spark=None) -> bool:
     sets such a default now (one question to the JVM: its settings)."""
     if spark_may_default_new_tables():
         return True
-    return spark is not None and not not_started(spark) and any(
-        key.startswith(NEW_TABLE_DEFAULTS) for key in spark.conf.getAll)
+    if spark is None or not_started(spark):
+        return False
+    try:  # the names set, joined in the JVM: one Py4J call (``conf.getAll`` makes one a setting)
+        return NEW_TABLE_DEFAULTS in spark._jsparkSession.sessionState().conf().getAllConfs().keys().mkString("\n")
+    except Exception:  # noqa: BLE001 - another platform's session: ask as PySpark does
+        return any(key.startswith(NEW_TABLE_DEFAULTS) for key in spark.conf.getAll)
 
 
 def session_codec(spark=None) -> str | None:
