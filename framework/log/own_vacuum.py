@@ -40,6 +40,7 @@ import collections
 import os
 import time
 import urllib.parse
+import uuid
 
 from framework.log import commit_files, own_commits, version_checksum
 from framework.log.commit_log import DELTA_LOG, commit_actions
@@ -64,9 +65,9 @@ def vacuumed(path: str, spark=None) -> int | None:
     """The local Delta table at ``path`` vacuumed as Delta's ``VACUUM`` with the table's
     window (its ``delta.deletedFileRetentionDuration``): the files and folders deleted
     (``VACUUM END``'s ``numDeletedFiles``), or None when this way does not apply (nothing
-    written, nothing deleted). ``spark``: the
-    caller's session, for the rare ``VACUUM END`` that another writer pushed to a version
-    where Delta writes a checkpoint (committed through Delta's transaction then)."""
+    written, nothing deleted). ``spark``: the caller's session, for the rare ``VACUUM END``
+    that another writer pushed to a version where Delta writes a checkpoint (committed
+    through Delta's transaction then)."""
     base = own_commits.rewrite_base(path)
     if base is None or not own_commits.committable(base[2], base[1] + 1, new_files=0, rewrite=True):
         return None  # (a checkpoint due at either of the two versions: Delta writes it)
@@ -218,7 +219,7 @@ def _commit_end_through_delta(spark, path: str, ended) -> None:
 
 def _write_last_vacuum_info(folder: str) -> None:
     log = os.path.join(folder, DELTA_LOG)
-    temporary = os.path.join(log, f".{LAST_VACUUM_INFO}.{os.getpid()}.tmp")
+    temporary = os.path.join(log, f".{LAST_VACUUM_INFO}.{uuid.uuid4()}.tmp")
     with open(temporary, "w", encoding="utf-8") as handle:
         handle.write("{}")
     os.replace(temporary, os.path.join(log, LAST_VACUUM_INFO))
