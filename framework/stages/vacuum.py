@@ -7,7 +7,9 @@ properties, from the spec, before every vacuum. With deletion vectors, a DELETE 
 only marks rows deleted; ``REORG TABLE ... APPLY (PURGE)`` rewrites those files without
 the rows (once the marks are half a window old), and the VACUUM that runs once the window
 has passed removes the old files. So a key deleted by a tombstone is gone from every file
-of the table within 1.5 time-travel windows.
+of the table within 1.5 time-travel windows. On a local table with no deletion vectors the
+VACUUM is made by topiclake itself, by Delta's rule and with Delta's two commits
+(``framework.log.own_vacuum``); a purge and a shorter window are always Delta's.
 """
 
 from __future__ import annotations
