@@ -40,17 +40,17 @@ def readable_here(log: PartitionLog, versions: list[int]) -> bool:
         return False
     commits = {int(m.group(1)) for m in map(_COMMIT.fullmatch, names) if m}
     checkpoints = {int(m.group(1)) for m in map(_CHECKPOINT.fullmatch, names) if m}
+    paths = set()  # the versions share most of their files: each is read once
     for version in versions:
         base = max((c for c in checkpoints if c <= version), default=-1)
-        if not commits.issuperset(range(base + 1, version + 1)):
-            return False
         files = local_records.small_plain_files(log.path, version)
-        try:
-            if files is None or local_records.columns(files, ["offset"]) is None:
-                return False
-        except (OSError, ValueError):  # a file gone, or not Parquet: Spark says which
+        if files is None or not commits.issuperset(range(base + 1, version + 1)):
             return False
-    return True
+        paths.update(files.paths)
+    try:
+        return all(local_records.file_columns(path, ["offset"]) is not None for path in sorted(paths))
+    except (OSError, ValueError):  # a file gone, or not Parquet: Spark says which
+        return False
 
 
 def read_problem(log: PartitionLog, version: int) -> str | None:

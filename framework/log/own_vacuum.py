@@ -45,7 +45,7 @@ import uuid
 from framework.log import commit_files, own_commits, version_checksum
 from framework.log.commit_log import DELTA_LOG, commit_actions
 from framework.log.delta_commits import USER_METADATA_CONF, block_conf
-from framework.log.warehouse import deleted_file_window_ms
+from framework.log.warehouse import deleted_file_window_of
 
 __all__ = ["MAX_COMMITS_READ", "vacuumed"]
 
@@ -72,7 +72,7 @@ def vacuumed(path: str, spark=None) -> int | None:
     if base is None or not own_commits.committable(base[2], base[1] + 1, new_files=0, rewrite=True):
         return None  # (a checkpoint due at either of the two versions: Delta writes it)
     folder, version, checksum = base
-    window_ms = deleted_file_window_ms(path, version)
+    window_ms = deleted_file_window_of(checksum["metadata"].get("configuration") or {})
     if window_ms is None:
         return None
     start = int(time.time() * 1000) - window_ms

@@ -79,9 +79,14 @@ def deleted_file_window_ms(path: str, version: int) -> int | None:
     from framework.log import version_checksum
 
     properties = version_checksum.configuration(path, version)
-    if properties is None:
-        return None
-    return interval_ms(properties.get("delta.deletedFileRetentionDuration", _DELTA_DEFAULT_WINDOW))
+    return None if properties is None else deleted_file_window_of(properties)
+
+
+def deleted_file_window_of(properties: dict) -> int | None:
+    """The VACUUM window a table's properties give (Delta's default when they name none),
+    or None when it is in a form this does not read."""
+    text = properties.get("delta.deletedFileRetentionDuration", _DELTA_DEFAULT_WINDOW)
+    return interval_ms(text) if isinstance(text, str) else None
 
 
 def interval_ms(text: str) -> int | None:
