@@ -462,25 +462,42 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     # then each on a copy of its own: C B B C A, one whose owner turned deletion vectors on,
     # one without the change data feed (how tables were before it), one compressed by LZ4_RAW
     plain = contextlib.nullcontext
+    vectors, vectors_by_merge = "compaction, deletion vectors (opt-in)", "compaction, deletion vectors by Delta's MERGE"
+    guarantees = Guarantees(spark, warehouse)
+
+    def stage_check(partition_log, planned, outcome):
+        return StageCheck(log=partition_log, stage="compact", now_ms=now, version_before=outcome.version_before,
+                          version_after=outcome.version_after, before=None, state_before=planned.snapshot.state,
+                          state_after=outcome.state_after,
+                          first_uncleanable_offset=planned.measure.first_uncleanable_offset,
+                          cleaned_up_to=outcome.cleaned_up_to)
+
+    # the deletion-vector copies as D E E D: committed by topiclake (D) against Delta's MERGE
+    # (E, as before); each D's guarantee checks timed after it
+    on = "'delta.enableDeletionVectors' = 'true'"
     for name, way, label, setting in (
             ("c1", _decided_by_spark, f"{by_spark} (c1)", None), ("b1", _committed_by_merge, f"{merge} (b1)", None),
             ("b2", _committed_by_merge, f"{merge} (b2)", None), ("c2", _decided_by_spark, f"{by_spark} (c2)", None),
             ("a2", plain, f"{shipped} (a2)", None),
-            ("dv", plain, "compaction, deletion vectors (opt-in)", "'delta.enableDeletionVectors' = 'true'"),
+            ("d1", plain, f"{vectors} (d1)", on), ("e1", _vectors_by_merge, f"{vectors_by_merge} (e1)", on),
+            ("e2", _vectors_by_merge, f"{vectors_by_merge} (e2)", on), ("d2", plain, f"{vectors} (d2)", on),
             ("no-cdf", plain, "compaction, no change data feed", "'delta.enableChangeDataFeed' = 'false'"),
             ("lz4", lambda: _session_codec(spark, "lz4_raw"), "compaction, lz4_raw (opt-in)", None)):
         copy = partition_copy(name, setting)
         with way():
-            _timed(f"[{tag}] {label}", results, lambda copy=copy: compact(copy))
+            done_here = _timed(f"[{tag}] {label}", results, lambda copy=copy: compact(copy))
+        if name.startswith("d"):
+            verdict = _timed(f"[{tag}] guarantee checks, deletion vectors ({name})", results,
+                             lambda copy=copy, done_here=done_here: guarantees.check_stage(stage_check(copy, *done_here)))
+            if not verdict.passed:
+                differing.append(f"{copy.path}: its checks failed")
         done(copy.path)
-    for side, label in (("a", shipped), ("b", merge), ("c", by_spark)):
+    for side, label in (("a", shipped), ("b", merge), ("c", by_spark), ("d", vectors), ("e", vectors_by_merge)):
         results[f"[{tag}] {label}"] = round(
             (results[f"[{tag}] {label} ({side}1)"] + results[f"[{tag}] {label} ({side}2)"]) / 2, 3)
-    check = StageCheck(log=log, stage="compact", now_ms=now, version_before=outcome.version_before,
-                       version_after=outcome.version_after, before=None, state_before=planned.snapshot.state,
-                       state_after=outcome.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
-                       cleaned_up_to=outcome.cleaned_up_to)
-    guarantees = Guarantees(spark, warehouse)
+    results[f"[{tag}] guarantee checks, deletion vectors"] = min(
+        results[f"[{tag}] guarantee checks, deletion vectors (d{i})"] for i in (1, 2))
+    check = stage_check(log, planned, outcome)
     # Each route twice, alternating, the faster of each kept: a route's first run pays for
     # the JVM compiling its code, and the later one is what every run after it costs.
     routes = {"scoped": contextlib.nullcontext, "by Spark": _counted_by_spark, "whole": _whole_versions_paired}
@@ -1683,6 +1700,16 @@ def _committed_by_merge():
         yield
 
 
+@contextlib.contextmanager
+def _vectors_by_merge():
+    """A compaction on a table with deletion vectors committed by Delta's MERGE, as before
+    topiclake wrote the vectors itself (``compaction_vectors``)."""
+    from framework.stages import compaction_vectors
+
+    with mock.patch.object(compaction_vectors, "commit_locally", lambda *a, **k: compaction_vectors.NOT_LOCAL):
+        yield
+
+
 def _decided_by_spark():
     """A compaction's actions decided by Spark's query (``compaction.compaction_actions``),
     as before stop 95, not by Arrow from the version's files."""
@@ -2701,8 +2728,12 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
             run / results[f"[{tag}] compaction, Delta's MERGE (as before)"], 2)
         ratios[f"[{tag}] compaction / decided by Spark (as before)"] = round(
             run / results[f"[{tag}] compaction, decided by Spark (as before)"], 2)
-        ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(
-            naive / results[f"[{tag}] compaction, deletion vectors (opt-in)"], 2)
+        with_vectors = results[f"[{tag}] compaction, deletion vectors (opt-in)"]
+        ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(naive / with_vectors, 2)
+        ratios[f"[{tag}] compaction with deletion vectors / by Delta's MERGE (as before)"] = round(
+            with_vectors / results[f"[{tag}] compaction, deletion vectors by Delta's MERGE"], 2)
+        ratios[f"[{tag}] checks / compaction, with deletion vectors"] = round(
+            results[f"[{tag}] guarantee checks, deletion vectors"] / with_vectors, 2)
         ratios[f"[{tag}] naive rewrite / compaction, both lz4_raw (opt-in)"] = round(
             results[f"[{tag}] naive rewrite, lz4_raw"] / results[f"[{tag}] compaction, lz4_raw (opt-in)"], 2)
         ratios[f"[{tag}] checks / compaction"] = round(checks / run, 2)
@@ -2718,7 +2749,10 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         # copy (often the slowest run); its a2 against the larger case's is warm against warm
         for suffix, label in (("", "compaction (plan + commit)"),
                               (", a2 against a2", "compaction (plan + commit) (a2)"),
-                              (", Delta's MERGE", "compaction, Delta's MERGE (as before)")):
+                              (", Delta's MERGE", "compaction, Delta's MERGE (as before)"),
+                              (", deletion vectors", "compaction, deletion vectors (opt-in)"),
+                              (", deletion vectors, d2 against d2", "compaction, deletion vectors (opt-in) (d2)"),
+                              (", deletion vectors by Delta's MERGE", "compaction, deletion vectors by Delta's MERGE")):
             ratios[f"growth {small} -> {large}{suffix}"] = round(
                 results[f"[{large}] {label}"] / results[f"[{small}] {label}"], 2)
     idle = results.get(f"idle maintain of {partitions} partitions")

@@ -30,8 +30,20 @@ from framework.log.delta_commits import session_confs
 from framework.log.topic import Topic
 from framework.log.warehouse import Warehouse, delta_table_sql
 from framework.spec import parse_spec
-from framework.stages import arrow_actions, arrow_rewrite, compaction, compaction_rewrite, file_rewrite
-from tests.support.table_files import data_files_on_disk, live_codecs, live_encodings, live_physical_types
+from framework.stages import (
+    arrow_actions,
+    arrow_rewrite,
+    compaction,
+    compaction_rewrite,
+    compaction_vectors,
+    file_rewrite,
+)
+from tests.support.table_files import (
+    data_files_on_disk,
+    live_codecs,
+    live_encodings,
+    live_physical_types,
+)
 from tests.support.writers import arrow_writes
 
 NOW = 1_767_225_600_000
@@ -101,8 +113,9 @@ class Twins:
         for path, topic in self.topics.items():
             log = topic.partition(0)
             with self.monkeypatch.context() as patch:
-                if path == "merge":
+                if path == "merge":  # Delta's MERGE (with deletion vectors too, not those committed here)
                     patch.setattr(compaction_rewrite, "available", lambda *a: False)
+                    patch.setattr(compaction_vectors, "commit_locally", lambda *a, **k: compaction_vectors.NOT_LOCAL)
                 elif path == "rewrite":  # through Delta's transaction
                     patch.setattr(file_rewrite, "commit_locally", lambda *a, **k: file_rewrite.NOT_LOCAL)
                 before, arrow_before = len(self.rewrites), len(self.by_arrow)

@@ -14,7 +14,7 @@ import uuid
 from typing import NamedTuple
 
 from framework import __version__, faults
-from framework.log import arrow_files
+from framework.log import arrow_files, deletion_vectors
 from framework.log.commit_log import DELTA_LOG
 
 __all__ = ["Operation", "commit", "commit_lines", "data_files", "new_checksum", "next_checksum", "put_if_absent",
@@ -173,6 +173,7 @@ def next_checksum(checksum: dict, adds: list[dict], removes: list[dict], txn_id:
             counts[bin_] += sign
             sizes[bin_] += sign * f["size"]
         following["fileSizeHistogram"] = dict(histogram, fileCounts=counts, totalBytes=sizes)
+    following.update(deletion_vectors.checksum_counts(checksum, adds, removes))
     if claim is not None:
         following["setTransactions"] = [t for t in checksum["setTransactions"] if t["appId"] != claim["appId"]] + [
             claim]

@@ -93,21 +93,35 @@ ALL_FILES_THRESHOLD = 50
 CHECKSUM_FIELDS = frozenset({"txnId", "tableSizeBytes", "numFiles", "numMetadata", "numProtocol",
                              "setTransactions", "domainMetadata", "metadata", "protocol", "fileSizeHistogram",
                              "allFiles"})
+#: The checksum's deletion-vector counts (``deletion_vectors.checksum_counts`` carries them
+#: forward), which a table with deletion vectors has besides.
+DELETION_VECTOR_FIELDS = frozenset({"numDeletedRecordsOpt", "numDeletionVectorsOpt", "deletedRecordCountsHistogramOpt"})
+#: The protocol of a partition table with deletion vectors on, which a compaction's
+#: deletion vectors are committed to (``framework.stages.compaction_vectors``).
+DELETION_VECTOR_READER = 3
 
 
 def committable(checksum: dict | None, version: int, new_files: int = 1, append: bool = False,
-                rewrite: bool = False) -> bool:
+                rewrite: bool = False, deletion_vectors: bool = False) -> bool:
     """Whether a commit that leaves ``new_files`` more files than ``version`` (whose checksum
     is ``checksum``) can be made here (see the module's text); ``append``: a blind append,
     which also takes a partition table (:data:`APPEND_WRITER_FEATURES`, partition columns,
     more files than the checksum lists); ``rewrite``: a maintenance stage's rewrite of
     files the checksum lists (``framework.stages.file_rewrite.commit_locally``), which takes
-    a partition table too, unless it is append-only (Delta refuses its removes)."""
-    if not isinstance(checksum, dict) or not set(checksum) <= CHECKSUM_FIELDS:
+    a partition table too, unless it is append-only (Delta refuses its removes);
+    ``deletion_vectors``: such a rewrite that only adds deletion vectors, on a table whose
+    protocol has them (reader 3, ``deletionVectors`` its only reader feature) and whose
+    properties turn them on, as Delta's DELETE would write them."""
+    fields = CHECKSUM_FIELDS | DELETION_VECTOR_FIELDS if deletion_vectors else CHECKSUM_FIELDS
+    if not isinstance(checksum, dict) or not set(checksum) <= fields:
         return False
     metadata = checksum.get("metadata")
-    if not _protocol_taken(checksum.get("protocol"), append or rewrite) or not isinstance(metadata, dict):
+    protocol = checksum.get("protocol")
+    taken = (_vectors_protocol_taken(protocol, metadata) if deletion_vectors
+             else _protocol_taken(protocol, append or rewrite))
+    if not taken or not isinstance(metadata, dict):
         return False
+    rewrite = rewrite or deletion_vectors
     if rewrite and str((metadata.get("configuration") or {}).get("delta.appendOnly", "false")).lower() == "true":
         return False
     files, count = checksum.get("allFiles"), checksum.get("numFiles")
@@ -325,6 +339,18 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
         with contextlib.suppress(OSError):  # an empty log folder is a killed create's to Delta: none left
             os.rmdir(log)
     return False if made is False else None
+
+
+def _vectors_protocol_taken(protocol, metadata) -> bool:
+    if not isinstance(protocol, dict) or not isinstance(metadata, dict):
+        return False
+    configuration = metadata.get("configuration") or {}
+    return (set(protocol) == {*PLAIN_PROTOCOL, "readerFeatures", "writerFeatures"}
+            and protocol["minReaderVersion"] == DELETION_VECTOR_READER
+            and protocol["minWriterVersion"] == TABLE_FEATURES_WRITER
+            and protocol["readerFeatures"] == ["deletionVectors"] and isinstance(protocol["writerFeatures"], list)
+            and set(protocol["writerFeatures"]) <= APPEND_WRITER_FEATURES | {"deletionVectors"}
+            and str(configuration.get("delta.enableDeletionVectors", "false")).lower() == "true")
 
 
 def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]) -> int | None:

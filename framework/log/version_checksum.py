@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
+from framework.log import deletion_vectors as deletion_vector_files
 from framework.log import file_stats
 from framework.log.commit_log import DELTA_LOG, commit_txn_id, local_folder, read_commits
 
@@ -168,10 +169,13 @@ def file_name(path: str) -> str:
     return unquote(path).rsplit("/", 1)[-1]
 
 
-def plain_files(path: str, version: int) -> PlainFiles | None:
+def plain_files(path: str, version: int, deletion_vectors: bool = False) -> PlainFiles | None:
     """The files and schema of ``version`` when reading its files is reading the version,
     else None: no checksum or file list; a deletion vector hides rows of a file; column
-    mapping renames the files' columns; a partition value the file's folder does not name."""
+    mapping renames the files' columns; a partition value the file's folder does not name.
+    With ``deletion_vectors``, a file's deletion vector is taken when it is one that
+    ``deletion_vectors.hidden_rows`` reads (a file of the table's folder): its reader then
+    reads the file's rows less those (the ``add``'s ``deletionVector``)."""
     found = _checksum(path, version)
     if found is None:
         return None
@@ -188,7 +192,10 @@ def plain_files(path: str, version: int) -> PlainFiles | None:
         return None
     paths = []
     for add in adds:
-        if not isinstance(add, dict) or add.get("deletionVector") or not isinstance(add.get("path"), str):
+        if not isinstance(add, dict) or not isinstance(add.get("path"), str):
+            return None
+        if add.get("deletionVector") and (
+                not deletion_vectors or deletion_vector_files.file_of(folder, add["deletionVector"]) is None):
             return None
         relative = unquote(add["path"])
         if ("://" in relative or relative.startswith("/") or _GLOB.search(relative)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from framework.cleaner import arrow_ranks
 from framework.cleaner import rules as cleaner
-from framework.log import local_records, version_checksum
+from framework.log import deletion_vectors, local_records, version_checksum
 from framework.spec import TopicConfig
 from framework.stages.compaction import DELETE, KEEP, STAMP
 
@@ -51,7 +51,7 @@ def _schema():
     import pyarrow as pa
 
     return pa.schema([("offset", pa.int64()), ("_size", pa.int64()), ("_file", pa.string()), ("_action", pa.string()),
-                      ("_reason", pa.string()), ("_horizon_ms", pa.int64())])
+                      ("_reason", pa.string()), ("_horizon_ms", pa.int64()), ("_row", pa.int64())])
 
 
 def decide(log, plan, cleanable_end: int):
@@ -80,7 +80,8 @@ def changes(actions):
 
     changed = actions.filter(pc.is_in(actions["_action"], value_set=pa.array([DELETE, STAMP])))
     return pa.table({"offset": changed["offset"], "_action": changed["_action"],
-                     "_horizon": changed["_horizon_ms"].cast(pa.timestamp("ms", "UTC"))})
+                     "_horizon": changed["_horizon_ms"].cast(pa.timestamp("ms", "UTC")),
+                     "_file": changed["_file"], "_row": changed["_row"]})
 
 
 def totals(actions) -> dict:
@@ -122,7 +123,7 @@ def decided(log, plan, cleanable_end: int):
     measured, config, now_ms = plan.measure, log.spec.config, plan.now_ms
     # (the measure's dirty section [C, U) holds every record read as dirty here)
     files = (None if measured.dirty_records > MAX_DIRTY
-             else version_checksum.plain_files(log.path, plan.snapshot.version))
+             else version_checksum.plain_files(log.path, plan.snapshot.version, deletion_vectors=True))
     if files is None:
         return None
     checkpoint, log_start_offset = measured.checkpoint, measured.log_start_offset
@@ -161,16 +162,27 @@ def decided(log, plan, cleanable_end: int):
 
 
 def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | None:
-    """The ``names`` columns of the rows of ``files`` that ``keep`` marks, a table a file
-    (a file per core at once), each row with its file's name (``_file``), timestamps as
-    epoch milliseconds; None when a file's columns are not what a partition table writes."""
+    """The ``names`` columns of the rows of ``files`` that ``keep`` marks and no deletion
+    vector hides, a table a file (a file per core at once), each row with its file's name
+    (``_file``) and its index in the file (``_row``, what a deletion vector names),
+    timestamps as epoch milliseconds; None when a file's columns are not what a partition
+    table writes, or its deletion vector is not read here."""
+    import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     def read(file):
         tables = local_records.columns(files.only([file]), names)
-        if tables is None:
+        hidden = deletion_vectors.hidden_rows(files.folder, file[1].get("deletionVector"))
+        if tables is None or hidden is None:
             return None
-        rows = tables[0].filter(keep(tables[0]))
+        table = tables[0]
+        wanted = keep(table)
+        if hidden:
+            visible = np.ones(table.num_rows, dtype=bool)
+            visible[np.frombuffer(hidden.to_array(), dtype=np.uint64)] = False
+            wanted = pc.and_(wanted, pa.array(visible))
+        rows = table.filter(wanted).append_column("_row", pc.indices_nonzero(wanted).cast(pa.int64()))
         return rows.append_column("_file", pa.array([version_checksum.file_name(file[0])] * rows.num_rows, pa.string()))
 
     return local_records.each_file(list(zip(files.paths, files.adds, strict=True)), read)
@@ -199,7 +211,8 @@ def _fates(rows, config: TopicConfig, now_ms: int):
     stamp = pa.scalar(cleaner.delete_horizon_ms(now_ms, config), pa.int64())
     new_horizon = pc.if_else(first_kept, stamp, horizon)
     decided = pa.table({"offset": rows["offset"].cast(pa.int64()), "_size": rows["_size"].cast(pa.int64()),
-                        "_file": rows["_file"], "_action": action, "_reason": reason, "_horizon_ms": new_horizon},
+                        "_file": rows["_file"], "_action": action, "_reason": reason, "_horizon_ms": new_horizon,
+                        "_row": rows["_row"]},
                        schema=_schema())
     return decided.filter(pc.is_valid(action))
 

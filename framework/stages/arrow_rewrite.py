@@ -207,6 +207,26 @@ def _layout(delta, txn) -> _Layout | None:
                       str(named.get()) if named.isDefined() else None, codec)
 
 
+def rows_written(metadata: dict, codec: str | None, folder: str, values: dict, read) -> dict | None:
+    """``read(schema)`` (the rows, as an Arrow table of the files' ``schema``) written as one
+    new data file of the table of ``metadata`` in ``folder`` (partition ``values``): its
+    ``add`` action; None, nothing written, when Arrow does not write this table's files."""
+    import pyarrow as pa
+
+    layout = _layout_of_metadata(metadata, codec)
+    if layout is None:
+        return None
+    output = _Output(folder, values, layout.schema, layout.stats_columns, layout.codec, change=False)
+    try:
+        output.write(read(layout.schema))
+        written = output.close()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, _NoStatistics):
+        written = None
+    if written is None:
+        _discard([output])
+    return None if written is None else written["add"]
+
+
 def _layout_of_metadata(metadata: dict, codec: str | None) -> _Layout | None:
     """The layout of a table of ``metadata`` (a ``metaData`` action as in the Delta log, of
     a table ``own_commits.committable`` takes) written in ``codec`` (None: one Arrow does

@@ -3,8 +3,9 @@
 ``plan`` measures a partition at one pinned table version (from its commit metadata when
 that settles it) and asks :mod:`framework.cleaner.rules` whether a run is due. ``execute``
 builds, from that same version, what the run does to each record it changes and commits
-it with the new checkpoint: the touched files rewritten through Delta's transaction API
-(:mod:`framework.stages.compaction_rewrite`), else Delta's MERGE (deletion vectors).
+it with the new checkpoint: the touched files rewritten (:mod:`framework.stages.compaction_rewrite`),
+or on a table with deletion vectors their deleted rows marked
+(:mod:`framework.stages.compaction_vectors`), else Delta's MERGE.
 
 A run pays for its dirty section, as Kafka's cleaner does: the winner search covers the
 dirty section, the clean records of the keys it touches and the clean tombstones, each
@@ -353,6 +354,13 @@ def execute(log: PartitionLog, compaction: CompactionPlan, cleanable_end: int | 
                         log, source, MAINTENANCE_APP_ID, after.clean.epoch, totals["removed"], totals["stamped"], merge,
                         planned_files=frozenset(totals["touched_files"]), staged=decided and decided.staged,
                         changes=marked)
+            elif marked is not None:  # deletion vectors, or what only Delta's MERGE writes
+                from framework.stages import compaction_vectors
+
+                def action():
+                    version = compaction_vectors.commit_locally(
+                        log.spark, log.path, MAINTENANCE_APP_ID, after.clean.epoch, snap.version, marked)
+                    return merge() if version == compaction_vectors.NOT_LOCAL else version
             else:
                 action = merge
         version = log.commit_maintenance(after, "compact", action, snap.version, **extra)

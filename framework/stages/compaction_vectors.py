@@ -1,0 +1,216 @@
+"""A compaction committed as deletion vectors, without the JVM and without rewriting a
+file (merge-on-read), on a table whose owner turned them on (``delta.enableDeletionVectors``).
+
+Copy-on-write rewrites every file that holds a record the run deletes. With random keys,
+50k updates put a loser in nearly every file of the clean section, so a run writes the
+whole table again and its cost grows with the clean section, not with the change. Delta's
+DELETE and MERGE on a table with deletion vectors instead mark a file's deleted rows in a
+vector. This does the same from Arrow's decision (``arrow_actions``, which names each
+changed record's file and row), with no Spark job:
+
+- one deletion-vector file, holding for each touched file the rows the run deletes or
+  stamps together with those its old vector hid (``deletion_vectors.write``);
+- each stamped tombstone (a first kept one gets its delete horizon) copied with its new
+  horizon into a new file, as Delta's MERGE writes an updated row (only the row groups
+  holding them are read);
+- one commit: each touched file removed as it was and added back with its new vector and
+  its statistics marked no longer tight (``tightBounds``), as Delta's DELETE writes them; a
+  file every row of which is gone only removed; the copies added. It is a MERGE with the
+  metrics Delta's MERGE of the same changes records (``numTargetDeletionVectorsAdded``
+  among them, which the vacuum stage's purge reads).
+
+No change data file is written: Delta's change data feed reads such a commit's deletes
+from the difference between each file's old and new vectors and its inserts from the
+added files (``CDCReader``), as after its own DELETE. A stamped tombstone so reads as a
+``delete`` and an ``insert`` of its offset where Delta's MERGE writes an
+``update_preimage`` and ``update_postimage``; topiclake's checks read the two alike.
+
+Only where ``own_commits.committable`` takes the table with deletion vectors, every
+touched file's vector at the newest version is the one the decision read (else its row
+indexes may be stale), each is read here, and Arrow writes the table's files; anything
+else gives :data:`NOT_LOCAL` with nothing committed, and Delta's MERGE runs.
+``tests/test_deletion_vectors.py`` pins it to Delta's MERGE run after run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+
+from framework.log import (
+    commit_files,
+    deletion_vectors,
+    local_records,
+    own_commits,
+    version_checksum,
+)
+from framework.log.delta_commits import USER_METADATA_CONF, block_conf
+from framework.stages import arrow_rewrite
+from framework.stages.compaction import STAMP
+from framework.stages.compaction_rewrite import MERGE_RECORDED
+from framework.stages.file_rewrite import NOT_LOCAL, recorded_metrics
+
+__all__ = ["NOT_LOCAL", "commit_locally"]
+
+
+def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int, changes) -> int | None | str:
+    """Commit ``changes`` (``arrow_actions.changes``: offset, _action, _horizon, _file, _row
+    of each record the run deletes or stamps, decided from version ``read_version``) as
+    deletion vectors, and each stamped record as a copy in a new file: the version
+    committed; None when the table already holds maintenance epoch ``epoch`` (nothing is
+    written); :data:`NOT_LOCAL` when this way does not apply or another writer took the
+    version first (see the module's text). Run it inside the maintenance commit's
+    ``session_confs`` block: its user metadata is the block's."""
+    from pyroaring import BitMap64
+
+    user_metadata = block_conf(USER_METADATA_CONF)
+    if changes is None or user_metadata is None or not {"_file", "_row"} <= set(changes.column_names):
+        return NOT_LOCAL
+    found = own_commits.newest(path)
+    if found is None:
+        return NOT_LOCAL
+    folder, version = found
+    checksum = version_checksum.checksum(path, version)
+    if not own_commits.committable(checksum, version, new_files=0, deletion_vectors=True):
+        return NOT_LOCAL
+    files = version_checksum.plain_files(path, version, deletion_vectors=True)
+    planned = files if read_version == version else version_checksum.plain_files(path, read_version, True)
+    if (files is None or planned is None or not isinstance(checksum.get("setTransactions"), list)
+            or "delta.setTransactionRetentionDuration" in files.configuration):
+        return NOT_LOCAL  # (Delta drops expired claims as it reads them)
+    if max((t["version"] for t in checksum["setTransactions"] if t.get("appId") == app_id), default=-1) >= epoch:
+        return None
+    now = {version_checksum.file_name(add["path"]): (local, add)
+           for local, add in zip(files.paths, files.adds, strict=True)}
+    then = {version_checksum.file_name(add["path"]): add for add in planned.adds}
+    by_file = changes.group_by("_file").aggregate([("_row", "list"), ("_action", "list"), ("_horizon", "list")])
+    touched, vectors, emptied, stamps = [], [], [], []
+    for name, rows, actions, horizons in zip(*(by_file[c].to_pylist() for c in (
+            "_file", "_row_list", "_action_list", "_horizon_list")), strict=True):
+        local, add = now.get(name, (None, None))
+        if add is None or then.get(name, {}).get("deletionVector") != add.get("deletionVector"):
+            return NOT_LOCAL  # gone, or its vector changed since the decision: the rows may not be these
+        old = deletion_vectors.hidden_rows(folder, add.get("deletionVector"))
+        new = BitMap64(rows)
+        if old is None or len(new) != len(rows) or not old.isdisjoint(new):
+            return NOT_LOCAL
+        stamped = [(row, horizon) for row, action, horizon in zip(rows, actions, horizons, strict=True)
+                   if action == STAMP]
+        if stamped:
+            stamps.append((local, add, stamped))
+        hidden = old | new
+        if len(hidden) == _stats(add.get("stats")).get("numRecords"):
+            emptied.append(add)  # every row gone: the file is removed, as Delta removes it
+        else:
+            touched.append(add)
+            vectors.append(hidden)
+    if not touched and not emptied:
+        return NOT_LOCAL
+    copies = _stamped_copies(spark, folder, checksum["metadata"], stamps)
+    if copies is None or not own_commits.committable(checksum, version, len(copies) - len(emptied),
+                                                     deletion_vectors=True):
+        commit_files.remove_files(folder, copies or [])
+        return NOT_LOCAL
+    descriptors = deletion_vectors.write(folder, vectors) if vectors else []
+    removes = [_removed(add) for add in (*touched, *emptied)]
+    adds = [{**add, "dataChange": True, "stats": _wide_bounds(add.get("stats")), "deletionVector": descriptor}
+            for add, descriptor in zip(touched, descriptors, strict=True)] + copies
+    if "numDeletedRecordsOpt" not in checksum:  # (Delta counts them on a table with deletion vectors)
+        checksum = {**checksum, **deletion_vectors.counted(checksum["allFiles"])}
+    name, parameters = MERGE_RECORDED
+    stamped_count = sum(len(rows) for _, _, rows in stamps)
+    metrics = _metrics(changes.num_rows - stamped_count, stamped_count, touched, emptied, copies)
+    made = commit_files.commit(folder, version + 1, checksum, adds, removes, user_metadata=user_metadata,
+                               claim=(app_id, epoch),
+                               operation=commit_files.Operation(name, parameters, recorded_metrics(name, metrics)))
+    if made:
+        return version + 1
+    commit_files.remove_files(folder, copies)
+    if descriptors:
+        deletion_vectors.remove_file(folder, descriptors[0])
+    return NOT_LOCAL
+
+
+def _stamped_copies(spark, folder: str, metadata: dict, stamps: list) -> list[dict] | None:
+    """Each file's stamped records (``stamps``: its local path, ``add`` and (row, new
+    horizon) pairs) copied with their new delete horizon into a new file: their ``add``
+    actions; None when Arrow does not write this table's files (nothing is left written).
+    Only the row groups that hold them are read."""
+    import bisect
+
+    import pyarrow as pa
+
+    codec = own_commits.session_codec(spark)
+    copies = []
+    for local, add, stamped in stamps:
+        def read(schema, local=local, stamped=stamped):
+            parquet = local_records.opened(local)
+            starts = [0]
+            for group in range(parquet.metadata.num_row_groups):
+                starts.append(starts[-1] + parquet.metadata.row_group(group).num_rows)
+            groups = sorted({bisect.bisect_right(starts, row) - 1 for row, _ in stamped})
+            sizes = [starts[g + 1] - starts[g] for g in groups]
+            read_before = dict(zip(groups, [0, *itertools.accumulate(sizes)][:-1], strict=True))
+            taken = parquet.read_row_groups(groups, columns=schema.names).cast(schema, safe=False).take(
+                [read_before[g] + row - starts[g] for row, _ in stamped
+                 for g in (bisect.bisect_right(starts, row) - 1,)])
+            at = schema.get_field_index("_delete_horizon")
+            horizons = pa.array([horizon for _, horizon in stamped], pa.timestamp("ms", "UTC"))
+            return taken.set_column(at, schema.field(at), horizons.cast(schema.field(at).type)).sort_by("offset")
+
+        written = arrow_rewrite.rows_written(metadata, codec, folder, add.get("partitionValues") or {}, read)
+        if written is None:
+            commit_files.remove_files(folder, copies)
+            return None
+        copies.append(written)
+    return copies
+
+
+def _removed(add: dict) -> dict:
+    """The ``remove`` of a file whose deletion vector a commit replaces, as Delta's DELETE
+    writes it: with the vector it had, and of its statistics only the record count."""
+    removed = {"path": add["path"], "deletionTimestamp": int(time.time() * 1000), "dataChange": True,
+               "extendedFileMetadata": True, "partitionValues": add.get("partitionValues", {}), "size": add["size"]}
+    if add.get("deletionVector"):
+        removed["deletionVector"] = add["deletionVector"]
+    records = _stats(add.get("stats")).get("numRecords")
+    if records is not None:
+        removed["stats"] = json.dumps({"numRecords": records}, separators=(",", ":"))
+    return removed
+
+
+def _stats(text) -> dict:
+    try:
+        stats = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
+def _wide_bounds(text):
+    """A file's statistics once a deletion vector hides some of its rows: the same, with
+    ``tightBounds`` false (its minimums and maximums may be of hidden rows now)."""
+    stats = _stats(text)
+    if not stats:
+        return text
+    return json.dumps({**stats, "tightBounds": False}, separators=(",", ":"))
+
+
+def _metrics(deleted: int, stamped: int, touched: list[dict], emptied: list[dict], copies: list[dict]) -> dict:
+    """The metrics Delta's MERGE of these changes with deletion vectors registers: a vector
+    added where a file had none, updated where it had one, removed with a file every row
+    of which is gone (``DMLWithDeletionVectorsHelper``'s count; a MERGE records an update
+    as both an addition and a removal); a stamped record is an updated row, its copy an
+    added file."""
+    updated = sum(1 for add in touched if add.get("deletionVector"))
+    return {"numSourceRows": deleted + stamped, "numTargetRowsDeleted": deleted,
+            "numTargetRowsMatchedDeleted": deleted, "numTargetRowsInserted": 0, "numTargetRowsUpdated": stamped,
+            "numTargetRowsMatchedUpdated": stamped, "numTargetRowsNotMatchedBySourceUpdated": 0,
+            "numTargetRowsNotMatchedBySourceDeleted": 0, "numTargetRowsCopied": 0,
+            "numTargetFilesAdded": len(copies), "numTargetFilesRemoved": len(emptied),
+            "numTargetChangeFilesAdded": 0, "numTargetBytesAdded": sum(a["size"] for a in copies),
+            "numTargetBytesRemoved": sum(a["size"] for a in emptied),
+            "numTargetDeletionVectorsAdded": len(touched),
+            "numTargetDeletionVectorsRemoved": updated + sum(1 for add in emptied if add.get("deletionVector")),
+            "numTargetDeletionVectorsUpdated": updated}
