@@ -245,3 +245,68 @@ def test_a_vector_that_does_not_hide_what_the_run_decided_is_not_committed(spark
         made = compaction_vectors.commit_locally(spark, log.path, "app", 1, version, changes)
     assert made == compaction_vectors.NOT_LOCAL
     assert (sorted(os.listdir(log.path)), sorted(os.listdir(os.path.join(log.path, "_delta_log")))) == before
+
+
+# ------------------------------- a compaction check counted by Arrow over deletion vectors
+def _check_of(log, result, version_after: int | None = None):
+    from framework.stages.stage_check import StageCheck
+
+    plan, after = result.plan, version_after or result.version_after
+    return StageCheck(log=log, stage="compact", now_ms=plan.now_ms, version_before=result.version_before,
+                      version_after=after, before=None, state_before=plan.snapshot.state,
+                      state_after=log.states_at([after])[after],
+                      first_uncleanable_offset=plan.measure.first_uncleanable_offset,
+                      cleaned_up_to=result.cleaned_up_to)
+
+
+def _counted_both_ways(spark, warehouse, check, monkeypatch):
+    """``check`` counted by Arrow (``arrow_scope.counted``) and measured by Spark's scoped
+    route (the size floor lowered, Arrow's count turned off)."""
+    from framework.checks import arrow_scope, changes
+    from framework.checks.guarantees import Guarantees
+
+    found = arrow_scope.counted(check, check.state_after, changes.dirty_from("compact", check.state_before))
+    with monkeypatch.context() as patched:
+        patched.setattr(changes, "MIN_SCOPED_RECORDS", 0)
+        patched.setattr(changes, "MAX_WHOLE_SHARE", 1.0)
+        patched.setattr(arrow_scope, "counted", lambda *args: None)
+        by_spark = Guarantees(spark, warehouse).measure(check)
+    return found, by_spark
+
+
+def test_arrow_counts_a_check_over_deletion_vectors_as_spark_does(spark, tmp_path, monkeypatch):
+    """The compaction check of a table with deletion vectors, counted by Arrow from the
+    files and their vectors (``arrow_scope``), pinned to Spark's scoped check (which reads
+    Delta's change data feed, itself diffing the vectors): two healthy runs, the second
+    growing the vectors the first wrote; then corruptions made by Delta's own DELETE and
+    UPDATE with deletion vectors on (a winner removed; a kept record changed, the feed then
+    written as files), each of which both count as a violation."""
+    from framework.checks.guarantees import _context
+
+    warehouse = Warehouse.resolve(str(tmp_path / "w"))
+    topic = Topic(spark, warehouse, parse_spec(SPEC, "test"))
+    topic.create()
+    log = topic.partition(0)
+    table = delta_table_sql(log.path)
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({ON})")
+    cases = []
+    for first, count, keys, now in ((0, 60, 13, NOW), (60, 10, 5, NOW)):
+        _produce(topic, first, count, keys, NOW)
+        result = compaction.execute(log, compaction.plan(log, now, force=True))
+        assert NO_JVM in next(a["commitInfo"] for a in _actions(log.path, result.version_after)
+                              if "commitInfo" in a)["engineInfo"], "not committed as deletion vectors here"
+        cases.append((f"healthy run from offset {first}", _check_of(log, result)))
+    winner = max(row[0] for row in _rows(log) if row[0] < 70)
+    spark.sql(f"DELETE FROM {table} WHERE offset = {winner}")
+    cases.append(("a winner deleted", _check_of(log, result, log.snapshot().version)))
+    kept = min(row[0] for row in _rows(log))
+    spark.sql(f"UPDATE {table} SET value = 'changed' WHERE offset = {kept}")
+    cases.append(("and a kept record changed", _check_of(log, result, log.snapshot().version)))
+    for what, check in cases:
+        found, by_spark = _counted_both_ways(spark, warehouse, check, monkeypatch)
+        assert found is not None, what
+        counts, bounds, scope = found
+        assert counts == by_spark.counts, what
+        assert bool(counts) == (not what.startswith("healthy")), what
+        context = {"partition": check.log.partition, **_context("compact", scope, bounds, check.now_ms)}
+        assert context == by_spark.context, what

@@ -14,9 +14,11 @@ same scope is read here as Delta lays it out:
 
 * **The change**: each commit after the before version, from its file in ``_delta_log``:
   its ``cdc`` files when it wrote any, else the rows of the files it added (inserts) and
-  removed (deletes) with ``dataChange``, as Delta's change data feed reads it. A commit
-  that changed the table's metadata or protocol, or uses deletion vectors, and a commit
-  file gone, leave the count to Spark.
+  removed (deletes) with ``dataChange``, as Delta's change data feed reads it; a file
+  removed and added back with another deletion vector gives the rows its new vector hides
+  and the old one did not (deletes), and the other way round (inserts), as Delta's
+  ``CDCReader`` diffs them. A commit that changed the table's metadata or protocol, a
+  deletion vector not read here, and a commit file gone, leave the count to Spark.
 * **The touched keys**: those of the change at or above the new log start, and of the
   before version's records at or above the clean end (from the files whose offset
   statistics may hold them).
@@ -61,11 +63,12 @@ _MADE, _UNDONE = ("insert", "update_postimage"), ("delete", "update_preimage")
 
 
 class _Feed(NamedTuple):
-    """The files of the change: a path, and the change type of all its rows (None: a
-    ``cdc`` file, whose rows carry their own)."""
+    """The files of the change: a path, the change type of all its rows (None: a ``cdc``
+    file, whose rows carry their own), and which of its rows (their indexes; None: all)."""
 
     path: str
     change_type: str | None
+    rows: object = None
 
 
 def _feed(path: str, folder: str, version_before: int, version_after: int) -> list[_Feed] | None:
@@ -80,27 +83,82 @@ def _feed(path: str, folder: str, version_before: int, version_after: int) -> li
             return None
         cdc = [action["cdc"] for action in actions if "cdc" in action]
         files = [(None, entry) for entry in cdc] if cdc else [
-            ("insert" if kind == "add" else "delete", action[kind]) for action in actions for kind in ("add", "remove")
+            (kind, action[kind]) for action in actions for kind in ("add", "remove")
             if kind in action and action[kind].get("dataChange", True)]
-        for change_type, entry in files:
-            relative = entry.get("path")
-            if (entry.get("deletionVector") or not isinstance(relative, str) or "://" in relative
-                    or relative.startswith("/")):
+        for relative in {entry.get("path") for _, entry in files}:
+            if not isinstance(relative, str) or "://" in relative or relative.startswith("/"):
                 return None
-            found.append(_Feed(os.path.join(folder, unquote(relative)), change_type))
+        changed = _vector_changes(folder, files) if not cdc else [(None, entry, None) for _, entry in files]
+        if changed is None:
+            return None
+        found += [_Feed(os.path.join(folder, unquote(entry["path"])), kind, rows) for kind, entry, rows in changed]
     return found
 
 
-def _in_scope(path: str, wanted):
+def _vector_changes(folder: str, files: list[tuple[str, dict]]) -> list[tuple[str, dict, object]] | None:
+    """A commit's adds and removes as the rows they insert and delete: a file added and
+    removed in one commit, one of them with a deletion vector, by the difference of the two
+    vectors; any other by its rows no vector of its own hides. None: a vector not read here."""
+    from framework.log import deletion_vectors
+
+    by_path: dict[str, dict[str, dict]] = {}
+    for kind, entry in files:
+        by_path.setdefault(entry["path"], {})[kind] = entry
+    changed = []
+    for entries in by_path.values():
+        hidden = {kind: deletion_vectors.hidden_rows(folder, entry.get("deletionVector"))
+                  for kind, entry in entries.items()}
+        if None in hidden.values():
+            return None
+        if len(entries) == 2 and (hidden["add"] or hidden["remove"]):
+            changed += [("delete", entries["add"], hidden["add"] - hidden["remove"]),
+                        ("insert", entries["add"], hidden["remove"] - hidden["add"])]
+            continue
+        for kind, entry in entries.items():
+            rows = _visible(entry, hidden[kind])
+            if rows is False:
+                return None
+            changed.append(("insert" if kind == "add" else "delete", entry, rows))
+    return [(kind, entry, rows) for kind, entry, rows in changed if rows is None or len(rows)]
+
+
+def _visible(entry: dict, hidden):
+    """The rows of a file no deletion vector ``hidden`` hides (None: all of them; False: the
+    file's statistics do not say how many rows it has)."""
+    from pyroaring import BitMap64
+
+    if not hidden:
+        return None
+    records = file_stats.of(entry).records
+    if records is None:
+        return False
+    every = BitMap64()
+    every.add_range(0, records)
+    return every - hidden
+
+
+def _in_scope(path: str, wanted, hidden=None):
     """The rows of the file at ``path`` that ``wanted`` (over its offset and key columns)
-    marks, reading whole only the row groups that hold them; None: not a partition table's."""
+    marks and no deletion vector (``hidden``) hides, reading whole only the row groups that
+    hold them; None: not a partition table's."""
     import numpy as np
 
     parquet = local_records.opened(path)
     narrow = local_records.file_columns(parquet, ["offset", "key"])
     if narrow is None:
         return None
-    picked = np.flatnonzero(wanted(narrow).to_numpy(zero_copy_only=False))
+    marked = wanted(narrow).to_numpy(zero_copy_only=False)
+    if hidden:
+        marked = marked.copy()
+        marked[np.frombuffer(hidden.to_array(), dtype=np.uint64)] = False
+    return _rows_at(parquet, np.flatnonzero(marked))
+
+
+def _rows_at(parquet, picked):
+    """The rows at indexes ``picked`` (sorted) of the ``parquet`` file, in their order,
+    reading whole only the row groups that hold them; None: not a partition table's."""
+    import numpy as np
+
     if not len(picked):
         return local_records.file_columns(parquet, _NAMES, row_groups=[], whole_ms=True)
     metadata = parquet.metadata
@@ -116,6 +174,41 @@ def _in_scope(path: str, wanted):
     read_from[groups] = np.cumsum([0, *(sizes[g] for g in groups)])[:-1]
     places = picked - starts[group_of] + read_from[group_of]
     return rows.take(places)
+
+
+def _listed(files):
+    """A version's files (``plain_files``' answer) as their paths and the rows each one's
+    deletion vector hides (None: one not read here)."""
+    from framework.log import deletion_vectors
+
+    return list(files.paths), [deletion_vectors.hidden_rows(files.folder, add.get("deletionVector"))
+                               for add in files.adds]
+
+
+def _visible_rows(table, hidden):
+    """``table`` (a whole file's rows) less those ``hidden`` (a deletion vector's rows)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if table is None or hidden is None:
+        return None
+    if not hidden:
+        return table
+    visible = np.ones(table.num_rows, dtype=bool)
+    visible[np.frombuffer(hidden.to_array(), dtype=np.uint64)] = False
+    return table.filter(pa.array(visible))
+
+
+def _feed_rows(entry: _Feed):
+    """The rows of a file of the change (:func:`_feed`), its columns read only from the row
+    groups holding them when only some rows changed."""
+    import numpy as np
+
+    names = [*_NAMES, *(["_change_type"] if entry.change_type is None else [])]
+    if entry.rows is None:
+        return local_records.file_columns(entry.path, names, whole_ms=True)
+    picked = np.frombuffer(entry.rows.to_array(), dtype=np.uint64).astype(np.int64)
+    return _rows_at(local_records.opened(entry.path), picked)
 
 
 def _joined(columns: list, kind):
@@ -177,11 +270,14 @@ def _compaction_counted(check, state_after, dirty_from: int):
     log, state_before = check.log, check.state_before
     if state_before.log_end_offset - dirty_from > MAX_ROWS:
         return None
-    files = [version_checksum.plain_files(log.path, version) for version in (check.version_before,
-                                                                             check.version_after)]
+    files = [version_checksum.plain_files(log.path, version, deletion_vectors=True)
+             for version in (check.version_before, check.version_after)]
     if None in files or files[0].schema_json != files[1].schema_json:
         return None
     before_files, after_files = files
+    after_hidden = _listed(after_files)[1]
+    if None in after_hidden:
+        return None
     records = [version_checksum.record_count(listed) for listed in files]
     young = uncleanable_after_ms(check.now_ms, log.spec.config)
     if None in records or file_stats.may_hold_newer((file_stats.of(add) for add in before_files.adds),
@@ -192,10 +288,10 @@ def _compaction_counted(check, state_after, dirty_from: int):
         return None
     start = state_after.log_start_offset
     try:
-        changes = local_records.each_file(feed, lambda entry: local_records.file_columns(
-            entry.path, [*_NAMES, *(["_change_type"] if entry.change_type is None else [])], whole_ms=True))
-        dirty = local_records.each_file(list(version_checksum.holding_offsets(before_files, dirty_from, None).paths),
-                                        lambda path: local_records.file_columns(path, ["offset", "key"]))
+        changes = local_records.each_file(feed, _feed_rows)
+        dirty = local_records.each_file(
+            list(zip(*_listed(version_checksum.holding_offsets(before_files, dirty_from, None)), strict=True)),
+            lambda file: _visible_rows(local_records.file_columns(file[0], ["offset", "key"]), file[1]))
         if changes is None or dirty is None:
             return None
         made, undone, touched_keys, touched_offsets = [], [], [], []
@@ -220,7 +316,8 @@ def _compaction_counted(check, state_after, dirty_from: int):
                 mask = pc.or_(mask, pc.fill_null(pc.is_in(rows["key"], value_set=keys.cast(rows["key"].type)), False))
             return mask
 
-        after = local_records.each_file(list(after_files.paths), lambda path: _in_scope(path, wanted))
+        after = local_records.each_file(list(zip(after_files.paths, after_hidden, strict=True)),
+                                        lambda file: _in_scope(file[0], wanted, file[1]))
         if after is None or sum(table.num_rows for table in after) > MAX_ROWS:
             return None
         outside = {"records_before": records[0], "records_after": records[1], "time_boundary": None,

@@ -223,11 +223,12 @@ def rewritable(files: PlainFiles | None) -> bool:
 
 def record_count(files: PlainFiles | None) -> int | None:
     """The records of a version (``plain_files``' answer) from its files' statistics
-    (Delta's ``numRecords``), or None when a file carries none."""
+    (Delta's ``numRecords``, less the rows a file's deletion vector hides), or None when a
+    file carries none."""
     if files is None:
         return None
     counts = [file_stats.of(add).records for add in files.adds]
-    return None if None in counts else sum(counts)
+    return None if None in counts else sum(counts) - sum(map(deletion_vector_files.cardinality, files.adds))
 
 
 def holding_offsets(files: PlainFiles, start: int | None, end: int | None) -> PlainFiles:

@@ -65,7 +65,8 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int,
     from pyroaring import BitMap64
 
     user_metadata = block_conf(USER_METADATA_CONF)
-    if changes is None or user_metadata is None or not {"_file", "_row"} <= set(changes.column_names):
+    if (changes is None or user_metadata is None or not {"_file", "_row"} <= set(changes.column_names)
+            or changes["_file"].null_count or changes["_row"].null_count):
         return NOT_LOCAL
     found = own_commits.newest(path)
     if found is None:
@@ -84,10 +85,8 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int,
     now = {version_checksum.file_name(add["path"]): (local, add)
            for local, add in zip(files.paths, files.adds, strict=True)}
     then = {version_checksum.file_name(add["path"]): add for add in planned.adds}
-    by_file = changes.group_by("_file").aggregate([("_row", "list"), ("_action", "list"), ("_horizon", "list")])
     touched, vectors, emptied, stamps = [], [], [], []
-    for name, rows, actions, horizons in zip(*(by_file[c].to_pylist() for c in (
-            "_file", "_row_list", "_action_list", "_horizon_list")), strict=True):
+    for name, rows, stamped in _by_file(changes):
         local, add = now.get(name, (None, None))
         if add is None or then.get(name, {}).get("deletionVector") != add.get("deletionVector"):
             return NOT_LOCAL  # gone, or its vector changed since the decision: the rows may not be these
@@ -95,8 +94,6 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int,
         new = BitMap64(rows)
         if old is None or len(new) != len(rows) or not old.isdisjoint(new):
             return NOT_LOCAL
-        stamped = [(row, horizon) for row, action, horizon in zip(rows, actions, horizons, strict=True)
-                   if action == STAMP]
         if stamped:
             stamps.append((local, add, stamped))
         hidden = old | new
@@ -130,6 +127,27 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int,
     if descriptors:
         deletion_vectors.remove_file(folder, descriptors[0])
     return NOT_LOCAL
+
+
+def _by_file(changes):
+    """Each file the ``changes`` touch: its name, the indexes of its changed rows (numpy),
+    and its stamped ones' (row, new horizon) pairs."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    ordered = changes.sort_by([("_file", "ascending"), ("_row", "ascending")])
+    files = ordered["_file"].combine_chunks().dictionary_encode()
+    codes = files.indices.to_numpy(zero_copy_only=False)
+    rows = ordered["_row"].to_numpy(zero_copy_only=False).astype(np.uint64)
+    stamped = np.flatnonzero(pc.equal(ordered["_action"], STAMP).to_numpy(zero_copy_only=False))
+    horizons = ordered["_horizon"].take(stamped).to_pylist()
+    bounds = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), len(codes)]
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        if start == end:
+            continue
+        at = np.searchsorted(stamped, [start, end])
+        yield (files.dictionary[codes[start]].as_py(), rows[start:end],
+               [(int(rows[i]), horizons[j]) for j, i in enumerate(stamped[at[0]:at[1]], start=at[0])])
 
 
 def _stamped_copies(spark, folder: str, metadata: dict, stamps: list) -> list[dict] | None:
