@@ -154,19 +154,19 @@ def _in_scope(path: str, wanted, hidden=None):
     return _rows_at(parquet, np.flatnonzero(marked))
 
 
-def _rows_at(parquet, picked):
+def _rows_at(parquet, picked, names=_NAMES):
     """The rows at indexes ``picked`` (sorted) of the ``parquet`` file, in their order,
     reading whole only the row groups that hold them; None: not a partition table's."""
     import numpy as np
 
     if not len(picked):
-        return local_records.file_columns(parquet, _NAMES, row_groups=[], whole_ms=True)
+        return local_records.file_columns(parquet, names, row_groups=[], whole_ms=True)
     metadata = parquet.metadata
     sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
     starts = np.cumsum([0, *sizes])
     group_of = np.searchsorted(starts, picked, side="right") - 1
     groups = np.unique(group_of)
-    rows = local_records.file_columns(parquet, _NAMES, row_groups=groups.tolist(), whole_ms=True)
+    rows = local_records.file_columns(parquet, names, row_groups=groups.tolist(), whole_ms=True)
     if rows is None:
         return None
     # each picked row's place among the row groups read
@@ -199,16 +199,76 @@ def _visible_rows(table, hidden):
     return table.filter(pa.array(visible))
 
 
-def _feed_rows(entry: _Feed):
+def _feed_rows(entry: _Feed, made=None):
     """The rows of a file of the change (:func:`_feed`), its columns read only from the row
-    groups holding them when only some rows changed."""
+    groups holding them when only some rows changed. Rows a deletion vector deleted
+    (``made``: the offsets the change makes) are read without their values where that
+    says all it needs (:func:`_deleted_rows_at`)."""
     import numpy as np
 
     names = [*_NAMES, *(["_change_type"] if entry.change_type is None else [])]
     if entry.rows is None:
         return local_records.file_columns(entry.path, names, whole_ms=True)
     picked = np.frombuffer(entry.rows.to_array(), dtype=np.uint64).astype(np.int64)
-    return _rows_at(local_records.opened(entry.path), picked)
+    parquet = local_records.opened(entry.path)
+    return _rows_at(parquet, picked) if made is None else _deleted_rows_at(parquet, picked, made)
+
+
+def _deleted_rows_at(parquet, picked, made):
+    """:func:`_rows_at` of rows a deletion vector deleted, their ``value`` read only where
+    the rules look at more than whether it is null: where the change makes another record
+    at the offset (``made``), the pairing compares the two. Elsewhere a row group whose
+    column statistics count no null value holds no tombstone, and each row's value is
+    given as an empty one (the rules ask only whether it is null); the value column, most
+    of a file's bytes, is then not decoded."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    metadata = parquet.metadata
+    starts = np.cumsum([0, *(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))])
+    groups = np.unique(np.searchsorted(starts, picked, side="right") - 1)
+    at = parquet.schema_arrow.get_field_index("value")
+    leaves = [parquet.schema.column(i).path for i in range(len(parquet.schema))]
+    column = leaves.index("value") if "value" in leaves else -1
+
+    def no_nulls(group: int) -> bool:
+        chunk = metadata.row_group(group).column(column)
+        return chunk.is_stats_set and chunk.statistics.has_null_count and chunk.statistics.null_count == 0
+
+    if at < 0 or column < 0 or not all(no_nulls(int(g)) for g in groups):
+        return _rows_at(parquet, picked)
+    names = [name for name in _NAMES if name != "value"]
+    rows = _rows_at(parquet, picked, names)
+    if rows is None or pc.any(pc.is_in(rows["offset"], value_set=made)).as_py():
+        return _rows_at(parquet, picked)
+    kind = parquet.schema_arrow.field(at).type
+    empty = pa.array([b""], pa.binary()).cast(kind) if pa.types.is_binary(kind) else pa.array([""]).cast(kind)
+    return rows.append_column("value", pa.repeat(empty[0], rows.num_rows)).select(_NAMES)
+
+
+def _change_rows(feed: list[_Feed]) -> list | None:
+    """Each file of the change read (:func:`_feed_rows`), in order: first those that make
+    records or delete whole files, then the rows deletion vectors deleted, given the
+    offsets the others make."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    vectored = [entry.rows is not None and entry.change_type == "delete" for entry in feed]
+    first = local_records.each_file([e for e, v in zip(feed, vectored, strict=True) if not v], _feed_rows)
+    if first is None:
+        return None
+    made = [table.filter(pc.is_in(table["_change_type"] if entry.change_type is None
+                                  else pa.array([entry.change_type] * table.num_rows, pa.string()),
+                                  value_set=pa.array(_MADE)))["offset"]
+            for entry, table in zip([e for e, v in zip(feed, vectored, strict=True) if not v], first, strict=True)]
+    offsets = pc.unique(_joined(made, pa.int64())) if made else pa.array([], pa.int64())
+    second = local_records.each_file([e for e, v in zip(feed, vectored, strict=True) if v],
+                                     lambda entry: _feed_rows(entry, offsets))
+    if second is None:
+        return None
+    ordered, rest = iter(first), iter(second)
+    return [next(rest) if v else next(ordered) for v in vectored]
 
 
 def _joined(columns: list, kind):
@@ -288,7 +348,7 @@ def _compaction_counted(check, state_after, dirty_from: int):
         return None
     start = state_after.log_start_offset
     try:
-        changes = local_records.each_file(feed, _feed_rows)
+        changes = _change_rows(feed)
         dirty = local_records.each_file(
             list(zip(*_listed(version_checksum.holding_offsets(before_files, dirty_from, None)), strict=True)),
             lambda file: _visible_rows(local_records.file_columns(file[0], ["offset", "key"]), file[1]))
