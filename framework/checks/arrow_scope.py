@@ -17,14 +17,16 @@ same scope is read here as Delta lays it out:
   removed (deletes) with ``dataChange``, as Delta's change data feed reads it; a file
   removed and added back with another deletion vector gives the rows its new vector hides
   and the old one did not (deletes), and the other way round (inserts), as Delta's
-  ``CDCReader`` diffs them. A commit that changed the table's metadata or protocol, a
-  deletion vector not read here, and a commit file gone, leave the count to Spark.
+  ``CDCReader`` diffs them (the rows a vector deleted are read without their values where
+  the rules need only whether one is null: :func:`_deleted_rows_at`). A commit that
+  changed the table's metadata or protocol, a deletion vector not read here, and a commit
+  file gone, leave the count to Spark.
 * **The touched keys**: those of the change at or above the new log start, and of the
   before version's records at or above the clean end (from the files whose offset
   statistics may hold them).
 * **The after version's records in scope**: of each file (a file per core), its offset and
-  key columns decide which rows are in scope; only the row groups holding those are read
-  whole.
+  key columns decide which rows are in scope (less those its deletion vector hides); only
+  the row groups holding those are read whole.
 
 The before version's records in scope are netted from these (``arrow_rules``), and the
 bounds outside the pairing are the files' statistics, as Spark's scoped check takes them.

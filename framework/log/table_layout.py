@@ -67,11 +67,12 @@ def desired_properties(spec: TopicSpec, partition: int) -> dict[str, str]:
     # with a retention set Delta leaves the SetTransactions out of the version checksum, so
     # every claimed commit would rebuild the table state to find them
     # (framework/log/delta_transactions.py).
-    # Deletion vectors are left as the table (or the platform's default) has them: they
-    # make a large compaction's MERGE mark rows instead of rewriting files (5M clean
-    # records + 50k updates: 6.9 s against 18.2 s), but delta-rs 1.6.6 cannot read a
-    # table with them, and CONTRACT section 11 says every Delta reader must. Opt in per
-    # table when your readers can (README, "How the cost grows"); vacuum purges them.
+    # Deletion vectors are left as the table (or the platform's default) has them: with
+    # them a compaction marks rows instead of rewriting files (stages/compaction_vectors.py;
+    # 5M clean records + 50k updates: 0.36 s against 2.8 s), but delta-rs 1.6.6's
+    # to_pyarrow_table cannot read a table with them, and CONTRACT section 11 says every
+    # Delta reader must. Opt in per table when your readers can (README, "How the cost
+    # grows"); vacuum purges them.
     props = {
         "delta.deletedFileRetentionDuration": f"interval {window} milliseconds",
         "delta.logRetentionDuration": f"interval {max(window, MIN_LOG_RETENTION_MS)} milliseconds",
