@@ -48,7 +48,7 @@ from typing import NamedTuple
 from framework.checks import arrow_rules, changes
 from framework.checks.scope import stage_scope
 from framework.cleaner.rules import uncleanable_after_ms
-from framework.log import file_stats, local_records, version_checksum
+from framework.log import deletion_vectors, file_stats, local_records, version_checksum
 from framework.log.commit_log import commit_actions
 
 __all__ = ["MAX_ROWS", "MAX_WHOLE_ROWS", "counted"]
@@ -101,8 +101,6 @@ def _vector_changes(folder: str, files: list[tuple[str, dict]]) -> list[tuple[st
     """A commit's adds and removes as the rows they insert and delete: a file added and
     removed in one commit, one of them with a deletion vector, by the difference of the two
     vectors; any other by its rows no vector of its own hides. None: a vector not read here."""
-    from framework.log import deletion_vectors
-
     by_path: dict[str, dict[str, dict]] = {}
     for kind, entry in files:
         by_path.setdefault(entry["path"], {})[kind] = entry
@@ -151,54 +149,34 @@ def _in_scope(path: str, wanted, hidden=None):
         return None
     marked = wanted(narrow).to_numpy(zero_copy_only=False)
     if hidden:
-        marked = marked.copy()
-        marked[np.frombuffer(hidden.to_array(), dtype=np.uint64)] = False
+        marked = marked & deletion_vectors.visible(hidden, len(marked))
     return _rows_at(parquet, np.flatnonzero(marked))
 
 
 def _rows_at(parquet, picked, names=_NAMES):
     """The rows at indexes ``picked`` (sorted) of the ``parquet`` file, in their order,
     reading whole only the row groups that hold them; None: not a partition table's."""
-    import numpy as np
-
     if not len(picked):
         return local_records.file_columns(parquet, names, row_groups=[], whole_ms=True)
-    metadata = parquet.metadata
-    sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
-    starts = np.cumsum([0, *sizes])
-    group_of = np.searchsorted(starts, picked, side="right") - 1
-    groups = np.unique(group_of)
-    rows = local_records.file_columns(parquet, names, row_groups=groups.tolist(), whole_ms=True)
-    if rows is None:
-        return None
-    # each picked row's place among the row groups read
-    read_from = np.zeros(len(sizes), dtype=np.int64)
-    read_from[groups] = np.cumsum([0, *(sizes[g] for g in groups)])[:-1]
-    places = picked - starts[group_of] + read_from[group_of]
-    return rows.take(places)
+    groups, places = local_records.row_groups_holding(parquet, picked)
+    rows = local_records.file_columns(parquet, names, row_groups=groups, whole_ms=True)
+    return None if rows is None else rows.take(places)
 
 
 def _listed(files):
     """A version's files (``plain_files``' answer) as their paths and the rows each one's
     deletion vector hides (None: one not read here)."""
-    from framework.log import deletion_vectors
-
     return list(files.paths), [deletion_vectors.hidden_rows(files.folder, add.get("deletionVector"))
                                for add in files.adds]
 
 
 def _visible_rows(table, hidden):
     """``table`` (a whole file's rows) less those ``hidden`` (a deletion vector's rows)."""
-    import numpy as np
     import pyarrow as pa
 
     if table is None or hidden is None:
         return None
-    if not hidden:
-        return table
-    visible = np.ones(table.num_rows, dtype=bool)
-    visible[np.frombuffer(hidden.to_array(), dtype=np.uint64)] = False
-    return table.filter(pa.array(visible))
+    return table.filter(pa.array(deletion_vectors.visible(hidden, table.num_rows))) if hidden else table
 
 
 def _feed_rows(entry: _Feed, made=None):
@@ -206,12 +184,10 @@ def _feed_rows(entry: _Feed, made=None):
     groups holding them when only some rows changed. Rows a deletion vector deleted
     (``made``: the offsets the change makes) are read without their values where that
     says all it needs (:func:`_deleted_rows_at`)."""
-    import numpy as np
-
     names = [*_NAMES, *(["_change_type"] if entry.change_type is None else [])]
     if entry.rows is None:
         return local_records.file_columns(entry.path, names, whole_ms=True)
-    picked = np.frombuffer(entry.rows.to_array(), dtype=np.uint64).astype(np.int64)
+    picked = deletion_vectors.indexes(entry.rows)
     parquet = local_records.opened(entry.path)
     return _rows_at(parquet, picked) if made is None else _deleted_rows_at(parquet, picked, made)
 
@@ -223,13 +199,11 @@ def _deleted_rows_at(parquet, picked, made):
     column statistics count no null value holds no tombstone, and each row's value is
     given as an empty one (the rules ask only whether it is null); the value column, most
     of a file's bytes, is then not decoded."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     metadata = parquet.metadata
-    starts = np.cumsum([0, *(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))])
-    groups = np.unique(np.searchsorted(starts, picked, side="right") - 1)
+    groups, _ = local_records.row_groups_holding(parquet, picked)
     at = parquet.schema_arrow.get_field_index("value")
     leaves = [parquet.schema.column(i).path for i in range(len(parquet.schema))]
     column = leaves.index("value") if "value" in leaves else -1
@@ -238,7 +212,7 @@ def _deleted_rows_at(parquet, picked, made):
         chunk = metadata.row_group(group).column(column)
         return chunk.is_stats_set and chunk.statistics.has_null_count and chunk.statistics.null_count == 0
 
-    if at < 0 or column < 0 or not all(no_nulls(int(g)) for g in groups):
+    if at < 0 or column < 0 or not all(no_nulls(g) for g in groups):
         return _rows_at(parquet, picked)
     names = [name for name in _NAMES if name != "value"]
     rows = _rows_at(parquet, picked, names)
@@ -257,15 +231,16 @@ def _change_rows(feed: list[_Feed]) -> list | None:
     import pyarrow.compute as pc
 
     vectored = [entry.rows is not None and entry.change_type == "delete" for entry in feed]
-    first = local_records.each_file([e for e, v in zip(feed, vectored, strict=True) if not v], _feed_rows)
+    whole = [entry for entry, by_vector in zip(feed, vectored, strict=True) if not by_vector]
+    first = local_records.each_file(whole, _feed_rows)
     if first is None:
         return None
     made = [table.filter(pc.is_in(table["_change_type"] if entry.change_type is None
                                   else pa.array([entry.change_type] * table.num_rows, pa.string()),
                                   value_set=pa.array(_MADE)))["offset"]
-            for entry, table in zip([e for e, v in zip(feed, vectored, strict=True) if not v], first, strict=True)]
+            for entry, table in zip(whole, first, strict=True)]
     offsets = pc.unique(_joined(made, pa.int64())) if made else pa.array([], pa.int64())
-    second = local_records.each_file([e for e, v in zip(feed, vectored, strict=True) if v],
+    second = local_records.each_file([entry for entry, by_vector in zip(feed, vectored, strict=True) if by_vector],
                                      lambda entry: _feed_rows(entry, offsets))
     if second is None:
         return None

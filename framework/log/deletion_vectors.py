@@ -24,8 +24,8 @@ import struct
 import uuid
 import zlib
 
-__all__ = ["MAGIC", "cardinality", "checksum_counts", "counted", "file_of", "hidden_rows", "histogram_bin",
-           "remove_file", "write", "z85_decode", "z85_encode"]
+__all__ = ["MAGIC", "cardinality", "checksum_counts", "counted", "file_of", "hidden_rows", "histogram_bin", "indexes",
+           "remove_file", "visible", "write", "z85_decode", "z85_encode"]
 
 #: The portable RoaringBitmapArray format's magic number (Delta's ``PortableRoaringBitmapArraySerializationFormat``).
 MAGIC = 1681511377
@@ -111,6 +111,23 @@ def hidden_rows(folder: str, descriptor: dict | None):
     except (ValueError, OverflowError):
         return None
     return rows if len(rows) == descriptor.get("cardinality") else None
+
+
+def indexes(rows):
+    """The row indexes of a ``pyroaring.BitMap64`` as a sorted numpy int64 array."""
+    import numpy as np
+
+    return np.frombuffer(rows.to_array(), dtype=np.uint64).astype(np.int64)
+
+
+def visible(hidden, num_rows: int):
+    """A numpy mask of a file's ``num_rows`` rows: true where ``hidden`` (its deletion
+    vector's rows, a ``pyroaring.BitMap64``) does not hide the row."""
+    import numpy as np
+
+    mask = np.ones(num_rows, dtype=bool)
+    mask[indexes(hidden)] = False
+    return mask
 
 
 def write(folder: str, vectors: list) -> list[dict]:

@@ -25,7 +25,8 @@ from framework.log import version_checksum
 from framework.log.commit_log import local_commits
 from framework.log.small_partitions import is_small
 
-__all__ = ["READ_COLUMNS", "columns", "each_file", "file_columns", "opened", "records", "small_plain_files"]
+__all__ = ["READ_COLUMNS", "columns", "each_file", "file_columns", "opened", "records", "row_groups_holding",
+           "small_plain_files"]
 
 #: A partition table's timestamp columns, and the units its files hold them in (Arrow's,
 #: Spark's INT96 read as "us").
@@ -101,6 +102,22 @@ def file_columns(path, names: list[str], row_groups: list[int] | None = None, wh
         ms = floored.cast(pa.timestamp("ms", kind.tz))
         table = table.set_column(table.schema.get_field_index(name), name, ms.cast(pa.int64()))
     return table
+
+
+def row_groups_holding(parquet, picked):
+    """The row groups of the ``parquet`` file (:func:`opened`) that hold the rows at indexes
+    ``picked`` (sorted, numpy), and each picked row's place among those groups' rows read in
+    order: what a ``read_row_groups(groups).take(places)`` needs, so that only they are read."""
+    import numpy as np
+
+    metadata = parquet.metadata
+    sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    starts = np.cumsum([0, *sizes])
+    group_of = np.searchsorted(starts, picked, side="right") - 1
+    groups = np.unique(group_of)
+    read_from = np.zeros(len(sizes), dtype=np.int64)
+    read_from[groups] = np.cumsum([0, *(sizes[g] for g in groups)])[:-1]
+    return groups.tolist(), picked - starts[group_of] + read_from[group_of]
 
 
 #: What ``topiclake read`` prints of a record (``timestamp`` as epoch milliseconds).

@@ -167,7 +167,6 @@ def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | 
     (``_file``) and its index in the file (``_row``, what a deletion vector names),
     timestamps as epoch milliseconds; None when a file's columns are not what a partition
     table writes, or its deletion vector is not read here."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -179,9 +178,7 @@ def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | 
         table = tables[0]
         wanted = keep(table)
         if hidden:
-            visible = np.ones(table.num_rows, dtype=bool)
-            visible[np.frombuffer(hidden.to_array(), dtype=np.uint64)] = False
-            wanted = pc.and_(wanted, pa.array(visible))
+            wanted = pc.and_(wanted, pa.array(deletion_vectors.visible(hidden, table.num_rows)))
         rows = table.filter(wanted).append_column("_row", pc.indices_nonzero(wanted).cast(pa.int64()))
         return rows.append_column("_file", pa.array([version_checksum.file_name(file[0])] * rows.num_rows, pa.string()))
 

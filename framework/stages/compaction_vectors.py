@@ -34,13 +34,13 @@ else gives :data:`NOT_LOCAL` with nothing committed, and Delta's MERGE runs.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 
 from framework.log import (
     commit_files,
     deletion_vectors,
+    file_stats,
     local_records,
     own_commits,
     version_checksum,
@@ -97,7 +97,7 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int,
         if stamped:
             stamps.append((local, add, stamped))
         hidden = old | new
-        if len(hidden) == _stats(add.get("stats")).get("numRecords"):
+        if len(hidden) == file_stats.of(add).records:
             emptied.append(add)  # every row gone: the file is removed, as Delta removes it
         else:
             touched.append(add)
@@ -155,8 +155,7 @@ def _stamped_copies(spark, folder: str, metadata: dict, stamps: list) -> list[di
     horizon) pairs) copied with their new delete horizon into a new file: their ``add``
     actions; None when Arrow does not write this table's files (nothing is left written).
     Only the row groups that hold them are read."""
-    import bisect
-
+    import numpy as np
     import pyarrow as pa
 
     codec = own_commits.session_codec(spark)
@@ -164,15 +163,8 @@ def _stamped_copies(spark, folder: str, metadata: dict, stamps: list) -> list[di
     for local, add, stamped in stamps:
         def read(schema, local=local, stamped=stamped):
             parquet = local_records.opened(local)
-            starts = [0]
-            for group in range(parquet.metadata.num_row_groups):
-                starts.append(starts[-1] + parquet.metadata.row_group(group).num_rows)
-            groups = sorted({bisect.bisect_right(starts, row) - 1 for row, _ in stamped})
-            sizes = [starts[g + 1] - starts[g] for g in groups]
-            read_before = dict(zip(groups, [0, *itertools.accumulate(sizes)][:-1], strict=True))
-            taken = parquet.read_row_groups(groups, columns=schema.names).cast(schema, safe=False).take(
-                [read_before[g] + row - starts[g] for row, _ in stamped
-                 for g in (bisect.bisect_right(starts, row) - 1,)])
+            groups, places = local_records.row_groups_holding(parquet, np.array([row for row, _ in stamped]))
+            taken = parquet.read_row_groups(groups, columns=schema.names).cast(schema, safe=False).take(places)
             at = schema.get_field_index("_delete_horizon")
             horizons = pa.array([horizon for _, horizon in stamped], pa.timestamp("ms", "UTC"))
             return taken.set_column(at, schema.field(at), horizons.cast(schema.field(at).type)).sort_by("offset")
@@ -192,25 +184,20 @@ def _removed(add: dict) -> dict:
                "extendedFileMetadata": True, "partitionValues": add.get("partitionValues", {}), "size": add["size"]}
     if add.get("deletionVector"):
         removed["deletionVector"] = add["deletionVector"]
-    records = _stats(add.get("stats")).get("numRecords")
+    records = file_stats.of(add).records
     if records is not None:
         removed["stats"] = json.dumps({"numRecords": records}, separators=(",", ":"))
     return removed
 
 
-def _stats(text) -> dict:
-    try:
-        stats = json.loads(text) if isinstance(text, str) else {}
-    except ValueError:
-        return {}
-    return stats if isinstance(stats, dict) else {}
-
-
 def _wide_bounds(text):
     """A file's statistics once a deletion vector hides some of its rows: the same, with
     ``tightBounds`` false (its minimums and maximums may be of hidden rows now)."""
-    stats = _stats(text)
-    if not stats:
+    try:
+        stats = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        stats = None
+    if not isinstance(stats, dict) or not stats:
         return text
     return json.dumps({**stats, "tightBounds": False}, separators=(",", ":"))
 
