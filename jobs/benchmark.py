@@ -8,8 +8,11 @@
    rewritten through Delta's transaction API), by Delta's MERGE (as before) and with the
    run's actions decided by Spark's query (as before; Arrow decides them from a local
    version's files since stop 95), on copies in the order A C B B C
-   A; on a copy whose owner turned deletion vectors on (a MERGE that marks the losers),
-   on one without the change data feed, and on one with the session's Parquet codec set
+   A; on copies whose owner turned deletion vectors on (a MERGE that marks the losers),
+   D E G F G E D: committed by topiclake with the key indexes of the clean files built by
+   an earlier run (D), by Delta's MERGE (E, as before stop 105), with every clean key read
+   (G, as before stop 106), and the first run, which builds the indexes (F); on one without
+   the change data feed, and on one with the session's Parquet codec set
    to ``lz4_raw`` (opt-in; its naive rewrite too, on a twin of its own), each copy made
    from one spare copy just before its run and deleted after; the guarantee checks (Great
    Expectations) as they run (only the
@@ -463,6 +466,8 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     # one without the change data feed (how tables were before it), one compressed by LZ4_RAW
     plain = contextlib.nullcontext
     vectors, vectors_by_merge = "compaction, deletion vectors (opt-in)", "compaction, deletion vectors by Delta's MERGE"
+    vectors_unindexed = "compaction, deletion vectors, no key index (as before)"
+    vectors_first = "compaction, deletion vectors, first run (key indexes built)"
     guarantees = Guarantees(spark, warehouse)
 
     def stage_check(partition_log, planned, outcome):
@@ -472,18 +477,25 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
                           first_uncleanable_offset=planned.measure.first_uncleanable_offset,
                           cleaned_up_to=outcome.cleaned_up_to)
 
-    # the deletion-vector copies as D E E D: committed by topiclake (D) against Delta's MERGE
-    # (E, as before); each D's guarantee checks timed after it
+    # the deletion-vector copies as D E G F G E D: committed by topiclake with the clean
+    # files' key indexes an earlier run built (D, as a run after the first finds them),
+    # against Delta's MERGE (E, as before stop 105), against the keys read without the
+    # index (G, as before stop 106), and the first run, which builds them (F); each D's
+    # guarantee checks timed after it
     on = "'delta.enableDeletionVectors' = 'true'"
     for name, way, label, setting in (
             ("c1", _decided_by_spark, f"{by_spark} (c1)", None), ("b1", _committed_by_merge, f"{merge} (b1)", None),
             ("b2", _committed_by_merge, f"{merge} (b2)", None), ("c2", _decided_by_spark, f"{by_spark} (c2)", None),
             ("a2", plain, f"{shipped} (a2)", None),
             ("d1", plain, f"{vectors} (d1)", on), ("e1", _vectors_by_merge, f"{vectors_by_merge} (e1)", on),
+            ("g1", _without_key_index, f"{vectors_unindexed} (g1)", on), ("f1", plain, vectors_first, on),
+            ("g2", _without_key_index, f"{vectors_unindexed} (g2)", on),
             ("e2", _vectors_by_merge, f"{vectors_by_merge} (e2)", on), ("d2", plain, f"{vectors} (d2)", on),
             ("no-cdf", plain, "compaction, no change data feed", "'delta.enableChangeDataFeed' = 'false'"),
             ("lz4", lambda: _session_codec(spark, "lz4_raw"), "compaction, lz4_raw (opt-in)", None)):
         copy = partition_copy(name, setting)
+        if name.startswith("d"):  # (untimed) the indexes a run before this one built
+            _key_indexes_built(copy, now)
         with way():
             done_here = _timed(f"[{tag}] {label}", results, lambda copy=copy: compact(copy))
         if name.startswith("d"):
@@ -492,7 +504,8 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
             if not verdict.passed:
                 differing.append(f"{copy.path}: its checks failed")
         done(copy.path)
-    for side, label in (("a", shipped), ("b", merge), ("c", by_spark), ("d", vectors), ("e", vectors_by_merge)):
+    for side, label in (("a", shipped), ("b", merge), ("c", by_spark), ("d", vectors), ("e", vectors_by_merge),
+                        ("g", vectors_unindexed)):
         results[f"[{tag}] {label}"] = round(
             (results[f"[{tag}] {label} ({side}1)"] + results[f"[{tag}] {label} ({side}2)"]) / 2, 3)
     results[f"[{tag}] guarantee checks, deletion vectors"] = min(
@@ -1710,6 +1723,23 @@ def _vectors_by_merge():
         yield
 
 
+def _without_key_index():
+    """A compaction's clean files read whole for their keys, as before stop 106 looked them
+    up in the files' key indexes (``framework/log/key_index.py``)."""
+    from framework.log import key_index
+
+    return mock.patch.object(key_index, "MIN_ROWS", 2**62)
+
+
+def _key_indexes_built(partition_log, now: int) -> None:
+    """The key indexes of ``partition_log``'s large clean files, as its first compaction with
+    deletion vectors on builds them (the decision only; nothing committed)."""
+    from framework.stages import arrow_actions, compaction
+
+    planned = compaction.plan(partition_log, now)
+    arrow_actions.decided(partition_log, planned, planned.measure.first_uncleanable_offset)
+
+
 def _decided_by_spark():
     """A compaction's actions decided by Spark's query (``compaction.compaction_actions``),
     as before stop 95, not by Arrow from the version's files."""
@@ -2732,6 +2762,10 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
         ratios[f"[{tag}] naive rewrite / compaction with deletion vectors"] = round(naive / with_vectors, 2)
         ratios[f"[{tag}] compaction with deletion vectors / by Delta's MERGE (as before)"] = round(
             with_vectors / results[f"[{tag}] compaction, deletion vectors by Delta's MERGE"], 2)
+        ratios[f"[{tag}] compaction with deletion vectors / without the key index (as before)"] = round(
+            with_vectors / results[f"[{tag}] compaction, deletion vectors, no key index (as before)"], 2)
+        ratios[f"[{tag}] first compaction with deletion vectors (key indexes built) / a later one"] = round(
+            results[f"[{tag}] compaction, deletion vectors, first run (key indexes built)"] / with_vectors, 2)
         ratios[f"[{tag}] checks / compaction, with deletion vectors"] = round(
             results[f"[{tag}] guarantee checks, deletion vectors"] / with_vectors, 2)
         ratios[f"[{tag}] naive rewrite / compaction, both lz4_raw (opt-in)"] = round(
@@ -2752,6 +2786,8 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
                               (", Delta's MERGE", "compaction, Delta's MERGE (as before)"),
                               (", deletion vectors", "compaction, deletion vectors (opt-in)"),
                               (", deletion vectors, d2 against d2", "compaction, deletion vectors (opt-in) (d2)"),
+                              (", deletion vectors, no key index (as before)",
+                               "compaction, deletion vectors, no key index (as before)"),
                               (", deletion vectors by Delta's MERGE", "compaction, deletion vectors by Delta's MERGE")):
             ratios[f"growth {small} -> {large}{suffix}"] = round(
                 results[f"[{large}] {label}"] / results[f"[{small}] {label}"], 2)

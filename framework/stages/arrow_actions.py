@@ -14,6 +14,14 @@ records, and the clean tombstones). Each record's fate is ``compaction_actions``
 Arrow's compute functions; ``tests/test_compaction_actions.py`` pins the two deciders to
 the same actions on the same versions, for every strategy.
 
+A clean file of ``key_index.MIN_ROWS`` records or more with a key index
+(``framework/log/key_index.py``) is not read for its keys: the dirty keys are looked up in
+the index, which gives their rows and offsets, and only the file's horizon, size and rank
+columns are read (:func:`_looked_up`). On a table with deletion vectors on, whose clean
+files outlive the runs, the index is built the first time the file is read whole
+(:func:`_read_clean`). ``tests/test_key_index.py`` pins the decision through the index to
+the decision made by reading every key, run after run.
+
 The decided actions reach Arrow's rewrite as they are (:func:`changes`); the DataFrame a
 MERGE or Spark's writer reads is made only when one of them runs (:func:`decide`).
 
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 from framework.cleaner import arrow_ranks
 from framework.cleaner import rules as cleaner
-from framework.log import deletion_vectors, local_records, version_checksum
+from framework.log import deletion_vectors, file_stats, key_index, local_records, version_checksum
 from framework.spec import TopicConfig
 from framework.stages.compaction import DELETE, KEEP, STAMP
 
@@ -144,12 +152,7 @@ def decided(log, plan, cleanable_end: int):
             keys = (pc.unique(dirty_rows["key"].drop_null())
                     if dirty_rows is not None and clean_end < cleanable_end else None)
 
-            def wanted(rows):
-                tombstone = pc.is_valid(rows["_delete_horizon"])
-                touched = tombstone if keys is None else pc.or_(pc.is_in(rows["key"], value_set=keys), tombstone)
-                return pc.and_(pc.less(rows["offset"], clean_end), touched)
-
-            clean = _read(version_checksum.holding_offsets(files, None, clean_end), names, wanted)
+            clean = _read_clean(version_checksum.holding_offsets(files, None, clean_end), names, keys, clean_end)
             if clean is None:
                 return None
             frame += [part.append_column("_tomb", pc.is_valid(part["_delete_horizon"])) for part in clean]
@@ -163,26 +166,98 @@ def decided(log, plan, cleanable_end: int):
 
 def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | None:
     """The ``names`` columns of the rows of ``files`` that ``keep`` marks and no deletion
-    vector hides, a table a file (a file per core at once), each row with its file's name
-    (``_file``) and its index in the file (``_row``, what a deletion vector names),
-    timestamps as epoch milliseconds; None when a file's columns are not what a partition
-    table writes, or its deletion vector is not read here."""
+    vector hides, a table a file (a file per core at once; :func:`_read_file`); None when a
+    file's columns are not what a partition table writes, or its deletion vector is not
+    read here."""
+    return local_records.each_file(list(zip(files.paths, files.adds, strict=True)),
+                                   lambda file: _read_file(files, file, names, keep))
+
+
+def _read_file(files: version_checksum.PlainFiles, file: tuple, names: list[str], keep, indexed: bool = False):
+    """Of one of ``files`` (a ``(path, add)`` pair), the ``names`` columns of the rows that
+    ``keep`` marks and no deletion vector hides, each with its index in the file (``_row``,
+    what a deletion vector names) and its file's name (``_file``), timestamps as epoch
+    milliseconds; None when its columns are not what a partition table writes, or its
+    deletion vector is not read here. With ``indexed``, the file's key index is built from
+    the keys read (``key_index.build``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    path, add = file
+    tables = local_records.columns(files.only([file]), names)
+    hidden = deletion_vectors.hidden_rows(files.folder, add.get("deletionVector"))
+    if tables is None or hidden is None:
+        return None
+    table = tables[0]
+    if indexed:
+        key_index.build(files.folder, path, add["size"], table["key"], table["offset"])
+    wanted = keep(table)
+    if hidden:
+        wanted = pc.and_(wanted, pa.array(deletion_vectors.visible(hidden, table.num_rows)))
+    rows = table.filter(wanted).append_column("_row", pc.indices_nonzero(wanted).cast(pa.int64()))
+    return _named(rows, path)
+
+
+def _named(rows, path: str):
+    """``rows`` with their file's name (``_file``)."""
+    import pyarrow as pa
+
+    return rows.append_column("_file", pa.array([version_checksum.file_name(path)] * rows.num_rows, pa.string()))
+
+
+def _read_clean(files: version_checksum.PlainFiles, names: list[str], keys, clean_end: int) -> list | None:
+    """What :func:`_read` gives of the clean section's ``files``: their records below
+    ``clean_end`` whose key is one of ``keys`` (an Arrow array; None for none) and their
+    tombstones (a horizon set). A file of ``key_index.MIN_ROWS`` records or more is looked
+    up in its key index (:func:`_looked_up`) when it has one; on a table with deletion
+    vectors on (its files outlive the runs), one is built as the file is read."""
+    import pyarrow.compute as pc
+
+    def wanted(rows):
+        tombstone = pc.is_valid(rows["_delete_horizon"])
+        touched = tombstone if keys is None else pc.or_(pc.is_in(rows["key"], value_set=keys), tombstone)
+        return pc.and_(pc.less(rows["offset"], clean_end), touched)
+
+    vectors_on = str(files.configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
+
     def read(file):
-        tables = local_records.columns(files.only([file]), names)
-        hidden = deletion_vectors.hidden_rows(files.folder, file[1].get("deletionVector"))
-        if tables is None or hidden is None:
-            return None
-        table = tables[0]
-        wanted = keep(table)
-        if hidden:
-            wanted = pc.and_(wanted, pa.array(deletion_vectors.visible(hidden, table.num_rows)))
-        rows = table.filter(wanted).append_column("_row", pc.indices_nonzero(wanted).cast(pa.int64()))
-        return rows.append_column("_file", pa.array([version_checksum.file_name(file[0])] * rows.num_rows, pa.string()))
+        path, add = file
+        records = file_stats.of(add).records
+        large = records is not None and records >= key_index.MIN_ROWS
+        index = key_index.load(files.folder, path, add.get("size"), records) if large else None
+        if index is None:
+            return _read_file(files, file, names, wanted, indexed=large and vectors_on)
+        looked_up = _looked_up(files, file, names, index, keys, clean_end)
+        return looked_up if looked_up is not None else _read_file(files, file, names, wanted)
 
     return local_records.each_file(list(zip(files.paths, files.adds, strict=True)), read)
+
+
+def _looked_up(files: version_checksum.PlainFiles, file: tuple, names: list[str], index, keys, clean_end: int):
+    """:func:`_read_file` of a clean file with a key index: the rows of ``keys`` found in
+    the index and the tombstones found by the horizon column, their keys and offsets taken
+    from the index and their other columns read (the key column, most of the read, is not).
+    None when a column is not what a partition table writes or the deletion vector is not
+    read here."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path, add = file
+    table = local_records.file_columns(path, [name for name in names if name not in ("key", "offset")])
+    hidden = deletion_vectors.hidden_rows(files.folder, add.get("deletionVector"))
+    if table is None or hidden is None:
+        return None
+    matched = index.rows_of(keys) if keys is not None else np.empty(0, np.int64)
+    tombstones = np.flatnonzero(pc.is_valid(table["_delete_horizon"]).to_numpy(zero_copy_only=False))
+    rows = np.union1d(matched, tombstones).astype(np.int64)
+    rows = rows[index.offsets_at(rows) < clean_end]
+    if hidden:
+        rows = rows[deletion_vectors.visible(hidden, table.num_rows)[rows]]
+    taken = table.take(pa.array(rows))
+    found = {"key": index.keys_at(rows), "offset": pa.array(index.offsets_at(rows), pa.int64())}
+    columns = {name: found[name] if name in found else taken[name] for name in names}
+    return _named(pa.table({**columns, "_row": pa.array(rows, pa.int64())}), path)
 
 
 def _fates(rows, config: TopicConfig, now_ms: int):

@@ -401,5 +401,7 @@ class Maintenance:
                       f"vacuum {'ran (' + result.vacuumed_because + ')' if result.vacuumed_because else 'not needed'}, "
                       f"{result.files_deleted} file(s) deleted" + (
                           f", {result.temporary_files_deleted} abandoned commit temporary file(s) deleted"
-                          if result.temporary_files_deleted else ""))
+                          if result.temporary_files_deleted else "") + (
+                          f", {result.key_indexes_deleted} key index(es) of deleted files deleted"
+                          if result.key_indexes_deleted else ""))
         return result

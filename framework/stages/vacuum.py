@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from framework import faults
 from framework.cleaner.rules import purge_due, vacuum_due
 from framework.errors import ArgumentError
-from framework.log import own_vacuum
+from framework.log import key_index, own_vacuum
 from framework.log.abandoned_temporaries import delete_abandoned
 from framework.log.commit_log import HISTORY_PAGE, Commit, first_version_since, read_commits
 from framework.log.delta_commits import commit_metadata, session_confs
@@ -45,6 +45,8 @@ class VacuumResult:
     vacuumed_because: str | None = None
     #: commits' temporary files that killed writers left in ``_delta_log`` (abandoned_temporaries)
     temporary_files_deleted: int = 0
+    #: key indexes of data files gone (``key_index.sweep``)
+    key_indexes_deleted: int = 0
 
 
 def check_window(spec_window_ms: int, requested_ms: int | None, unsafe: bool) -> int:
@@ -126,7 +128,7 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
     version_after = _commit_summaries(log, 1)[0].version
     oldest = oldest_readable_version(log, window, wall_now)
     return VacuumResult(log.partition, window, changed, purge, version_before, version_after, deleted, oldest,
-                        sweep, delete_abandoned(log.path, wall_now, log.spark))
+                        sweep, delete_abandoned(log.path, wall_now, log.spark), key_index.sweep(log.path, wall_now))
 
 
 def purge_leaves_old_files(window_ms: int) -> bool:
