@@ -275,7 +275,8 @@ def _counted_both_ways(spark, warehouse, check, monkeypatch):
     return found, by_spark
 
 
-def test_arrow_counts_a_check_over_deletion_vectors_as_spark_does(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("indexed", [False, True], ids=["keys read", "keys looked up"])
+def test_arrow_counts_a_check_over_deletion_vectors_as_spark_does(spark, tmp_path, monkeypatch, indexed):
     """The compaction check of a table with deletion vectors, counted by Arrow from the
     files and their vectors (``arrow_scope``), pinned to Spark's scoped check (which reads
     Delta's change data feed, itself diffing the vectors): two healthy runs, the second
@@ -283,9 +284,23 @@ def test_arrow_counts_a_check_over_deletion_vectors_as_spark_does(spark, tmp_pat
     UPDATE with deletion vectors on (a winner removed; a kept record changed, the feed then
     written as files), each of which both count as a violation; and a kept record deleted
     and appended back as it was, which neither counts as one. The third run deletes from a file with no tombstone, whose
-    deleted rows Arrow reads without their values, unless the change makes their offset again."""
+    deleted rows Arrow reads without their values, unless the change makes their offset again.
+    Keys looked up: every file indexed (the size floor lowered), the compactions build the
+    indexes, and the check reads the after version's and the deleted rows' keys and offsets
+    from them (``key_index``)."""
     from framework.checks import arrow_scope
     from framework.checks.guarantees import _context
+    from framework.log import key_index
+
+    looked_up = []
+    if indexed:
+        monkeypatch.setattr(key_index, "MIN_ROWS", 1)
+        shipped_offsets = key_index.KeyIndex.offsets_at
+        monkeypatch.setattr(key_index.KeyIndex, "offsets_at", lambda self, rows: (
+            looked_up.append("deleted rows"), shipped_offsets(self, rows))[1])
+        shipped_rows = key_index.KeyIndex.rows_of
+        monkeypatch.setattr(key_index.KeyIndex, "rows_of", lambda self, wanted: (
+            looked_up.append("in scope"), shipped_rows(self, wanted))[1])
 
     shipped, read_names = arrow_scope._rows_at, []
     monkeypatch.setattr(arrow_scope, "_rows_at", lambda parquet, picked, names=arrow_scope._NAMES: (
@@ -318,6 +333,7 @@ def test_arrow_counts_a_check_over_deletion_vectors_as_spark_does(spark, tmp_pat
     cases.append(("and a kept record deleted and appended back", _check_of(log, result, log.snapshot().version)))
     spark.sql(f"UPDATE {table} SET value = 'changed again' WHERE offset = {kept}")
     cases.append(("and a kept record changed", _check_of(log, result, log.snapshot().version)))
+    looked_up.clear()  # (the compactions' own lookups)
     for what, check in cases:
         found, by_spark = _counted_both_ways(spark, warehouse, check, monkeypatch)
         assert found is not None, what
@@ -327,3 +343,4 @@ def test_arrow_counts_a_check_over_deletion_vectors_as_spark_does(spark, tmp_pat
         context = {"partition": check.log.partition, **_context("compact", scope, bounds, check.now_ms)}
         assert context == by_spark.context, what
     assert any("value" not in names for names in read_names), "no deleted row read without its value"
+    assert set(looked_up) == ({"deleted rows", "in scope"} if indexed else set())

@@ -125,7 +125,7 @@ SPEC = {"topic": "indexed", "partitions": 1,
         "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}}
 
 
-def _produce(topic, first: int, count: int, keys: int) -> None:
+def _produce(topic, first: int, count: int, keys: int, tombstones: bool = True) -> None:
     import base64
 
     def key(n: int):  # a binary topic's keys end in zero bytes and are not UTF-8
@@ -133,7 +133,8 @@ def _produce(topic, first: int, count: int, keys: int) -> None:
             return {"base64": base64.b64encode(b"\xff" + bytes([n % 256, n // 256]) + b"\x00" * (n % 3)).decode()}
         return f"k{n}"
 
-    raw = [(i, {"key": key((first + i) * 7 % keys), "value": None if (first + i) % 9 == 0 else f"v{first + i}",
+    raw = [(i, {"key": key((first + i) * 7 % keys),
+                "value": None if tombstones and (first + i) % 9 == 0 else f"v{first + i}",
                 "timestamp": NOW - DAY_MS + first + i, "headers": {}}) for i in range(count)]
     produce(topic, parse_records(raw, topic.spec, "test"), NOW)
 
@@ -231,3 +232,42 @@ def test_the_vacuum_stage_sweeps_the_indexes_of_vacuumed_files(spark, tmp_path, 
     assert all(os.path.exists(os.path.join(log.path, os.path.relpath(index, os.path.join(
         log.path, key_index.FOLDER))[: -len(".keys")])) for index in left)
     assert set(indexes) - set(left), "nothing swept"
+
+
+@pytest.mark.parametrize("key_type", ["string", "binary"])
+def test_the_check_reads_through_the_index_what_it_reads_from_the_columns(spark, tmp_path, key_type):
+    """``arrow_scope``'s reads of a file's records in scope and of the rows a deletion vector
+    deleted, through the file's key index and from its columns, on the same rows: the same
+    records."""
+    from pyroaring import BitMap64
+
+    from framework.checks import arrow_scope
+    from framework.log import local_records
+
+    topic = Topic(spark, Warehouse.resolve(str(tmp_path / "w")),
+                  parse_spec({**SPEC, "key": {"type": key_type}}, "test"))
+    topic.create()
+    _produce(topic, 0, 400, 97, tombstones=False)  # (the deleted rows' values then not read)
+    log = topic.partition(0)
+    data_file = next(os.path.join(folder, name) for folder, _, names in os.walk(log.path)
+                     for name in names if name.endswith(".parquet") and "_delta_log" not in folder)
+    read = local_records.file_columns(data_file, ["key", "offset"])
+    assert key_index.build(log.path, data_file, 1, read["key"], read["offset"])
+    index = key_index.load(log.path, data_file, 1, read.num_rows)
+    generator = random.Random(5)
+    for _ in range(4):
+        keys = pc.unique(read["key"].take(pa.array(generator.sample(range(read.num_rows), 30))))
+        low, high = sorted(generator.sample(range(400), 2))
+        hidden = BitMap64(generator.sample(range(read.num_rows), 50))
+
+        def by_offset(offset, low=low, high=high):
+            return pc.or_(pc.less(offset, low), pc.greater_equal(offset, high))
+
+        looked_up = arrow_scope._in_scope(data_file, by_offset, keys, hidden, index)
+        assert looked_up.equals(arrow_scope._in_scope(data_file, by_offset, keys, hidden))
+        assert looked_up.num_rows and looked_up.num_rows != read.num_rows
+        picked = np.array(sorted(hidden), np.int64)
+        parquet = local_records.opened(data_file)
+        made = pa.array([], pa.int64())
+        through = arrow_scope._deleted_rows_at(parquet, picked, made, index)
+        assert through.equals(arrow_scope._deleted_rows_at(parquet, picked, made)) and through.num_rows == 50

@@ -48,7 +48,7 @@ from typing import NamedTuple
 from framework.checks import arrow_rules, changes
 from framework.checks.scope import stage_scope
 from framework.cleaner.rules import uncleanable_after_ms
-from framework.log import deletion_vectors, file_stats, local_records, version_checksum
+from framework.log import deletion_vectors, file_stats, key_index, local_records, version_checksum
 from framework.log.commit_log import commit_actions
 
 __all__ = ["MAX_ROWS", "MAX_WHOLE_ROWS", "counted"]
@@ -71,6 +71,8 @@ class _Feed(NamedTuple):
     path: str
     change_type: str | None
     rows: object = None
+    #: the file's key index (``key_index.load``), when only some of its rows changed and it has one
+    index: object = None
 
 
 def _feed(path: str, folder: str, version_before: int, version_after: int) -> list[_Feed] | None:
@@ -93,7 +95,9 @@ def _feed(path: str, folder: str, version_before: int, version_after: int) -> li
         changed = _vector_changes(folder, files) if not cdc else [(None, entry, None) for _, entry in files]
         if changed is None:
             return None
-        found += [_Feed(os.path.join(folder, unquote(entry["path"])), kind, rows) for kind, entry, rows in changed]
+        for kind, entry, rows in changed:
+            file = os.path.join(folder, unquote(entry["path"]))
+            found.append(_Feed(file, kind, rows, None if rows is None else _index_of(folder, file, entry)))
     return found
 
 
@@ -137,17 +141,37 @@ def _visible(entry: dict, hidden):
     return every - hidden
 
 
-def _in_scope(path: str, wanted, hidden=None):
-    """The rows of the file at ``path`` that ``wanted`` (over its offset and key columns)
-    marks and no deletion vector (``hidden``) hides, reading whole only the row groups that
-    hold them; None: not a partition table's."""
+def _index_of(folder: str, path: str, add: dict):
+    """The key index of a large data file (``key_index.load``), else None."""
+    records = file_stats.of(add).records
+    if records is None or records < key_index.MIN_ROWS:
+        return None
+    return key_index.load(folder, path, add.get("size"), records)
+
+
+def _in_scope(path: str, by_offset, keys, hidden=None, index=None):
+    """The rows of the file at ``path`` whose offset ``by_offset`` marks (a mask of an
+    offset column) or whose key is one of ``keys`` (None: none), and that no deletion
+    vector (``hidden``) hides, reading whole only the row groups that hold them; the
+    offsets and keys from the file's key index when it has one (``index``), else from its
+    columns. None: not a partition table's."""
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     parquet = local_records.opened(path)
-    narrow = local_records.file_columns(parquet, ["offset", "key"])
-    if narrow is None:
-        return None
-    marked = wanted(narrow).to_numpy(zero_copy_only=False)
+    if index is not None:
+        marked = by_offset(pa.array(index.offsets)).to_numpy(zero_copy_only=False, writable=True)
+        if keys is not None:
+            marked[index.rows_of(keys)] = True
+    else:
+        narrow = local_records.file_columns(parquet, ["offset", "key"])
+        if narrow is None:
+            return None
+        mask = by_offset(narrow["offset"])
+        if keys is not None:
+            mask = pc.or_(mask, pc.fill_null(pc.is_in(narrow["key"], value_set=keys.cast(narrow["key"].type)), False))
+        marked = mask.to_numpy(zero_copy_only=False)
     if hidden:
         marked = marked & deletion_vectors.visible(hidden, len(marked))
     return _rows_at(parquet, np.flatnonzero(marked))
@@ -189,16 +213,17 @@ def _feed_rows(entry: _Feed, made=None):
         return local_records.file_columns(entry.path, names, whole_ms=True)
     picked = deletion_vectors.indexes(entry.rows)
     parquet = local_records.opened(entry.path)
-    return _rows_at(parquet, picked) if made is None else _deleted_rows_at(parquet, picked, made)
+    return _rows_at(parquet, picked) if made is None else _deleted_rows_at(parquet, picked, made, entry.index)
 
 
-def _deleted_rows_at(parquet, picked, made):
+def _deleted_rows_at(parquet, picked, made, index=None):
     """:func:`_rows_at` of rows a deletion vector deleted, their ``value`` read only where
     the rules look at more than whether it is null: where the change makes another record
     at the offset (``made``), the pairing compares the two. Elsewhere a row group whose
     column statistics count no null value holds no tombstone, and each row's value is
     given as an empty one (the rules ask only whether it is null); the value column, most
-    of a file's bytes, is then not decoded."""
+    of a file's bytes, is then not decoded, nor the key column where the file's key index
+    (``index``) gives the keys and offsets."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -215,7 +240,15 @@ def _deleted_rows_at(parquet, picked, made):
     if at < 0 or column < 0 or not all(no_nulls(g) for g in groups):
         return _rows_at(parquet, picked)
     names = [name for name in _NAMES if name != "value"]
-    rows = _rows_at(parquet, picked, names)
+    if index is None:
+        rows = _rows_at(parquet, picked, names)
+    else:
+        rest = _rows_at(parquet, picked, [name for name in names if name not in ("key", "offset")])
+        # (each column with the file's own field: its offset is NOT NULL)
+        rows = None if rest is None else rest.append_column(
+            parquet.schema_arrow.field("offset"), pa.array(index.offsets_at(picked), pa.int64())).append_column(
+            parquet.schema_arrow.field("key"), index.keys_at(picked).cast(parquet.schema_arrow.field("key").type)
+        ).select(names)
     if rows is None or pc.any(pc.is_in(rows["offset"], value_set=made)).as_py():
         return _rows_at(parquet, picked)
     kind = parquet.schema_arrow.field(at).type
@@ -346,15 +379,13 @@ def _compaction_counted(check, state_after, dirty_from: int):
         keys = pc.unique(_joined(touched_keys, touched_keys[0].type)).drop_null() if touched_keys else None
         offsets = pc.unique(_joined(touched_offsets, pa.int64()))
 
-        def wanted(rows):
-            mask = pc.or_(pc.greater_equal(rows["offset"], dirty_from), pc.less(rows["offset"], start))
-            mask = pc.or_(mask, pc.is_in(rows["offset"], value_set=offsets))
-            if keys is not None:
-                mask = pc.or_(mask, pc.fill_null(pc.is_in(rows["key"], value_set=keys.cast(rows["key"].type)), False))
-            return mask
+        def by_offset(offset):
+            mask = pc.or_(pc.greater_equal(offset, dirty_from), pc.less(offset, start))
+            return pc.or_(mask, pc.is_in(offset, value_set=offsets))
 
-        after = local_records.each_file(list(zip(after_files.paths, after_hidden, strict=True)),
-                                        lambda file: _in_scope(file[0], wanted, file[1]))
+        after = local_records.each_file(
+            list(zip(after_files.paths, after_files.adds, after_hidden, strict=True)),
+            lambda file: _in_scope(file[0], by_offset, keys, file[2], _index_of(after_files.folder, file[0], file[1])))
         if after is None or sum(table.num_rows for table in after) > MAX_ROWS:
             return None
         outside = {"records_before": records[0], "records_after": records[1], "time_boundary": None,
