@@ -1737,7 +1737,7 @@ def _key_indexes_built(partition_log, now: int) -> None:
     from framework.stages import arrow_actions, compaction
 
     planned = compaction.plan(partition_log, now)
-    arrow_actions.decided(partition_log, planned, planned.measure.first_uncleanable_offset)
+    arrow_actions.decided(partition_log, planned, planned.measure.first_uncleanable_offset, build_indexes=True)
 
 
 def _decided_by_spark():

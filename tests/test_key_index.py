@@ -147,7 +147,7 @@ def _decided_both_ways(log, monkeypatch):
     with monkeypatch.context() as patched:
         patched.setattr(key_index, "MIN_ROWS", 10**12)
         read = arrow_actions.decided(log, planned, end)
-    looked_up = arrow_actions.decided(log, planned, end)
+    looked_up = arrow_actions.decided(log, planned, end, build_indexes=True)
     order = [("_file", "ascending"), ("_row", "ascending")]
     return looked_up.sort_by(order), read.sort_by(order)
 
@@ -190,6 +190,28 @@ def test_a_decision_through_the_key_index_is_the_decision_made_by_reading_every_
         assert rows["indexed"] == rows["read"], f"run {run}"
     built = [name for _, _, names in os.walk(os.path.join(indexed.path, key_index.FOLDER)) for name in names]
     assert built and not os.path.exists(os.path.join(topics["read"].partition(0).path, key_index.FOLDER))
+
+
+def test_a_plan_writes_no_index_a_run_does(spark, tmp_path, monkeypatch):
+    """``topiclake plan`` decides as the run does, through the indexes it finds, and builds
+    none: only the run writes into the table's folder."""
+    from framework.log.consumer_offsets import ConsumerOffsets
+    from framework.stages.planning import plan_partition
+
+    monkeypatch.setattr(key_index, "MIN_ROWS", 1)
+    warehouse = Warehouse.resolve(str(tmp_path / "w"))
+    topic = Topic(spark, warehouse, parse_spec(SPEC, "test"))
+    topic.create()
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    _produce(topic, 0, 60, 20)
+    assert compaction.execute(log, compaction.plan(log, NOW, force=True)).committed
+    _produce(topic, 60, 20, 20)
+    folder = os.path.join(log.path, key_index.FOLDER)
+    planned = plan_partition(log, NOW + 2 * DAY_MS, ConsumerOffsets(spark, warehouse), force=True)
+    assert planned.compaction_would_remove and not os.path.exists(folder)
+    assert compaction.execute(log, compaction.plan(log, NOW + 2 * DAY_MS, force=True)).committed
+    assert os.listdir(folder)
 
 
 def test_a_wrong_index_is_caught_by_the_parity(spark, tmp_path, monkeypatch):

@@ -70,7 +70,7 @@ def decide(log, plan, cleanable_end: int):
 
     from framework.stages.compaction_batch import DecidedActions
 
-    actions = decided(log, plan, cleanable_end)
+    actions = decided(log, plan, cleanable_end, build_indexes=True)
     if actions is None:
         return None
     # a local relation costs a round trip to the JVM (0.4 to 0.9 s in a new process at
@@ -121,10 +121,11 @@ def by_reason(actions) -> dict[str, dict[str, int]]:
             for row in counted.to_pylist()}
 
 
-def decided(log, plan, cleanable_end: int):
+def decided(log, plan, cleanable_end: int, build_indexes: bool = False):
     """``compaction_actions`` of ``plan``'s version up to ``cleanable_end`` with the records'
     files carried, as an Arrow table of :func:`_schema`; None where Spark decides (the
-    module's text)."""
+    module's text). With ``build_indexes`` (a run's decision; ``topiclake plan`` writes
+    nothing) the large clean files' key indexes are built where they are missing."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -152,7 +153,8 @@ def decided(log, plan, cleanable_end: int):
             keys = (pc.unique(dirty_rows["key"].drop_null())
                     if dirty_rows is not None and clean_end < cleanable_end else None)
 
-            clean = _read_clean(version_checksum.holding_offsets(files, None, clean_end), names, keys, clean_end)
+            clean = _read_clean(version_checksum.holding_offsets(files, None, clean_end), names, keys, clean_end,
+                                build_indexes)
             if clean is None:
                 return None
             frame += [part.append_column("_tomb", pc.is_valid(part["_delete_horizon"])) for part in clean]
@@ -205,12 +207,14 @@ def _named(rows, path: str):
     return rows.append_column("_file", pa.array([version_checksum.file_name(path)] * rows.num_rows, pa.string()))
 
 
-def _read_clean(files: version_checksum.PlainFiles, names: list[str], keys, clean_end: int) -> list | None:
+def _read_clean(files: version_checksum.PlainFiles, names: list[str], keys, clean_end: int,
+                build_indexes: bool) -> list | None:
     """What :func:`_read` gives of the clean section's ``files``: their records below
     ``clean_end`` whose key is one of ``keys`` (an Arrow array; None for none) and their
     tombstones (a horizon set). A file of ``key_index.MIN_ROWS`` records or more is looked
-    up in its key index (:func:`_looked_up`) when it has one; on a table with deletion
-    vectors on (its files outlive the runs), one is built as the file is read."""
+    up in its key index (:func:`_looked_up`) when it has one; with ``build_indexes``, on a
+    table with deletion vectors on (its files outlive the runs), one is built as the file
+    is read."""
     import pyarrow.compute as pc
 
     def wanted(rows):
@@ -219,6 +223,7 @@ def _read_clean(files: version_checksum.PlainFiles, names: list[str], keys, clea
         return pc.and_(pc.less(rows["offset"], clean_end), touched)
 
     vectors_on = str(files.configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
+    build_indexes = build_indexes and vectors_on
 
     def read(file):
         path, add = file
@@ -226,7 +231,7 @@ def _read_clean(files: version_checksum.PlainFiles, names: list[str], keys, clea
         large = records is not None and records >= key_index.MIN_ROWS
         index = key_index.load(files.folder, path, add.get("size"), records) if large else None
         if index is None:
-            return _read_file(files, file, names, wanted, indexed=large and vectors_on)
+            return _read_file(files, file, names, wanted, indexed=large and build_indexes)
         looked_up = _looked_up(files, file, names, index, keys, clean_end)
         return looked_up if looked_up is not None else _read_file(files, file, names, wanted)
 
