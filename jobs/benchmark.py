@@ -428,6 +428,7 @@ def bench_compaction(spark, warehouse, clean: int, updates: int, now: int, resul
     # during the timed runs cost the first of them seconds (docs/performance-log.md, stop 99).
     source = os.path.join(warehouse.root, f"source-{tag}")
     shutil.copytree(log.path, source)
+    os.sync()  # (its pages written back before a1, the first timed run, writes its own, as fresh() does)
     differing: list[str] = []
 
     def fresh(path: str, setting: str | None = None) -> str:

@@ -26,7 +26,10 @@ same scope is read here as Delta lays it out:
   statistics may hold them).
 * **The after version's records in scope**: of each file (a file per core), its offset and
   key columns decide which rows are in scope (less those its deletion vector hides); only
-  the row groups holding those are read whole.
+  the row groups holding those are read whole. A file with a key index
+  (``framework/log/key_index.py``) is not read for them: its offsets are the index's, and
+  the touched keys' rows are looked up; the rows a vector deleted get their keys and
+  offsets from it too.
 
 The before version's records in scope are netted from these (``arrow_rules``), and the
 bounds outside the pairing are the files' statistics, as Spark's scoped check takes them.
