@@ -83,8 +83,10 @@ def test_a_hash_only_proposes_rows_the_key_bytes_decide(tmp_path, monkeypatch):
 
 def test_what_an_index_cannot_hold_is_not_built(tmp_path):
     data_file = _file(str(tmp_path))
-    for keys in (pa.array(["a", None], pa.string()), pa.array(["a", "x" * (key_index.MAX_KEY_BYTES + 1)])):
+    for keys in (pa.array(["a", None], pa.string()), pa.array(["a", "x" * (key_index.MAX_KEY_BYTES + 1)]),
+                 pa.array(["a", "b"], pa.large_string()), pa.array([1, 2], pa.int64())):
         assert not key_index.build(str(tmp_path), data_file, 100, keys, pa.array([1, 2], pa.int64()))
+    assert not key_index.build(str(tmp_path), data_file, None, pa.array(["a", "b"]), pa.array([1, 2], pa.int64()))
     assert not os.path.exists(key_index.path_of(str(tmp_path), data_file))
 
 
@@ -139,6 +141,29 @@ def _produce(topic, first: int, count: int, keys: int, tombstones: bool = True) 
     produce(topic, parse_records(raw, topic.spec, "test"), NOW)
 
 
+def _vector_topic(spark, folder, key_type: str = "string"):
+    """A one-partition topic whose owner turned deletion vectors on."""
+    topic = Topic(spark, Warehouse.resolve(str(folder)), parse_spec({**SPEC, "key": {"type": key_type}}, "test"))
+    topic.create()
+    spark.sql(f"ALTER TABLE {delta_table_sql(topic.partition(0).path)} SET TBLPROPERTIES "
+              "('delta.enableDeletionVectors' = 'true')")
+    return topic
+
+
+def _with_a_clean_file(topic):
+    """``topic``'s partition compacted once (its first file now clean), then fresh updates."""
+    log = topic.partition(0)
+    _produce(topic, 0, 60, 20)
+    assert compaction.execute(log, compaction.plan(log, NOW, force=True)).committed
+    _produce(topic, 60, 20, 20)
+    return log
+
+
+def _indexes(log) -> list[str]:
+    return [os.path.join(folder, name) for folder, _, names in os.walk(os.path.join(log.path, key_index.FOLDER))
+            for name in names]
+
+
 def _decided_both_ways(log, monkeypatch):
     """The compaction's actions as planned now, decided through the key indexes (every file
     indexed) and by reading every key (none)."""
@@ -164,14 +189,7 @@ def test_a_decision_through_the_key_index_is_the_decision_made_by_reading_every_
     shipped = key_index.KeyIndex.rows_of
     monkeypatch.setattr(key_index.KeyIndex, "rows_of", lambda self, wanted: lookups.append(len(wanted))
                         or shipped(self, wanted))
-    topics = {}
-    for way in ("indexed", "read"):
-        topic = Topic(spark, Warehouse.resolve(str(tmp_path / way)), parse_spec({**SPEC, "key": {"type": key_type}},
-                                                                                "test"))
-        topic.create()
-        spark.sql(f"ALTER TABLE {delta_table_sql(topic.partition(0).path)} SET TBLPROPERTIES "
-                  "('delta.enableDeletionVectors' = 'true')")
-        topics[way] = topic
+    topics = {way: _vector_topic(spark, tmp_path / way, key_type) for way in ("indexed", "read")}
     indexed = topics["indexed"].partition(0)
     for run, (first, count, keys) in enumerate([(0, 80, 23), (80, 30, 23), (110, 40, 50), (150, 23, 23)]):
         for topic in topics.values():
@@ -188,8 +206,7 @@ def test_a_decision_through_the_key_index_is_the_decision_made_by_reading_every_
                 assert compaction.execute(log, compaction.plan(log, NOW + 2 * DAY_MS, force=True)).committed
         rows = {way: sorted(tuple(row) for row in topic.partition(0).read().collect()) for way, topic in topics.items()}
         assert rows["indexed"] == rows["read"], f"run {run}"
-    built = [name for _, _, names in os.walk(os.path.join(indexed.path, key_index.FOLDER)) for name in names]
-    assert built and not os.path.exists(os.path.join(topics["read"].partition(0).path, key_index.FOLDER))
+    assert _indexes(indexed) and not _indexes(topics["read"].partition(0))
 
 
 def test_a_plan_writes_no_index_a_run_does(spark, tmp_path, monkeypatch):
@@ -199,31 +216,18 @@ def test_a_plan_writes_no_index_a_run_does(spark, tmp_path, monkeypatch):
     from framework.stages.planning import plan_partition
 
     monkeypatch.setattr(key_index, "MIN_ROWS", 1)
-    warehouse = Warehouse.resolve(str(tmp_path / "w"))
-    topic = Topic(spark, warehouse, parse_spec(SPEC, "test"))
-    topic.create()
-    log = topic.partition(0)
-    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    _produce(topic, 0, 60, 20)
-    assert compaction.execute(log, compaction.plan(log, NOW, force=True)).committed
-    _produce(topic, 60, 20, 20)
-    folder = os.path.join(log.path, key_index.FOLDER)
-    planned = plan_partition(log, NOW + 2 * DAY_MS, ConsumerOffsets(spark, warehouse), force=True)
-    assert planned.compaction_would_remove and not os.path.exists(folder)
+    topic = _vector_topic(spark, tmp_path / "w")
+    log = _with_a_clean_file(topic)
+    planned = plan_partition(log, NOW + 2 * DAY_MS, ConsumerOffsets(spark, topic.warehouse), force=True)
+    assert planned.compaction_would_remove and not _indexes(log)
     assert compaction.execute(log, compaction.plan(log, NOW + 2 * DAY_MS, force=True)).committed
-    assert os.listdir(folder)
+    assert _indexes(log)
 
 
 def test_a_wrong_index_is_caught_by_the_parity(spark, tmp_path, monkeypatch):
     """The pin above fails when the index lies: offsets shifted in every index."""
     monkeypatch.setattr(key_index, "MIN_ROWS", 1)
-    topic = Topic(spark, Warehouse.resolve(str(tmp_path / "w")), parse_spec(SPEC, "test"))
-    topic.create()
-    log = topic.partition(0)
-    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    _produce(topic, 0, 60, 20)
-    assert compaction.execute(log, compaction.plan(log, NOW, force=True)).committed
-    _produce(topic, 60, 20, 20)
+    log = _with_a_clean_file(_vector_topic(spark, tmp_path / "w"))
     _decided_both_ways(log, monkeypatch)  # builds the indexes
     shipped = key_index.KeyIndex.offsets_at
     monkeypatch.setattr(key_index.KeyIndex, "offsets_at", lambda self, rows: shipped(self, rows) + 1)
@@ -235,22 +239,14 @@ def test_the_vacuum_stage_sweeps_the_indexes_of_vacuumed_files(spark, tmp_path, 
     from framework.stages.vacuum import vacuum
 
     monkeypatch.setattr(key_index, "MIN_ROWS", 1)
-    topic = Topic(spark, Warehouse.resolve(str(tmp_path / "w")), parse_spec(SPEC, "test"))
-    topic.create()
-    log = topic.partition(0)
-    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    _produce(topic, 0, 60, 20)
-    compaction.execute(log, compaction.plan(log, NOW, force=True))
-    _produce(topic, 60, 20, 20)
+    log = _with_a_clean_file(_vector_topic(spark, tmp_path / "w"))
     compaction.execute(log, compaction.plan(log, NOW, force=True))  # indexes the clean file
-    indexes = [os.path.join(folder, name) for folder, _, names in os.walk(os.path.join(log.path, key_index.FOLDER))
-               for name in names]
+    indexes = _indexes(log)
     assert indexes
     spark.sql(f"OPTIMIZE {delta_table_sql(log.path)}")  # its files replaced by one
     spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)")
     vacuum(log, requested_ms=0, unsafe=True)
-    left = [os.path.join(folder, name) for folder, _, names in os.walk(os.path.join(log.path, key_index.FOLDER))
-            for name in names]
+    left = _indexes(log)
     assert all(os.path.exists(os.path.join(log.path, os.path.relpath(index, os.path.join(
         log.path, key_index.FOLDER))[: -len(".keys")])) for index in left)
     assert set(indexes) - set(left), "nothing swept"
@@ -266,9 +262,7 @@ def test_the_check_reads_through_the_index_what_it_reads_from_the_columns(spark,
     from framework.checks import arrow_scope
     from framework.log import local_records
 
-    topic = Topic(spark, Warehouse.resolve(str(tmp_path / "w")),
-                  parse_spec({**SPEC, "key": {"type": key_type}}, "test"))
-    topic.create()
+    topic = _vector_topic(spark, tmp_path / "w", key_type)
     _produce(topic, 0, 400, 97, tombstones=False)  # (the deleted rows' values then not read)
     log = topic.partition(0)
     data_file = next(os.path.join(folder, name) for folder, _, names in os.walk(log.path)

@@ -89,16 +89,11 @@ def _hashes(padded):
     return hashed
 
 
-def _binary(kind) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
-
-
 def build(table: str, data_file: str, size: int, keys, offsets) -> bool:
     """Write the index of ``data_file`` (``size`` bytes) from its rows' ``keys`` and
     ``offsets`` (Arrow arrays, in row order), replacing any; False, with nothing written,
-    when a key is null or longer than :data:`MAX_KEY_BYTES`."""
+    when a key is null or longer than :data:`MAX_KEY_BYTES`, or the keys are neither
+    STRING nor BINARY as a partition table's files hold them."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -106,7 +101,8 @@ def build(table: str, data_file: str, size: int, keys, offsets) -> bool:
 
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     offsets = offsets.combine_chunks() if isinstance(offsets, pa.ChunkedArray) else offsets
-    if keys.null_count or offsets.null_count or len(keys) != len(offsets) or len(keys) >= 2**31:
+    if (not isinstance(size, int) or not (pa.types.is_string(keys.type) or pa.types.is_binary(keys.type))
+            or keys.null_count or offsets.null_count or len(keys) != len(offsets) or len(keys) >= 2**31):
         return False
     longest = pc.max(pc.binary_length(keys.cast(pa.binary()))).as_py() or 0
     if longest > MAX_KEY_BYTES:
@@ -122,7 +118,7 @@ def build(table: str, data_file: str, size: int, keys, offsets) -> bool:
         "row": pa.array(order.astype(np.int32)),
     }).replace_schema_metadata({b"topiclake.key_index": _FORMAT, b"topiclake.data_size": str(size).encode(),
                                 b"topiclake.data_rows": str(len(keys)).encode(),
-                                b"topiclake.key_type": b"binary" if _binary(keys.type) else b"string"})
+                                b"topiclake.key_type": b"binary" if pa.types.is_binary(keys.type) else b"string"})
     target = path_of(table, data_file)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     temporary = f"{target}.{uuid.uuid4().hex}{_TEMPORARY}"

@@ -192,7 +192,7 @@ def _read_file(files: version_checksum.PlainFiles, file: tuple, names: list[str]
         return None
     table = tables[0]
     if indexed:
-        key_index.build(files.folder, path, add["size"], table["key"], table["offset"])
+        key_index.build(files.folder, path, add.get("size"), table["key"], table["offset"])
     wanted = keep(table)
     if hidden:
         wanted = pc.and_(wanted, pa.array(deletion_vectors.visible(hidden, table.num_rows)))
