@@ -100,7 +100,7 @@ def _feed(path: str, folder: str, version_before: int, version_after: int) -> li
             return None
         for kind, entry, rows in changed:
             file = os.path.join(folder, unquote(entry["path"]))
-            found.append(_Feed(file, kind, rows, None if rows is None else _index_of(folder, file, entry)))
+            found.append(_Feed(file, kind, rows, None if rows is None else key_index.of_file(folder, file, entry)))
     return found
 
 
@@ -142,14 +142,6 @@ def _visible(entry: dict, hidden):
     every = BitMap64()
     every.add_range(0, records)
     return every - hidden
-
-
-def _index_of(folder: str, path: str, add: dict):
-    """The key index of a large data file (``key_index.load``), else None."""
-    records = file_stats.of(add).records
-    if records is None or records < key_index.MIN_ROWS:
-        return None
-    return key_index.load(folder, path, add.get("size"), records)
 
 
 def _in_scope(path: str, by_offset, keys, hidden=None, index=None):
@@ -388,7 +380,8 @@ def _compaction_counted(check, state_after, dirty_from: int):
 
         after = local_records.each_file(
             list(zip(after_files.paths, after_files.adds, after_hidden, strict=True)),
-            lambda file: _in_scope(file[0], by_offset, keys, file[2], _index_of(after_files.folder, file[0], file[1])))
+            lambda file: _in_scope(file[0], by_offset, keys, file[2],
+                                   key_index.of_file(after_files.folder, file[0], file[1])))
         if after is None or sum(table.num_rows for table in after) > MAX_ROWS:
             return None
         outside = {"records_before": records[0], "records_after": records[1], "time_boundary": None,

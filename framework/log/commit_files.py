@@ -61,9 +61,10 @@ def data_files(folder: str, metadata: dict, table, max_records_per_file: int | N
 
 def removes(adds, data_change: bool = True) -> list[dict]:
     """``remove`` actions for live files' ``add`` actions, as Delta's overwrite writes them
-    (``data_change`` False: a rearrangement, as a bin-packing's)."""
+    (``data_change`` False: a rearrangement, as a bin-packing's), each with the deletion
+    vector its file had (the protocol's rule: a remove names the file and vector it ends)."""
     removed_at = int(time.time() * 1000)
-    kept = ("path", "partitionValues", "size", "stats", "tags")
+    kept = ("path", "partitionValues", "size", "stats", "tags", "deletionVector")
     return [{**{k: add[k] for k in kept if k in add}, "deletionTimestamp": removed_at, "dataChange": data_change,
              "extendedFileMetadata": True} for add in adds]
 

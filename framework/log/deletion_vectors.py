@@ -25,7 +25,7 @@ import uuid
 import zlib
 
 __all__ = ["MAGIC", "cardinality", "checksum_counts", "counted", "file_of", "hidden_rows", "histogram_bin", "indexes",
-           "remove_file", "visible", "write", "z85_decode", "z85_encode"]
+           "remove_file", "turned_on", "visible", "write", "z85_decode", "z85_encode"]
 
 #: The portable RoaringBitmapArray format's magic number (Delta's ``PortableRoaringBitmapArraySerializationFormat``).
 MAGIC = 1681511377
@@ -81,6 +81,12 @@ def file_of(folder: str, descriptor: dict) -> str | None:
         return None
     name = f"deletion_vector_{uuid.UUID(bytes=raw)}.bin"
     return os.path.join(folder, prefix, name) if prefix else os.path.join(folder, name)
+
+
+def turned_on(configuration: dict) -> bool:
+    """Whether a table's properties (``configuration``) turn deletion vectors on
+    (``delta.enableDeletionVectors``, as Delta reads the property: case-blind)."""
+    return str((configuration or {}).get("delta.enableDeletionVectors", "false")).lower() == "true"
 
 
 def hidden_rows(folder: str, descriptor: dict | None):

@@ -35,7 +35,9 @@ import os
 import uuid
 from dataclasses import dataclass
 
-__all__ = ["FOLDER", "MIN_ROWS", "KeyIndex", "build", "load", "path_of", "sweep"]
+from framework.log import file_stats
+
+__all__ = ["FOLDER", "MIN_ROWS", "KeyIndex", "build", "large", "load", "of_file", "path_of", "sweep"]
 
 #: Where a table's key indexes live (hidden from Delta's listing, as ``_delta_log`` is).
 FOLDER = "_topiclake_key_index"
@@ -218,6 +220,19 @@ def load(table: str, data_file: str, size: int, records: int | None) -> KeyIndex
     keys = np.frombuffer(key.buffers()[1], np.uint8, records * width, key.offset * width).reshape(-1, width)
     return KeyIndex(keys, offset.to_numpy(), hashed.to_numpy(), row.to_numpy(),
                     metadata.get(b"topiclake.key_type") == b"binary")
+
+
+def large(add: dict) -> bool:
+    """Whether a data file (its ``add``) holds :data:`MIN_ROWS` records or more by its
+    statistics: the files worth an index."""
+    records = file_stats.of(add).records
+    return records is not None and records >= MIN_ROWS
+
+
+def of_file(table: str, data_file: str, add: dict) -> KeyIndex | None:
+    """The index of a large data file of ``table`` (its path and ``add``) built from that
+    file, else None."""
+    return load(table, data_file, add.get("size"), file_stats.of(add).records) if large(add) else None
 
 
 def sweep(table: str, now_ms: int) -> int:

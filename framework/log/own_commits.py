@@ -71,6 +71,7 @@ from typing import Callable
 
 from framework.deferred_session import not_started
 from framework.log import arrow_files, commit_files, version_checksum
+from framework.log import deletion_vectors as deletion_vector_files
 from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
 
@@ -350,7 +351,7 @@ def _vectors_protocol_taken(protocol, metadata) -> bool:
             and protocol["minWriterVersion"] == TABLE_FEATURES_WRITER
             and protocol["readerFeatures"] == ["deletionVectors"] and isinstance(protocol["writerFeatures"], list)
             and set(protocol["writerFeatures"]) <= APPEND_WRITER_FEATURES | {"deletionVectors"}
-            and str(configuration.get("delta.enableDeletionVectors", "false")).lower() == "true")
+            and deletion_vector_files.turned_on(configuration))
 
 
 def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]) -> int | None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from framework.cleaner import arrow_ranks
 from framework.cleaner import rules as cleaner
-from framework.log import deletion_vectors, file_stats, key_index, local_records, version_checksum
+from framework.log import deletion_vectors, key_index, local_records, version_checksum
 from framework.spec import TopicConfig
 from framework.stages.compaction import DELETE, KEEP, STAMP
 
@@ -222,16 +222,13 @@ def _read_clean(files: version_checksum.PlainFiles, names: list[str], keys, clea
         touched = tombstone if keys is None else pc.or_(pc.is_in(rows["key"], value_set=keys), tombstone)
         return pc.and_(pc.less(rows["offset"], clean_end), touched)
 
-    vectors_on = str(files.configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
-    build_indexes = build_indexes and vectors_on
+    build_indexes = build_indexes and deletion_vectors.turned_on(files.configuration)
 
     def read(file):
         path, add = file
-        records = file_stats.of(add).records
-        large = records is not None and records >= key_index.MIN_ROWS
-        index = key_index.load(files.folder, path, add.get("size"), records) if large else None
+        index = key_index.of_file(files.folder, path, add)
         if index is None:
-            return _read_file(files, file, names, wanted, indexed=large and build_indexes)
+            return _read_file(files, file, names, wanted, indexed=build_indexes and key_index.large(add))
         looked_up = _looked_up(files, file, names, index, keys, clean_end)
         return looked_up if looked_up is not None else _read_file(files, file, names, wanted)
 

@@ -35,7 +35,6 @@ else gives :data:`NOT_LOCAL` with nothing committed, and Delta's MERGE runs.
 from __future__ import annotations
 
 import json
-import time
 
 from framework.log import (
     commit_files,
@@ -110,7 +109,7 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int,
         commit_files.remove_files(folder, copies or [])
         return NOT_LOCAL
     descriptors = deletion_vectors.write(folder, vectors) if vectors else []
-    removes = [_removed(add) for add in (*touched, *emptied)]
+    removes = commit_files.removes([*touched, *emptied])
     adds = [{**add, "dataChange": True, "stats": _wide_bounds(add.get("stats")), "deletionVector": descriptor}
             for add, descriptor in zip(touched, descriptors, strict=True)] + copies
     if "numDeletedRecordsOpt" not in checksum:  # (Delta counts them on a table with deletion vectors)
@@ -175,19 +174,6 @@ def _stamped_copies(spark, folder: str, metadata: dict, stamps: list) -> list[di
             return None
         copies.append(written)
     return copies
-
-
-def _removed(add: dict) -> dict:
-    """The ``remove`` of a file whose deletion vector a commit replaces, as Delta's DELETE
-    writes it: with the vector it had, and of its statistics only the record count."""
-    removed = {"path": add["path"], "deletionTimestamp": int(time.time() * 1000), "dataChange": True,
-               "extendedFileMetadata": True, "partitionValues": add.get("partitionValues", {}), "size": add["size"]}
-    if add.get("deletionVector"):
-        removed["deletionVector"] = add["deletionVector"]
-    records = file_stats.of(add).records
-    if records is not None:
-        removed["stats"] = json.dumps({"numRecords": records}, separators=(",", ":"))
-    return removed
 
 
 def _wide_bounds(text):
