@@ -96,7 +96,7 @@ def test_a_stream_goes_through_deletion_vectors_and_their_purge(spark, warehouse
     goes on through both."""
     import time
 
-    spec = parse_spec({**SPEC, "topic": "purged", "config": {**SPEC["config"], "time.travel.retention.ms": 20_000}},
+    spec = parse_spec({**SPEC, "topic": "purged", "config": {**SPEC["config"], "time.travel.retention.ms": 4_000}},
                       "test")
     topic = Topic(spark, warehouse, spec)
     topic.create()
@@ -115,7 +115,7 @@ def test_a_stream_goes_through_deletion_vectors_and_their_purge(spark, warehouse
         assert not maintenance.run(cycle * 1_000 + 500, force=True).failed
         catch_up(stream_partition(topic, 0), sink, checkpoint)
         if cycle == 0:
-            time.sleep(10.5)  # the deletion vectors become half a window (20 s) old
+            time.sleep(2.5)  # the deletion vectors become half a window (4 s) old
     seen = [r["offset"] for r in spark.read.format("delta").load(sink).select("offset").collect()]
     assert sorted(seen) == list(range(appended))
     operations = [commit.operation for commit in read_commits(spark, log.path)]
