@@ -118,8 +118,15 @@ def test_a_sweep_deletes_the_indexes_of_files_gone_and_abandoned_temporaries(tmp
     hour_ago = NOW / 1000 - 3_601
     os.utime(abandoned, (hour_ago, hour_ago))
     os.utime(under_way, (NOW / 1000, NOW / 1000))
-    assert key_index.sweep(table, NOW) == 2
+    assert key_index.sweep(table, NOW, 0) == 2  # (no table there: its properties unknown, indexes kept)
     assert sorted(os.listdir(folder)) == sorted([os.path.basename(key_index.path_of(table, kept)), "y.keys.2.tmp"])
+
+
+def test_only_false_turns_the_indexes_off():
+    assert key_index.turned_on(None) and key_index.turned_on({}) and key_index.turned_on({"other": "false"})
+    assert key_index.turned_on({key_index.PROPERTY: "true"})
+    assert not key_index.turned_on({key_index.PROPERTY: "false"})
+    assert not key_index.turned_on({key_index.PROPERTY: "FALSE"})
 
 
 # ------------------------------------------- the compaction's decision through the index
@@ -287,3 +294,36 @@ def test_the_check_reads_through_the_index_what_it_reads_from_the_columns(spark,
         made = pa.array([], pa.int64())
         through = arrow_scope._deleted_rows_at(parquet, picked, made, index)
         assert through.equals(arrow_scope._deleted_rows_at(parquet, picked, made)) and through.num_rows == 50
+
+
+def test_an_owner_turns_the_indexes_off_and_the_next_vacuum_deletes_them(spark, tmp_path, monkeypatch):
+    """A maintain with the indexes on reads them (the decision and its check) and keeps
+    them; with ``topiclake.keyIndexes`` false, none is read or built, the run's checks pass,
+    and its vacuum deletes every index; turned on again, the next run builds them again."""
+    from framework.stages.maintenance import Maintenance
+
+    monkeypatch.setattr(key_index, "MIN_ROWS", 1)
+    loaded = []
+    shipped = key_index.load
+    monkeypatch.setattr(key_index, "load", lambda *args: loaded.append(args[1]) or shipped(*args))
+    topic = _vector_topic(spark, tmp_path / "w")
+    log = _with_a_clean_file(topic)
+    maintenance = Maintenance(spark, topic.warehouse, [topic.spec], record_history=False)
+    runs = iter(range(1, 10))
+
+    def maintained(switch: str | None):
+        if switch is not None:
+            spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} "
+                      f"SET TBLPROPERTIES ('{key_index.PROPERTY}' = '{switch}')")
+        _produce(topic, 100 * next(runs), 20, 20)
+        loaded.clear()
+        assert not maintenance.run(NOW + 2 * DAY_MS, force=True).failed
+        return list(loaded), _indexes(log)
+
+    maintained(None)  # builds the clean file's index
+    read, kept = maintained(None)
+    assert read and kept, "the indexes on: read and kept"
+    read, kept = maintained("False")
+    assert not read and not kept, "the indexes off: not read, and deleted"
+    maintained("true")
+    assert _indexes(log), "on again: built again"

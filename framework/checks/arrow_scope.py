@@ -78,9 +78,11 @@ class _Feed(NamedTuple):
     index: object = None
 
 
-def _feed(path: str, folder: str, version_before: int, version_after: int) -> list[_Feed] | None:
+def _feed(path: str, folder: str, version_before: int, version_after: int, configuration) -> list[_Feed] | None:
     """The change data feed's files of the commits after ``version_before`` up to
-    ``version_after``, as Delta's change data feed reads them (the module's text)."""
+    ``version_after``, as Delta's change data feed reads them (the module's text), with
+    the key index of each file a vector changed, where the table's properties
+    (``configuration``) leave indexes on."""
     from urllib.parse import unquote
 
     found = []
@@ -100,7 +102,8 @@ def _feed(path: str, folder: str, version_before: int, version_after: int) -> li
             return None
         for kind, entry, rows in changed:
             file = os.path.join(folder, unquote(entry["path"]))
-            found.append(_Feed(file, kind, rows, None if rows is None else key_index.of_file(folder, file, entry)))
+            index = None if rows is None else key_index.of_file(folder, file, entry, configuration)
+            found.append(_Feed(file, kind, rows, index))
     return found
 
 
@@ -348,7 +351,8 @@ def _compaction_counted(check, state_after, dirty_from: int):
     if None in records or file_stats.may_hold_newer((file_stats.of(add) for add in before_files.adds),
                                                     dirty_from, young):
         return None  # Spark reads U from the before version's files
-    feed = _feed(log.path, after_files.folder, check.version_before, check.version_after)
+    feed = _feed(log.path, after_files.folder, check.version_before, check.version_after,
+                 after_files.configuration)
     if feed is None or not all(os.path.isfile(path) for path in (*after_files.paths, *(f.path for f in feed))):
         return None
     start = state_after.log_start_offset
@@ -381,7 +385,8 @@ def _compaction_counted(check, state_after, dirty_from: int):
         after = local_records.each_file(
             list(zip(after_files.paths, after_files.adds, after_hidden, strict=True)),
             lambda file: _in_scope(file[0], by_offset, keys, file[2],
-                                   key_index.of_file(after_files.folder, file[0], file[1])))
+                                   key_index.of_file(after_files.folder, file[0], file[1],
+                                                     after_files.configuration)))
         if after is None or sum(table.num_rows for table in after) > MAX_ROWS:
             return None
         outside = {"records_before": records[0], "records_after": records[1], "time_boundary": None,

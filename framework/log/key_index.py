@@ -27,6 +27,11 @@ file it was not built from. The folder starts with ``_``, so Delta's VACUUM and 
 pass it by (``DeltaTableUtils.isHiddenDirectory``); the vacuum stage deletes the indexes of
 data files gone (:func:`sweep`). An index that is missing, torn or stale is not used:
 the file's columns are read as before.
+
+An index costs disk (about a quarter of its data file's size with 11-byte keys). A table's
+owner who would rather pay the reads turns them off as deletion vectors are turned on, by a
+table property: ``ALTER TABLE ... SET TBLPROPERTIES ('topiclake.keyIndexes' = 'false')``.
+Then none is built or read, and the next vacuum deletes those there are.
 """
 
 from __future__ import annotations
@@ -35,12 +40,15 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from framework.log import file_stats
+from framework.log import file_stats, version_checksum
 
-__all__ = ["FOLDER", "MIN_ROWS", "KeyIndex", "build", "large", "load", "of_file", "path_of", "sweep"]
+__all__ = ["FOLDER", "MIN_ROWS", "PROPERTY", "KeyIndex", "build", "large", "load", "of_file", "path_of", "sweep",
+           "turned_on"]
 
 #: Where a table's key indexes live (hidden from Delta's listing, as ``_delta_log`` is).
 FOLDER = "_topiclake_key_index"
+#: The table property that turns a table's key indexes off (``'false'``; the module's text).
+PROPERTY = "topiclake.keyIndexes"
 #: Smaller files are read whole: below about a million records, reading and hashing their
 #: keys costs about what looking 50k keys up does (20 ms at 500k records, either way).
 MIN_ROWS = 1_048_576
@@ -229,23 +237,36 @@ def large(add: dict) -> bool:
     return records is not None and records >= MIN_ROWS
 
 
-def of_file(table: str, data_file: str, add: dict) -> KeyIndex | None:
+def turned_on(configuration: dict | None) -> bool:
+    """Whether a table's properties (``configuration``) leave its key indexes on: unless
+    :data:`PROPERTY` is ``false`` (case-blind, as Delta reads its own switches)."""
+    return str((configuration or {}).get(PROPERTY, "true")).lower() != "false"
+
+
+def of_file(table: str, data_file: str, add: dict, configuration: dict | None) -> KeyIndex | None:
     """The index of a large data file of ``table`` (its path and ``add``) built from that
-    file, else None."""
-    return load(table, data_file, add.get("size"), file_stats.of(add).records) if large(add) else None
+    file, unless the table's properties (``configuration``) turn indexes off; else None."""
+    if not (turned_on(configuration) and large(add)):
+        return None
+    return load(table, data_file, add.get("size"), file_stats.of(add).records)
 
 
-def sweep(table: str, now_ms: int) -> int:
-    """Delete the indexes whose data file is gone (vacuumed), and the temporaries a crash
-    left (older than an hour at ``now_ms``); how many were deleted."""
+def sweep(table: str, now_ms: int, version: int) -> int:
+    """Delete the indexes whose data file is gone (vacuumed), every index when ``version``'s
+    properties turn them off, and the temporaries a crash left (older than an hour at
+    ``now_ms``); how many were deleted."""
     root = os.path.join(table, FOLDER)
+    if not os.path.isdir(root):
+        return 0
+    # (a version whose checksum does not hold its properties keeps them: unknown is not off)
+    kept = turned_on(version_checksum.configuration(table, version))
     deleted = 0
     for folder, _, names in os.walk(root):
         for name in names:
             index = os.path.join(folder, name)
             try:
                 if name.endswith(_SUFFIX):
-                    if os.path.exists(os.path.join(table, os.path.relpath(index, root)[: -len(_SUFFIX)])):
+                    if kept and os.path.exists(os.path.join(table, os.path.relpath(index, root)[: -len(_SUFFIX)])):
                         continue
                 elif os.stat(index).st_mtime_ns // 1_000_000 > now_ms - _ABANDONED_MS:
                     continue

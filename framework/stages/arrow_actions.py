@@ -222,11 +222,12 @@ def _read_clean(files: version_checksum.PlainFiles, names: list[str], keys, clea
         touched = tombstone if keys is None else pc.or_(pc.is_in(rows["key"], value_set=keys), tombstone)
         return pc.and_(pc.less(rows["offset"], clean_end), touched)
 
-    build_indexes = build_indexes and deletion_vectors.turned_on(files.configuration)
+    build_indexes = (build_indexes and deletion_vectors.turned_on(files.configuration)
+                     and key_index.turned_on(files.configuration))
 
     def read(file):
         path, add = file
-        index = key_index.of_file(files.folder, path, add)
+        index = key_index.of_file(files.folder, path, add, files.configuration)
         if index is None:
             return _read_file(files, file, names, wanted, indexed=build_indexes and key_index.large(add))
         looked_up = _looked_up(files, file, names, index, keys, clean_end)

@@ -128,7 +128,8 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
     version_after = _commit_summaries(log, 1)[0].version
     oldest = oldest_readable_version(log, window, wall_now)
     return VacuumResult(log.partition, window, changed, purge, version_before, version_after, deleted, oldest,
-                        sweep, delete_abandoned(log.path, wall_now, log.spark), key_index.sweep(log.path, wall_now))
+                        sweep, delete_abandoned(log.path, wall_now, log.spark),
+                        key_index.sweep(log.path, wall_now, version_after))
 
 
 def purge_leaves_old_files(window_ms: int) -> bool:
