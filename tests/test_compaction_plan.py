@@ -14,6 +14,7 @@ import pytest
 
 from framework.clients.produce import produce, produce_frame
 from framework.clients.records import parse_records
+from framework.log import version_checksum
 from framework.log.log_state import AppendedRecords, Snapshot
 from framework.log.topic import Topic
 from framework.log.warehouse import delta_table_sql
@@ -199,7 +200,8 @@ def test_a_small_partitions_measure_by_arrow_is_the_spark_measure(spark, warehou
     (and ``now - lag`` below 0, where every record is young), it gives Spark's numbers. Its
     versions hold files written by Spark (INT96 timestamps) and by Arrow, a compaction's
     checkpoint and tombstones; the log it reads through has a session that fails the test
-    if anything starts it. A version with deletion vectors is Spark's to read."""
+    if anything starts it. A version whose file carries a deletion vector is read less the
+    rows the vector hides, as Spark reads it."""
     from framework.deferred_session import DeferredSession
     from framework.log.partition_log import PartitionLog
     from framework.stages import local_measure
@@ -232,5 +234,13 @@ def test_a_small_partitions_measure_by_arrow_is_the_spark_measure(spark, warehou
     # U inside the log and at its end, a dirty section or none, before and after the checkpoint moved
     assert {(True, True, True), (False, True, True), (True, False, False)} <= compared, compared
     spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    log.delta_table().delete("`offset` = 7")
-    assert local_measure.scanned(untouched, latest + 2, 0, 0, 9, None) is None
+    log.delta_table().delete("`offset` = 7")  # (a dirty record: the dirty section's numbers tell)
+    version = log.snapshot().version
+    assert version_checksum.plain_files(log.path, version) is None, "no deletion vector was written"
+    state = log.states_at([version])[version]
+    checkpoint = max(state.checkpoint, state.log_start_offset)
+    for now in (0, 100, 1000):
+        after = compaction.cleaner.uncleanable_after_ms(now, spec.config)
+        by_arrow = local_measure.scanned(untouched, version, checkpoint, after, state.log_end_offset, None)
+        assert by_arrow == compaction._scanned(log, Snapshot(version, replace(state, max_timestamp_ms=None)), now,
+                                               checkpoint), now

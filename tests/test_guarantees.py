@@ -1028,6 +1028,33 @@ def test_a_small_local_partition_s_versions_are_read_without_spark_as_spark_read
     assert not readability.readable_here(log, [latest])
 
 
+def test_a_small_partition_s_deletion_vectors_are_read_for_g9_as_spark_reads_them(spark, tmp_path):
+    """A version whose file carries a deletion vector is read here with its vector: readable
+    where Spark's read finds nothing, and not once the vector's file is gone, where Spark's
+    read fails too."""
+    from framework.checks import readability
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log import version_checksum
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.spec import parse_spec
+
+    spec = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "delete"}}, "t.yaml")
+    topic = Topic(spark, Warehouse.resolve(str(tmp_path)), spec)
+    produce(topic, parse_records([(None, {"key": f"k{i}", "value": "v", "timestamp": 1_000 + i}) for i in range(4)],
+                                 spec, "t"), NOW)
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"DELETE FROM {delta_table_sql(log.path)} WHERE offset = 1")
+    latest = log.snapshot().version
+    assert version_checksum.plain_files(log.path, latest) is None, "the DELETE wrote no deletion vector"
+    assert readability.readable_here(log, [latest]) and readability.read_problems(log, [latest]) == {latest: None}
+    [vector] = [name for name in os.listdir(log.path) if name.startswith("deletion_vector_")]
+    os.remove(os.path.join(log.path, vector))
+    assert not readability.readable_here(log, [latest]) and readability.read_problems(log, [latest])[latest]
+
+
 # ------------------------------------- a scoped compaction check counted by Arrow
 def _counted_both_ways(spark, warehouse, check, monkeypatch):
     """``check`` counted by Arrow in the driver (``arrow_scope.counted``) and measured by

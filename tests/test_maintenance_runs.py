@@ -417,8 +417,9 @@ config:
 def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark, tmp_path, capsys):
     """With a time-travel window of 0 Delta refuses every version but the latest, so a
     check cannot read the version a stage started from once the stage has committed. A
-    small partition's check reads it from the files its checksum lists, but files that
-    carry deletion vectors are not its records: that version is pinned before the commit.
+    small partition's check reads it from the files its checksum lists, but a retention's
+    check of files that carry deletion vectors reads through Delta: with no window that
+    version is pinned before the commit (``stage_check.readable_later``).
     Two compactions in a row (the second starts from the deletion vectors the first left,
     with no vacuum between to purge them), then a retention that cuts through them: each
     stage commits, and its check passes."""
@@ -451,6 +452,19 @@ def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark
                         f"{delta_table_sql(str(tmp_path / 'warehouse' / '_topiclake' / 'maintenance_history'))} "
                         "WHERE committed ORDER BY run_started_ms").collect()
     assert [tuple(r) for r in history] == [("compact", True, "passed")] * 2 + [("retain", True, "passed")]
+
+
+def test_a_version_is_pinned_only_where_delta_could_refuse_it_before_its_check():
+    """A small partition's version with deletion vectors is left for its check to read
+    through Delta only while Delta's window holds it for ``CHECK_WITHIN_MS`` more."""
+    from framework.stages.stage_check import CHECK_WITHIN_MS, readable_later
+
+    now, week = 1_796_000_000_000, 7 * 86_400_000
+    assert readable_later(now - 1_000, week, now)
+    assert readable_later(now + CHECK_WITHIN_MS - week, week, now)
+    assert not readable_later(now + CHECK_WITHIN_MS - week - 1, week, now)  # a version a week old
+    assert not readable_later(now, 0, now) and not readable_later(now, CHECK_WITHIN_MS - 1, now)
+    assert not readable_later(None, week, now) and not readable_later(now, None, now)  # unknown: pinned
 
 
 EMPTIED = """\

@@ -192,15 +192,6 @@ def _listed(files):
                                for add in files.adds]
 
 
-def _visible_rows(table, hidden):
-    """``table`` (a whole file's rows) less those ``hidden`` (a deletion vector's rows)."""
-    import pyarrow as pa
-
-    if table is None or hidden is None:
-        return None
-    return table.filter(pa.array(deletion_vectors.visible(hidden, table.num_rows))) if hidden else table
-
-
 def _feed_rows(entry: _Feed, made=None):
     """The rows of a file of the change (:func:`_feed`), its columns read only from the row
     groups holding them when only some rows changed. Rows a deletion vector deleted
@@ -360,7 +351,7 @@ def _compaction_counted(check, state_after, dirty_from: int):
         changes = _change_rows(feed)
         dirty = local_records.each_file(
             list(zip(*_listed(version_checksum.holding_offsets(before_files, dirty_from, None)), strict=True)),
-            lambda file: _visible_rows(local_records.file_columns(file[0], ["offset", "key"]), file[1]))
+            lambda file: local_records.visible_rows(local_records.file_columns(file[0], ["offset", "key"]), file[1]))
         if changes is None or dirty is None:
             return None
         made, undone, touched_keys, touched_offsets = [], [], [], []

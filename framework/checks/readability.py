@@ -9,12 +9,13 @@ taken from there; anything it cannot read, Spark reads, and says why."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from functools import reduce
 
 from framework.errors import first_line
-from framework.log import local_records
+from framework.log import deletion_vectors, local_records
 from framework.log.commit_log import DELTA_LOG, local_folder
 from framework.log.partition_log import PartitionLog
 
@@ -28,9 +29,9 @@ def readable_here(log: PartitionLog, versions: list[int]) -> bool:
     """Whether each of ``versions`` of the small local partition is readable in full, told
     without Spark: Delta can rebuild it from the log files there (its commit, and every
     commit back to a checkpoint or to version 0), its checksum lists its files
-    (``local_records.small_plain_files``), and Arrow reads each file's offsets whole, as
-    Spark's read of the version opens every file. False when any of that is not so, or not
-    known here."""
+    (``local_records.small_plain_files``), and Arrow reads each file's offsets whole, and
+    each file's deletion vector, as Spark's read of the version opens every file and
+    vector. False when any of that is not so, or not known here."""
     folder = local_folder(log.path)
     if folder is None:
         return False
@@ -40,15 +41,18 @@ def readable_here(log: PartitionLog, versions: list[int]) -> bool:
         return False
     commits = {int(m.group(1)) for m in map(_COMMIT.fullmatch, names) if m}
     checkpoints = {int(m.group(1)) for m in map(_CHECKPOINT.fullmatch, names) if m}
-    paths = set()  # the versions share most of their files: each is read once
+    paths, vectors = set(), {}  # the versions share most of their files: each is read once
     for version in versions:
         base = max((c for c in checkpoints if c <= version), default=-1)
         files = local_records.small_plain_files(log.path, version)
         if files is None or not commits.issuperset(range(base + 1, version + 1)):
             return False
         paths.update(files.paths)
+        vectors.update((json.dumps(add["deletionVector"], sort_keys=True), (files.folder, add["deletionVector"]))
+                       for add in files.adds if add.get("deletionVector"))
     try:
-        return all(local_records.file_columns(path, ["offset"]) is not None for path in sorted(paths))
+        return (all(local_records.file_columns(path, ["offset"]) is not None for path in sorted(paths))
+                and all(deletion_vectors.hidden_rows(*vector) is not None for vector in vectors.values()))
     except (OSError, ValueError):  # a file gone, or not Parquet: Spark says which
         return False
 

@@ -231,6 +231,14 @@ def _first_version_since_by_delta(spark, path: str, since_ms: int) -> int | None
     return int(active.version()) + 1 if active.version() < read_commits(spark, path, 1)[0].version else None
 
 
+def commit_time(path: str, version: int) -> int | None:
+    """A local table's commit's own time (:func:`_commit_time`, as Delta's time travel
+    reads it), or None: not a local table, or the commit gone."""
+    folder = local_folder(path)
+    found = None if folder is None else _commit_info(_commit_file(os.path.join(folder, DELTA_LOG), version))
+    return None if found is None else _commit_time(*found)
+
+
 def _commit_time(info: dict, mtime_ms: int) -> int:
     """A commit's own time: its in-commit timestamp, else its file's modification time."""
     return int(info.get("inCommitTimestamp", mtime_ms))

@@ -1,9 +1,9 @@
 """A small local partition's records read by Arrow from the files a version's checksum
 lists, with no Spark job (and in a new process, no JVM).
 
-A partition table's version is exactly its data files' rows when
-``version_checksum.plain_files`` says so (local files, no deletion vectors, no column
-mapping). For a small one (``small_partitions.is_small`` by its files' statistics) reading
+A partition table's version is exactly its data files' rows, less those their deletion
+vectors hide, when ``version_checksum.plain_files`` says so (local files, deletion vectors
+read here, no column mapping). For a small one (``small_partitions.is_small`` by its files' statistics) reading
 those files by Arrow costs about a millisecond where a Spark query costs a job, and a JVM
 in a new process. ``stages.local_measure`` reads the compaction measure's three columns
 this way, and ``topiclake read`` prints a partition's records so. ``stages.arrow_actions``
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import os
 
-from framework.log import version_checksum
+from framework.log import deletion_vectors, version_checksum
 from framework.log.commit_log import local_commits
 from framework.log.small_partitions import is_small
 
 __all__ = ["READ_COLUMNS", "columns", "each_file", "file_columns", "opened", "records", "row_groups_holding",
-           "small_plain_files"]
+           "small_plain_files", "visible_columns", "visible_rows"]
 
 #: A partition table's timestamp columns, and the units its files hold them in (Arrow's,
 #: Spark's INT96 read as "us").
@@ -35,16 +35,18 @@ _UNITS = ("ms", "us", "ns")
 
 
 def small_plain_files(path: str, version: int) -> version_checksum.PlainFiles | None:
-    """The files of ``version`` when they are its records and a small partition's (by their
+    """The files of ``version`` when they are its records (less the rows their deletion
+    vectors hide: :func:`visible_columns` reads them so) and a small partition's (by their
     statistics), else None."""
-    files = version_checksum.plain_files(path, version)
+    files = version_checksum.plain_files(path, version, deletion_vectors=True)
     count = version_checksum.record_count(files)
     return files if count is not None and is_small(count) else None
 
 
 def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None:
     """The ``names`` columns of each of ``files``' files, one Arrow table a file
-    (:func:`file_columns`); None when a file's columns are not what a partition table writes."""
+    (:func:`file_columns`), every row, hidden by a deletion vector or not; None when a
+    file's columns are not what a partition table writes."""
     tables = []
     for path in files.paths:
         table = file_columns(path, names)
@@ -52,6 +54,31 @@ def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None
             return None
         tables.append(table)
     return tables
+
+
+def visible_columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None:
+    """:func:`columns` of the version's records: each file's rows less those its deletion
+    vector hides; None also when a vector is not read here."""
+    tables = columns(files, names)
+    if tables is None:
+        return None
+    found = []
+    for table, add in zip(tables, files.adds, strict=True):
+        table = visible_rows(table, deletion_vectors.hidden_rows(files.folder, add.get("deletionVector")))
+        if table is None:
+            return None
+        found.append(table)
+    return found
+
+
+def visible_rows(table, hidden):
+    """``table`` (a whole file's rows) less those ``hidden`` (a deletion vector's rows,
+    :func:`deletion_vectors.hidden_rows`); None when either is None."""
+    import pyarrow as pa
+
+    if table is None or hidden is None:
+        return None
+    return table.filter(pa.array(deletion_vectors.visible(hidden, table.num_rows))) if hidden else table
 
 
 def each_file(items: list, read) -> list | None:
@@ -135,7 +162,7 @@ def records(path: str, version: int | None, from_offset: int | None) -> list[dic
     files = None if version is None else small_plain_files(path, version)
     if files is None or not all(os.path.isfile(p) for p in files.paths):
         return None
-    tables = columns(files, READ_COLUMNS)
+    tables = visible_columns(files, READ_COLUMNS)
     if tables is None:
         return None
     rows = [row for table in tables for row in table.to_pylist() if from_offset is None or row["offset"] >= from_offset]

@@ -20,6 +20,7 @@ would rebuild first (three Spark jobs and their planning on a small table).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -247,8 +248,10 @@ def offsets_reader(spark, path: str, version: int, through_delta):
     through Delta, for every range. ``scanned`` is false when no file is read."""
     listed = plain_files(path, version)
     if listed is None:
-        whole = through_delta()
-        return lambda start, end: (whole, True)
+        # read only when asked: a decision made by Arrow (deletion vectors) never asks, and
+        # Delta's read would start the JVM
+        whole = functools.cache(through_delta)
+        return lambda start, end: (whole(), True)
 
     def read(start: int | None, end: int | None):
         # every offset (read_plain): every listed file, without parsing their statistics

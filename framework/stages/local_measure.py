@@ -46,7 +46,7 @@ def _columns(files):
     numpy arrays; None when a file's columns are not what a partition table writes."""
     import numpy as np
 
-    tables = local_records.columns(files, ["offset", "timestamp", "_size"])
+    tables = local_records.visible_columns(files, ["offset", "timestamp", "_size"])
     if tables is None:
         return None
     empty = np.ma.masked_array([], dtype=np.int64)  # (a version may have no file)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from framework.log.log_state import LogState, Snapshot
     from framework.log.partition_log import PartitionLog
 
-__all__ = ["MeasuredCheck", "StageCheck", "ValidateCheck", "ValidationOutcome", "Validator", "pinned_before"]
+__all__ = ["CHECK_WITHIN_MS", "MeasuredCheck", "StageCheck", "ValidateCheck", "ValidationOutcome", "Validator",
+           "pinned_before", "readable_later"]
 
 
 @dataclass(frozen=True)
@@ -117,20 +118,48 @@ class Validator(Protocol):
         """:meth:`measure` of each of ``checks``, in their order (together where that is cheaper)."""
 
 
-def pinned_before(log: PartitionLog, snapshot: Snapshot):
+#: How long after a stage's start its check may still read the version it started from:
+#: a check runs within seconds of its commit (a batch of small partitions' checks, within
+#: the run).
+CHECK_WITHIN_MS = 3_600_000
+
+
+def pinned_before(log: PartitionLog, snapshot: Snapshot, wall_now_ms: int | None = None):
     """The version a stage starts from, read now for its check (``StageCheck.before``) when
     the check could not read it later; else None, and the check reads it then.
 
     The check runs after the stage commits, and Delta refuses time travel to a version
-    older than the time-travel window once a newer one exists (a window of 0 refuses every
-    version but the latest). A small partition's check reads the version from the files its
-    checksum lists, with no time travel; a large partition's reads through Delta (its
-    bounds skip files by their statistics), and so does a small one whose files carry
-    deletion vectors (its files are not its records): those are pinned while the latest.
+    whose commit is older than the time-travel window once a newer one exists (a window of
+    0 refuses every version but the latest). A small partition's check reads the version
+    from the files its checksum lists, with no time travel; a large partition's reads
+    through Delta (its bounds skip files by their statistics): it is pinned while the
+    latest. A small one whose files carry deletion vectors is counted by Arrow from its
+    files and vectors, or else read through Delta; it is pinned only when Delta could refuse
+    that read within :data:`CHECK_WITHIN_MS` (a pin starts the JVM in a new process).
     """
-    from framework.log import version_checksum
-    from framework.log.small_partitions import is_small
+    import time
 
-    if is_small(snapshot.state.offset_span) and version_checksum.plain_files(log.path, snapshot.version) is not None:
-        return None
+    from framework.log import version_checksum
+    from framework.log.commit_log import commit_time
+    from framework.log.small_partitions import is_small
+    from framework.log.warehouse import deleted_file_window_of
+
+    if is_small(snapshot.state.offset_span):
+        if version_checksum.plain_files(log.path, snapshot.version) is not None:
+            return None
+        files = version_checksum.plain_files(log.path, snapshot.version, deletion_vectors=True)
+        if files is not None and readable_later(commit_time(log.path, snapshot.version),
+                                                deleted_file_window_of(files.configuration),
+                                                int(time.time() * 1000) if wall_now_ms is None else wall_now_ms):
+            return None
     return log.read(snapshot.version)
+
+
+def readable_later(committed_ms: int | None, window_ms: int | None, wall_now_ms: int) -> bool:
+    """Whether Delta still time-travels to a version committed at ``committed_ms`` for
+    :data:`CHECK_WITHIN_MS` after ``wall_now_ms``, with its table's window ``window_ms``
+    (Delta's rule: a version other than the latest whose commit is older than the window is
+    refused, ``SnapshotManagement.checkTimeTravelWithinDeletedFileRetention``). Unknown
+    (None) is no."""
+    return committed_ms is not None and window_ms is not None and (
+        committed_ms >= wall_now_ms + CHECK_WITHIN_MS - window_ms)
