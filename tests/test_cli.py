@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -181,9 +182,9 @@ def test_read_of_a_small_local_version_by_arrow_prints_what_sparks_read_prints(s
 def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_the_jvm(spark, tmp_path, capsys,
                                                                                          monkeypatch):
     """A small partition whose files carry deletion vectors (its owner turned them on; a
-    compaction marked its losers) is read by Arrow less the rows its vectors hide: ``read``,
-    ``plan`` and a checked ``maintain`` that compacts start no JVM in a new process, and
-    print what the same commands print on a twin warehouse through Spark (the measure and
+    compaction marked its losers) is read by Arrow less the rows its vectors hide: ``read``
+    and a checked ``maintain`` that compacts start no JVM in a new process, and print what
+    the same commands print on a twin warehouse through Spark (the measure and
     the read by Spark, the version before pinned through Delta, the check counted by Spark),
     which then holds the same records."""
     from framework.checks import arrow_scope
@@ -197,26 +198,26 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
                                         "  min.cleanable.dirty.ratio: 0.0\n  delete.retention.ms: 100000\n")
     warehouses = {way: str(tmp_path / way) for way in ("no jvm", "through spark")}
     now = ["--now", "100000"]
-    for wh in warehouses.values():
-        common = ["--warehouse", wh, "--specs", str(folder)]
-        for call in range(3):
-            lines = write_jsonl(tmp_path / f"in-{call}.jsonl", [
-                {"key": f"k{(call + i) % 5}", "value": None if (call, i) == (1, 2) else f"{call}.{i}",
-                 "timestamp": 1_000 * call + i} for i in range(10)])
-            assert run(capsys, *common, "produce", "--topic", "marked", "--input", lines, *now)[0] == 0
-            if call == 0:
-                for partition in range(2):
-                    spark.sql(f"ALTER TABLE delta.`{wh}/marked-{partition}` "
-                              "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-            if call < 2:
-                assert run(capsys, *common, "compact", "--topic", "marked", *now)[0] == 0
+    common = ["--warehouse", warehouses["no jvm"], "--specs", str(folder)]
+    for call in range(3):
+        lines = write_jsonl(tmp_path / f"in-{call}.jsonl", [
+            {"key": f"k{(call + i) % 5}", "value": None if (call, i) == (1, 2) else f"{call}.{i}",
+             "timestamp": 1_000 * call + i} for i in range(10)])
+        assert run(capsys, *common, "produce", "--topic", "marked", "--input", lines, *now)[0] == 0
+        if call == 0:
+            for partition in range(2):
+                spark.sql(f"ALTER TABLE delta.`{warehouses['no jvm']}/marked-{partition}` "
+                          "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        if call < 2:
+            assert run(capsys, *common, "compact", "--topic", "marked", *now)[0] == 0
+    shutil.copytree(warehouses["no jvm"], warehouses["through spark"])
     for partition in range(2):
         path = f"{warehouses['no jvm']}/marked-{partition}"
         version = local_commits(path, 1)[0].version
         assert version_checksum.plain_files(path, version) is None, "no deletion vector"
         assert local_records.small_plain_files(path, version) is not None
-    commands = [["read", "--topic", "marked", "--partition", "0"], ["read", "--topic", "marked", "--partition", "1"],
-                ["--json", "plan", *now], ["--json", "maintain", "--topic", "marked", *now, "--no-report"]]
+    commands = [["read", "--topic", "marked", "--partition", "1"],
+                ["--json", "maintain", "--topic", "marked", *now, "--no-report"]]
     by_arrow = [printed_with_no_jvm("--warehouse", warehouses["no jvm"], "--specs", str(folder), *command,
                                     timeout=300) for command in commands]
     with monkeypatch.context() as patch:
@@ -230,17 +231,16 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
                                    *command)
             assert status == 0, err
             by_spark.append(out)
-    assert [printed.strip() for printed in by_arrow[:2]] == [printed.strip() for printed in by_spark[:2]]
-    assert all(by_arrow[:2]) and by_arrow[2] == by_spark[2].strip()
+    assert by_arrow[0] and by_arrow[0].strip() == by_spark[0].strip()
 
     def stages(printed: str) -> list:
         return [[(s["stage"], s["committed"], s.get("removed_records"), s.get("files_after")) for s in p["stages"]]
                 for p in json.loads(printed)["partitions"]]
 
-    assert stages(by_arrow[3]) == stages(by_spark[3])
-    assert all(s["validation"] == "passed" for p in json.loads(by_arrow[3])["partitions"] for s in p["stages"]
+    assert stages(by_arrow[1]) == stages(by_spark[1])
+    assert all(s["validation"] == "passed" for p in json.loads(by_arrow[1])["partitions"] for s in p["stages"]
                if s["committed"])
-    assert any(stage == "compact" and committed for p in stages(by_arrow[3]) for stage, committed, _, _ in p)
+    assert any(stage == "compact" and committed for p in stages(by_arrow[1]) for stage, committed, _, _ in p)
     for partition in range(2):
         records = {way: sorted(tuple(r) for r in spark.read.format("delta").load(f"{wh}/marked-{partition}").collect())
                    for way, wh in warehouses.items()}
