@@ -3,13 +3,14 @@ lists, with no Spark job (and in a new process, no JVM).
 
 A partition table's version is exactly its data files' rows, less those their deletion
 vectors hide, when ``version_checksum.plain_files`` says so (local files, deletion vectors
-read here, no column mapping). For a small one (``small_partitions.is_small`` by its files' statistics) reading
-those files by Arrow costs about a millisecond where a Spark query costs a job, and a JVM
-in a new process. ``stages.local_measure`` reads the compaction measure's three columns
-this way, and ``topiclake read`` prints a partition's records so. ``stages.arrow_actions``
-reads the columns a compaction decides by the same way from a local table of any size,
-a file per core at once, and ``checks.arrow_scope`` the records a large compaction's check
-must see (only the row groups that hold them, :func:`file_columns`).
+read here, no column mapping). For a small one (``small_partitions.is_small`` by its
+files' statistics) reading those files by Arrow costs about a millisecond where a Spark
+query costs a job, and a JVM in a new process. ``stages.local_measure`` reads the
+compaction measure's three columns this way, and ``topiclake read`` prints a partition's
+records so. ``stages.arrow_actions`` reads the columns a compaction decides by the same
+way from a local table of any size, a file per core at once, and ``checks.arrow_scope``
+the records a large compaction's check must see (only the row groups that hold them,
+:func:`file_columns`).
 
 Spark writes timestamps as Parquet's INT96 (no time zone) and Arrow as microseconds in UTC,
 and a version may hold files of both: each file's timestamps are read as epoch

@@ -119,8 +119,8 @@ class Validator(Protocol):
 
 
 #: How long after a stage's start its check may still read the version it started from:
-#: a check runs within seconds of its commit (a batch of small partitions' checks, within
-#: the run).
+#: the check of a partition with deletion vectors runs right after its commit (never
+#: batched with others: ``checks.batched.batchable``), within seconds.
 CHECK_WITHIN_MS = 3_600_000
 
 
