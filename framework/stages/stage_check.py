@@ -145,12 +145,12 @@ def pinned_before(log: PartitionLog, snapshot: Snapshot, wall_now_ms: int | None
     from framework.log.warehouse import deleted_file_window_of
 
     if is_small(snapshot.state.offset_span):
-        if version_checksum.plain_files(log.path, snapshot.version) is not None:
-            return None
+        # (the checksum read once: its files are the version's records when no vector hides a row)
         files = version_checksum.plain_files(log.path, snapshot.version, deletion_vectors=True)
-        if files is not None and readable_later(commit_time(log.path, snapshot.version),
-                                                deleted_file_window_of(files.configuration),
-                                                int(time.time() * 1000) if wall_now_ms is None else wall_now_ms):
+        if files is not None and (
+                not any(add.get("deletionVector") for add in files.adds)
+                or readable_later(commit_time(log.path, snapshot.version), deleted_file_window_of(files.configuration),
+                                  int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)):
             return None
     return log.read(snapshot.version)
 
