@@ -186,8 +186,9 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
     and a checked ``maintain`` that compacts start no JVM in a new process, and print what
     the same commands print on a twin warehouse through Spark (the measure and
     the read by Spark, the version before pinned through Delta, the check counted by Spark),
-    which then holds the same records."""
-    from framework.checks import arrow_scope
+    which then holds the same records; so does a ``validate`` after an append, counted by
+    Arrow with the run's version read from its files and vectors."""
+    from framework.checks import arrow_scope, arrow_whole, validation_plan
     from framework.log import local_records, version_checksum
     from framework.log.commit_log import local_commits
     from framework.stages import local_measure, maintenance
@@ -216,19 +217,29 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
         version = local_commits(path, 1)[0].version
         assert version_checksum.plain_files(path, version) is None, "no deletion vector"
         assert local_records.small_plain_files(path, version) is not None
+    later = write_jsonl(tmp_path / "later.jsonl", [{"key": f"k{i}", "value": "3", "timestamp": 3_000 + i}
+                                                   for i in range(4)])
     commands = [["read", "--topic", "marked", "--partition", "1"],
-                ["--json", "maintain", "--topic", "marked", *now, "--no-report"]]
-    by_arrow = [printed_with_no_jvm("--warehouse", warehouses["no jvm"], "--specs", str(folder), *command,
-                                    timeout=300) for command in commands]
+                ["--json", "maintain", "--topic", "marked", *now, "--no-report"],
+                ["--json", "validate", "--topic", "marked", *now]]
+    by_arrow = []
+    for command in commands:
+        if command[1] == "validate":  # (an append into a table with vectors is Delta's: in this process)
+            assert run(capsys, *common, "produce", "--topic", "marked", "--input", later, *now)[0] == 0
+        by_arrow.append(printed_with_no_jvm(*common, *command, timeout=300))
     with monkeypatch.context() as patch:
         patch.setattr(local_records, "records", lambda *args: None)
         patch.setattr(local_measure, "scanned", lambda *args: None)
         patch.setattr(arrow_scope, "counted", lambda *args: None)
         patch.setattr(maintenance, "pinned_before", lambda log, snapshot: log.read(snapshot.version))
+        patch.setattr(arrow_whole, "validated", lambda check: None)
+        patch.setattr(validation_plan, "travels_here", lambda *args: False)
         by_spark = []
         for command in commands:
-            status, out, err = run(capsys, "--warehouse", warehouses["through spark"], "--specs", str(folder),
-                                   *command)
+            twin = ["--warehouse", warehouses["through spark"], "--specs", str(folder)]
+            if command[1] == "validate":
+                assert run(capsys, *twin, "produce", "--topic", "marked", "--input", later, *now)[0] == 0
+            status, out, err = run(capsys, *twin, *command)
             assert status == 0, err
             by_spark.append(out)
     assert by_arrow[0] and by_arrow[0].strip() == by_spark[0].strip()
@@ -240,6 +251,9 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
     assert stages(by_arrow[1]) == stages(by_spark[1])
     assert all(s["validation"] == "passed" for p in json.loads(by_arrow[1])["partitions"] for s in p["stages"]
                if s["committed"])
+    # validate compared the version the run left with the appends since, and passed
+    assert json.loads(by_arrow[2]) == json.loads(by_spark[2]) == [
+        {"partition": f"marked-{p}", "passed": True, "failed_guarantees": [], "details": []} for p in range(2)]
     assert any(stage == "compact" and committed for p in stages(by_arrow[1]) for stage, committed, _, _ in p)
     for partition in range(2):
         records = {way: sorted(tuple(r) for r in spark.read.format("delta").load(f"{wh}/marked-{partition}").collect())

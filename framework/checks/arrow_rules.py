@@ -1,10 +1,11 @@
 """A stage check's rules in Arrow's compute functions: the rules of
-``framework.checks.rules`` for a compaction or retention stage, and the bounds of
-``framework.checks.bounds`` (a scoped compaction check's, from its pairing; a retention
-check's, over whole versions), written once more for the records
+``framework.checks.rules`` for a compaction or retention stage or for ``validate``, and
+the bounds of ``framework.checks.bounds`` (a scoped compaction check's, from its pairing; a
+retention's or a validation's, over whole versions), written once more for the records
 ``framework.checks.arrow_scope`` reads in the driver.
-``tests/test_guarantees.py::test_arrow_counts_a_scoped_compaction_check_as_spark_does`` and
-``::test_arrow_counts_a_retention_check_as_spark_does`` pin the two expressions together:
+``tests/test_guarantees.py::test_arrow_counts_a_scoped_compaction_check_as_spark_does``,
+``::test_arrow_counts_a_retention_check_as_spark_does`` and
+``::test_arrow_counts_a_validation_as_spark_does`` pin the two expressions together:
 on every version the guarantee tests make, healthy and corrupted, both count the same
 violations per guarantee and give the same bounds.
 
@@ -182,7 +183,8 @@ def counted(after, made, undone, config: TopicConfig, now_ms: int, dirty_from: i
 
 def counted_whole(before, after, config: TopicConfig, now_ms: int, log_start_after: int,
                   scope_of: Callable[[dict], Scope]):
-    """The violations of a retention per guarantee, the bounds and the scope they give, from
+    """The violations of a retention (or of ``validate``: ``scope_of`` says which) per
+    guarantee, the bounds and the scope they give, from
     both whole versions' records (Arrow tables of :data:`RECORD_COLUMNS`), as Spark pairs a
     small partition's versions (``bounds.bounds_aggregates``); None where Spark must count."""
     import pyarrow.compute as pc
@@ -231,8 +233,8 @@ def _judged(pairs, in_b, in_a, scope: Scope, config: TopicConfig) -> dict[str, i
 
 
 def _offset_rules(pairs, in_b, in_a, scope: Scope, config: TopicConfig):
-    """``rules._offset_rules`` of a compaction or retention stage: (guarantee, the offsets the
-    rule holds for)."""
+    """``rules._offset_rules`` of a compaction or retention stage, or of ``validate``:
+    (guarantee, the offsets the rule holds for)."""
     import pyarrow.compute as pc
 
     offset, na = pairs["offset"], pc.fill_null(pairs["_n_a"], 0)
@@ -264,6 +266,9 @@ def _offset_rules(pairs, in_b, in_a, scope: Scope, config: TopicConfig):
         if not scope.consumed_explained:
             yield "G8", pc.and_(pc.and_(removed, pc.greater_equal(offset, scope.smallest_committed)),
                                 pc.less(offset, start))
+    if scope.mode == "validate" and scope.appends_only:
+        yield "G1", pc.and_(pc.and_(in_b, pc.invert(in_a)), pc.greater_equal(offset, scope.log_start_after))
+        yield "G1", horizon_moved
     if config.compact and scope.max_lag_end is not None:
         deadline = scope.now_ms - config.max_compaction_lag_ms
         lagging = pc.and_(pc.greater_equal(offset, scope.checkpoint_after), pc.less(offset, scope.max_lag_end))
@@ -306,8 +311,9 @@ def _per_group(groups: int, group, mask, values):
 
 
 def _key_rules(pairs, in_b, in_a, scope: Scope):
-    """``rules._key_rules`` of a compaction or retention stage: (guarantee, the key rows the
-    rule holds for), each key's numbers computed per group number and spread back to its rows."""
+    """``rules._key_rules`` of a compaction or retention stage, or of ``validate``: (guarantee,
+    the key rows the rule holds for), each key's numbers computed per group number and
+    spread back to its rows."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -1,8 +1,8 @@
 """A stage check counted in the driver: the records in scope read by Arrow from the files of
 a local table, and judged by ``framework.checks.arrow_rules``, with no Spark job.
 
-A retention check of a small partition (each version at most :data:`MAX_WHOLE_ROWS`
-records) reads both whole versions, as Spark pairs them. A compaction check, any size of
+A retention check of a small partition reads both whole versions, as Spark pairs them
+(``framework.checks.arrow_whole``). A compaction check, any size of
 partition, reads the records in scope (``framework.checks.changes``): a small one's check
 (the long run's 20-record partitions) costs about 15 ms here against 0.6 s of Spark
 queries pairing its whole versions in one task (stop 101).
@@ -48,21 +48,17 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from framework.checks import arrow_rules, changes
+from framework.checks import arrow_rules, arrow_whole, changes
 from framework.checks.scope import stage_scope
 from framework.cleaner.rules import uncleanable_after_ms
 from framework.log import deletion_vectors, file_stats, key_index, local_records, version_checksum
 from framework.log.commit_log import commit_actions
 
-__all__ = ["MAX_ROWS", "MAX_WHOLE_ROWS", "counted"]
+__all__ = ["MAX_ROWS", "counted"]
 
 #: Above this many records in scope (the dirty section, the change, or the after version's
 #: records read) Spark counts: they are all held in the driver's memory here.
 MAX_ROWS = 500_000
-#: A retention check is counted here only when both versions are at most this large: it
-#: reads them whole, as Spark pairs a partition below the scoped check's size
-#: (``changes.MIN_SCOPED_RECORDS``); above it, Spark's scoped check reads only the change.
-MAX_WHOLE_ROWS = 100_000
 _NAMES = arrow_rules.RECORD_COLUMNS
 _MADE, _UNDONE = ("insert", "update_postimage"), ("delete", "update_preimage")
 
@@ -289,36 +285,8 @@ def counted(check, state_after, dirty_from: int | None = None):
         start = changes.dirty_from("compact", check.state_before) if dirty_from is None else dirty_from
         return _compaction_counted(check, state_after, start)
     if check.stage in ("retain", "delete_records"):
-        return _retention_counted(check, state_after)
+        return arrow_whole.retention_counted(check, state_after)
     return None
-
-
-def _retention_counted(check, state_after):
-    """A retention check over both whole versions, when each holds at most
-    :data:`MAX_WHOLE_ROWS` records."""
-    import pyarrow as pa
-
-    files = [version_checksum.plain_files(check.log.path, version) for version in (check.version_before,
-                                                                                   check.version_after)]
-    if None in files or files[0].schema_json != files[1].schema_json:
-        return None
-    records = [version_checksum.record_count(listed) for listed in files]
-    if None in records or max(records) > MAX_WHOLE_ROWS or not all(
-            os.path.isfile(path) for listed in files for path in listed.paths):
-        return None
-    try:
-        versions = [local_records.each_file(list(listed.paths), lambda path: local_records.file_columns(
-            path, _NAMES, whole_ms=True)) for listed in files]
-        if None in versions or not any(versions):
-            return None
-        schema = next(tables for tables in versions if tables)[0].select(_NAMES).schema
-        before, after = (pa.concat_tables([schema.empty_table(), *tables], promote_options="permissive")
-                         for tables in versions)
-        return arrow_rules.counted_whole(
-            before, after, check.log.spec.config, check.now_ms, state_after.log_start_offset,
-            lambda bounds: stage_scope(check, check.state_before, state_after, bounds))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError, TypeError):
-        return None  # columns of types no partition table writes: Spark says what they are
 
 
 def _compaction_counted(check, state_after, dirty_from: int):

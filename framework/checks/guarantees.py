@@ -4,8 +4,9 @@ A check compares two versions of a partition table, read through Delta time trav
 version a stage started from and the one it committed (``check_stage``), or the version
 the last maintenance run left and the current one (``validate``). Spark pairs the two and
 lists the violations (``framework.checks.rules``; a compaction's, and a small partition's
-retention's, are first counted by Arrow in the driver, ``framework.checks.arrow_scope``, and
-Spark runs only where that cannot count or finds one), the pure scope rules say what the numbers mean
+retention's and validation's, are first counted by Arrow in the driver,
+``framework.checks.arrow_scope`` and ``arrow_whole``, and Spark runs only where that cannot
+count or finds one), the pure scope rules say what the numbers mean
 (``framework.checks.scope``), and Great Expectations judges the counts, one named
 expectation per guarantee (``framework.checks.gx_suites``).
 
@@ -32,16 +33,16 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Sequence
 
-from framework.checks import arrow_scope, batched, bounds, gx_project, gx_suites, rules
+from framework.checks import arrow_scope, arrow_whole, batched, bounds, gx_project, gx_suites, rules, validation_plan
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
 from framework.checks.readability import VIOLATIONS_SCHEMA, unreadable
 from framework.checks.scope import Scope, expected_bounds, stage_scope, validate_scope, versions_to_read
 from framework.cleaner.rules import uncleanable_after_ms
-from framework.errors import ArgumentError, TimeTravelError
+from framework.errors import ArgumentError
 from framework.local_rows import local_frame
 from framework.log.log_state import LogState
-from framework.log.partition_log import HISTORY_PAGES, PartitionLog
+from framework.log.partition_log import PartitionLog
 from framework.log.small_partitions import is_small, small_partition_settings
 from framework.log.table_layout import RECORD_COLUMNS
 from framework.log.warehouse import Warehouse
@@ -177,7 +178,8 @@ class Guarantees:
     def validate_many(self, logs: Sequence[PartitionLog], now_ms: int, from_version: int | None = None,
                       to_version: int | None = None) -> list[ValidationOutcome]:
         """:meth:`validate` of each of ``logs``, with the last runs' versions read once a topic,
-        the small partitions of a topic counted together (``batched.count_validations``: two
+        a small local partition counted by Arrow (:meth:`_validated_by_arrow`), the rest of a
+        topic's small partitions counted together (``batched.count_validations``: two
         Spark jobs, where each partition alone cost about 1.3 s), the rest one by one, and
         the verdicts judged together (one Great Expectations validation a topic). Every
         partition's versions are resolved first, so a bad ``--from-version`` or
@@ -196,66 +198,45 @@ class Guarantees:
                 last_runs[log.spec.topic] = history.last_runs(log.spec.topic)
             last = last_runs.get(log.spec.topic, {}).get(log.partition)
             try:
-                planned.append(self._planned_validation(log, now_ms, from_version, to_version,
-                                                        None if last is None else last["version_after"]))
+                planned.append(validation_plan.planned(log, now_ms, from_version, to_version,
+                                                       None if last is None else last["version_after"]))
             finally:
                 forget_table(self.spark, log.path)
+        # the partitions Arrow counts clean need no Spark job; the rest are counted together
+        measured: list[MeasuredCheck | None] = [self._validated_by_arrow(check) for check in planned]
+        rest = [check for check, done in zip(planned, measured, strict=True) if done is None]
         try:
             with small_partition_settings(self.spark, 0):
-                found = batched.count_validations(self.spark, planned)
+                found = iter(batched.count_validations(self.spark, rest) if rest else [])
         except Exception:  # noqa: BLE001 - a batch that cannot run: each partition alone says why
-            found = [None] * len(planned)
-        measured = []
-        for check, clean in zip(planned, found):
+            found = iter([None] * len(rest))
+        for index, check in enumerate(planned):
+            if measured[index] is not None:
+                continue
+            clean = next(found)
             try:
-                measured.append(self._measured_validation(check) if clean is None
-                                else self._batched_validation(check, clean))
+                measured[index] = (self._measured_validation(check) if clean is None
+                                   else self._clean_validation(check, clean.scope, clean.bounds))
             finally:
                 forget_table(self.spark, check.log.path)
         return self.judge(measured)
 
-    def _batched_validation(self, check: ValidateCheck, clean: batched.BatchedCheck) -> MeasuredCheck:
-        """A partition the batch found clean: its guarantees were counted there; the spec's
-        own expectations, which judge its records, run over them here, as alone."""
+    def _validated_by_arrow(self, check: ValidateCheck) -> MeasuredCheck | None:
+        """A small local partition's validation counted by Arrow in the driver
+        (``arrow_whole.validated``), when it can be and is clean; else None, and Spark counts
+        (and shows the offending rows)."""
+        found = arrow_whole.validated(check)
+        return None if found is None or found[0] else self._clean_validation(check, found[2], found[1])
+
+    def _clean_validation(self, check: ValidateCheck, scope: Scope, data_bounds: dict) -> MeasuredCheck:
+        """A partition counted clean (by Arrow, or in the batch); the spec's own expectations,
+        which judge its records, run over them here, as alone."""
         log = check.log
-        measured = replace(_measured(log, "validate", clean.scope, {}, {},
-                                     _context("validate", clean.scope, clean.bounds, check.now_ms)), notes=check.notes)
+        measured = replace(_measured(log, "validate", scope, {}, {},
+                                     _context("validate", scope, data_bounds, check.now_ms)), notes=check.notes)
         if not log.spec.expectations:
             return measured
         return replace(measured, spec_outcome=self._spec_suite(log, "validate", log.read(check.version_after)))
-
-    def _planned_validation(self, log: PartitionLog, now_ms: int, from_version: int | None, to_version: int | None,
-                            last_run_version: int | None) -> ValidateCheck:
-        """The versions ``validate`` compares, and their states; Delta says whether each can be
-        read (a version that left the time-travel window cannot)."""
-        recent = log.commits(HISTORY_PAGES[0])
-        latest = recent[0].version
-        to = latest if to_version is None else to_version
-        if not 0 <= to <= latest:
-            raise ArgumentError(f"--to-version: {to} is not a version of {log.name} (0..{latest})")
-        notes: list[str] = []
-        if from_version is None:
-            start = 0 if last_run_version is None or last_run_version > to else last_run_version
-        else:
-            start = from_version
-            if not 0 <= start <= to:
-                raise ArgumentError(f"--from-version: {start} must be between 0 and the version checked ({to})")
-        # Delta says whether an older version can still be read (the latest always can)
-        try:
-            if start != latest:
-                log.read(start)
-        except TimeTravelError as error:
-            if from_version is not None:
-                raise
-            # The last run's version left the time-travel window: only the invariants remain.
-            notes.append(f"note: compared with nothing: {error}")
-            start = to
-        if to != latest:
-            log.read(to)
-        states = log.states_at([start, to], first_page=recent)
-        return ValidateCheck(log=log, now_ms=now_ms, version_before=start, version_after=to,
-                             state_before=states[start], state_after=states[to],
-                             appends_only=from_version is None, notes=tuple(notes))
 
     def _measured_validation(self, check: ValidateCheck) -> MeasuredCheck:
         """One partition's validation measured on its own, both versions read through Delta."""

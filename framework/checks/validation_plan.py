@@ -1,0 +1,76 @@
+"""What ``topiclake validate`` compares in a partition (a ``ValidateCheck``): the version the
+last maintenance run left, or the one asked for, and the current one (or the one asked for),
+with their states; and whether Delta still reads the older one by time travel.
+
+Delta answers that by reading it (a version that left the time-travel window is refused,
+and validate then judges the current version's invariants alone, with a note). A small
+local partition's version that Delta certainly reads is told here without Spark
+(:func:`travels_here`), so that its validation, counted by Arrow, starts no JVM.
+"""
+
+from __future__ import annotations
+
+import time
+
+from framework.checks.readability import readable_here
+from framework.errors import ArgumentError, TimeTravelError
+from framework.log import version_checksum
+from framework.log.partition_log import HISTORY_PAGES, PartitionLog
+from framework.stages.stage_check import ValidateCheck
+
+__all__ = ["planned", "travels_here"]
+
+
+def planned(log: PartitionLog, now_ms: int, from_version: int | None, to_version: int | None,
+            last_run_version: int | None) -> ValidateCheck:
+    """The versions ``validate`` compares, and their states; a version number outside the
+    table, or a ``--from-version`` Delta no longer reads, is refused (``ArgumentError``,
+    ``TimeTravelError``)."""
+    recent = log.commits(HISTORY_PAGES[0])
+    latest = recent[0].version
+    to = latest if to_version is None else to_version
+    if not 0 <= to <= latest:
+        raise ArgumentError(f"--to-version: {to} is not a version of {log.name} (0..{latest})")
+    notes: list[str] = []
+    if from_version is None:
+        start = 0 if last_run_version is None or last_run_version > to else last_run_version
+    else:
+        start = from_version
+        if not 0 <= start <= to:
+            raise ArgumentError(f"--from-version: {start} must be between 0 and the version checked ({to})")
+    try:
+        if not travels_here(log, start, latest):
+            log.read(start)  # Delta says whether it still reads it
+    except TimeTravelError as error:
+        if from_version is not None:
+            raise
+        # The last run's version left the time-travel window: only the invariants remain.
+        notes.append(f"note: compared with nothing: {error}")
+        start = to
+    if not travels_here(log, to, latest):
+        log.read(to)
+    states = log.states_at([start, to], first_page=recent)
+    return ValidateCheck(log=log, now_ms=now_ms, version_before=start, version_after=to,
+                         state_before=states[start], state_after=states[to],
+                         appends_only=from_version is None, notes=tuple(notes))
+
+
+def travels_here(log: PartitionLog, version: int, latest: int, wall_now_ms: int | None = None) -> bool:
+    """Whether Delta's time travel to ``version`` reads it, told without Spark. The latest
+    version always reads (Delta never refuses it; a problem in its files is the check's to
+    find). An older one of a small local partition reads when it reads here in full
+    (``readability.readable_here``: its log, files and vectors) and Delta would not refuse
+    it within the next hour (``stage_check.readable_later``, by the latest version's window,
+    as Delta judges it). False when anything is not known here."""
+    from framework.log.commit_log import commit_time
+    from framework.log.warehouse import deleted_file_window_of
+    from framework.stages.stage_check import readable_later
+
+    if version == latest:
+        return True
+    if not readable_here(log, [version]):
+        return False
+    newest = version_checksum.plain_files(log.path, latest, deletion_vectors=True)
+    return newest is not None and readable_later(
+        commit_time(log.path, version), deleted_file_window_of(newest.configuration),
+        int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)
