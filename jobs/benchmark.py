@@ -202,7 +202,9 @@
    warehouse whose ``--partitions`` partitions had a first maintain (nothing due), then a
    ``produce`` of the same lines into its tables and into a new topic's, and a first
    ``commit-offset`` (the committed offsets' table created too), a ``read`` of a
-   partition, and a ``create`` and a ``produce`` into a warehouse folder not there yet, each a new
+   partition, a ``validate`` of every partition after those produces (counted by Arrow in
+   the driver, ``framework/checks/arrow_whole.py``; against in one Spark batch, as before stop
+   108), and a ``create`` and a ``produce`` into a warehouse folder not there yet, each a new
    process, A B B A: the session deferred until something asks it a question, so no JVM
    starts (as shipped,
    ``framework/deferred_session.py``; a partition whose records are too young to compact,
@@ -2541,7 +2543,8 @@ READ_ONLY_COMMAND_TWINS = TwinKind("read_only_commands", ("session deferred", "s
 #: Side B's process starts the session before the verb reads anything (as before stop 87),
 #: its report rebuilds the Data Docs whatever they were built from (as before stop 88),
 #: draws every page in this process (as before stop 89), a measure that needs a scan
-#: scans by Spark (as before stop 90), and ``read`` reads through Spark (as before stop 91).
+#: scans by Spark (as before stop 90), ``read`` reads through Spark (as before stop 91), and
+#: ``validate`` counts and reads every version by Spark (as before stop 108).
 _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
                           "context.Context.deferred_spark = property(lambda self: self.spark)\n"
                           "from framework.stages import local_measure\n"
@@ -2550,7 +2553,10 @@ _SESSION_FIRST_PRELUDE = ("from framework.cli import context\n"
                           "local_records.records = lambda *args: None\n"
                           "from framework.report import site\n"
                           "site._read = lambda path: None\n"
-                          "site.PAGES_FOR_WORKERS = 10 ** 9")
+                          "site.PAGES_FOR_WORKERS = 10 ** 9\n"
+                          "from framework.checks import arrow_whole, validation_plan\n"
+                          "arrow_whole.validated = lambda check: None\n"
+                          "validation_plan.travels_here = lambda *args, **options: False")
 
 
 def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
@@ -2618,6 +2624,17 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
             ok &= all(ends.get(r["partition"], r["base_offset"]) == r["base_offset"] for r in appended)
             ends.update({r["partition"]: r["base_offset"] + r["count"] for r in appended})
             said.setdefault(label, set()).add(json.dumps(sorted((r["partition"], r["count"]) for r in appended)))
+        _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
+        # validate of every partition, since its first maintain (four produces since): counted by
+        # Arrow in the driver, no JVM (stop 108), against in one Spark batch, each version read
+        # through Delta (as before)
+        label = f"topiclake validate, {partitions} partitions appended to since their run"
+        labels.append(label)
+        for name in runs:
+            printed = []
+            ok &= _read_only_run(results, label, name, scratch, ("--json", "validate", "--topic", "fresh"), printed)
+            said.setdefault(label, set()).add(printed[0] if printed else "")
+            ok &= bool(printed) and all(p["passed"] for p in json.loads(printed[0]))
         _mean_of_twins(results, label, READ_ONLY_COMMAND_TWINS.sides)
         # and into a new topic in that warehouse (its own each run), whose tables the appends create
         label = f"topiclake produce of the same lines into a new topic of {partitions} partitions"

@@ -95,10 +95,12 @@ def test_local_appends_side_by_side_are_blind_appends_that_all_land(spark, tmp_p
 
 
 @pytest.mark.parametrize("case", ["another column", "a column's type", "partitioned", "deletion vectors",
-                                  "not local"])
+                                  "a check constraint", "not local"])
 def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, case):
     """A partitioned table takes an append (a file per partition value, in its folder) but
-    not a replace: its files read one by one lack their partition values."""
+    not a replace: its files read one by one lack their partition values. So does a table
+    with deletion vectors on (an append's new files carry none), where a replace would have
+    to end every vector its files have."""
     path = str(tmp_path / "t")
     if case == "another column":
         _table(spark, path, SCHEMA + ", `extra` STRING")
@@ -108,11 +110,14 @@ def test_where_a_local_append_does_not_apply_it_writes_nothing(spark, tmp_path, 
         _table(spark, path, partition_columns=("partition",))
     elif case == "deletion vectors":
         _table(spark, path, properties={"delta.enableDeletionVectors": "true"})
+    elif case == "a check constraint":  # (a feature whose rule Spark's write enforces)
+        _table(spark, path)
+        spark.sql(f"ALTER TABLE {delta_table_sql(path)} ADD CONSTRAINT known CHECK (`partition` >= 0)")
     else:
         _table(spark, path)
     before = (read_commits(spark, path, 1)[0].version, _data_files(path))
     target = "s3a://bucket/t" if case == "not local" else path
-    if case != "partitioned":
+    if case not in ("partitioned", "deletion vectors"):
         assert appended_locally(spark, target, ROWS, SCHEMA) is None
     assert replaced_locally(spark, target, lambda rows: rows, SCHEMA) is None
     assert (read_commits(spark, path, 1)[0].version, _data_files(path)) == before

@@ -54,7 +54,7 @@ def _files(path: str) -> set[str]:
 #: What differs between two tables' commits of the same rows however they are made.
 _OWN = {"path", "modificationTime", "deletionTimestamp", "tags", "txnId", "timestamp", "engineInfo",
         "operationMetrics", "id",
-        "createdTime"}
+        "createdTime", "pathOrInlineDv"}
 
 
 def _same_shape(value):
@@ -133,7 +133,7 @@ def test_a_table_it_cannot_append_to_as_delta_would_is_left_to_delta(spark, tmp_
     if case == "a checkpoint is due":  # version 2 would be one
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")
     elif case == "a table feature":  # one an append does not meet as Delta's writer does
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
     elif case == "no checksum":
         os.remove(os.path.join(path, "_delta_log", f"{local_commits(path, 1)[0].version:020d}.crc"))
     rows = arrow_rows(_rows("second"), history_schema())
@@ -304,24 +304,38 @@ def _read_records(spark, path: str) -> list[tuple]:
     return sorted(tuple(r) for r in spark.read.format("delta").load(path).drop("_segment").collect())
 
 
-def test_a_produce_without_a_jvm_commits_what_delta_commits_for_the_same_records(spark, tmp_path):
+@pytest.mark.parametrize("vectors", [False, True], ids=["plain", "deletion vectors"])
+def test_a_produce_without_a_jvm_commits_what_delta_commits_for_the_same_records(spark, tmp_path, vectors):
+    """With deletion vectors on (the owner's opt-in) and a record deleted by one, the
+    append's files say their bounds are tight, and the checksum carries the vectors' counts
+    on, as Delta's append does."""
     by_delta, by_topiclake = _topic(spark, tmp_path / "a"), _topic(spark, tmp_path / "b")
     for topic in (by_delta, by_topiclake):
         produce(topic, _records(topic, "first"), NOW)  # creates the table, through Delta
-    deferred = DeferredSession(lambda: spark)
-    assert [r.version for r in produce(by_delta, _records(by_delta, "second"), NOW)] == [1]
-    ours = produce(_topic(deferred, tmp_path / "b"), _records(by_topiclake, "second"), NOW)
-    assert [(r.base_offset, r.count, r.version) for r in ours] == [(3, 3, 1)] and not deferred.started
+        if vectors:
+            table = delta_table_sql(topic.partition(0).path)
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+            spark.sql(f"DELETE FROM {table} WHERE offset = 1")
     path, twin = by_topiclake.partition(0).path, by_delta.partition(0).path
-    assert "no JVM" in _commit(path, 1)[0]["commitInfo"]["engineInfo"]
-    assert _produced_shape(_commit(path, 1)) == _produced_shape(_commit(twin, 1))
-    assert _checksum_shape(path, 1) == _checksum_shape(twin, 1)
+    version = local_commits(path, 1)[0].version + 1
+    deferred = DeferredSession(lambda: spark)
+    assert [r.version for r in produce(by_delta, _records(by_delta, "second"), NOW)] == [version]
+    ours = produce(_topic(deferred, tmp_path / "b"), _records(by_topiclake, "second"), NOW)
+    assert [(r.base_offset, r.count, r.version) for r in ours] == [(3, 3, version)] and not deferred.started
+    assert "no JVM" in _commit(path, version)[0]["commitInfo"]["engineInfo"]
+    assert _produced_shape(_commit(path, version)) == _produced_shape(_commit(twin, version))
+    assert _checksum_shape(path, version) == _checksum_shape(twin, version)
+    if vectors:
+        [add] = [a["add"] for a in _commit(path, version) if "add" in a]
+        assert json.loads(add["stats"])["tightBounds"] is True
+        assert version_checksum.checksum(path, version)["numDeletedRecordsOpt"] == 1
     assert _read_records(spark, path) == _read_records(spark, twin)
-    assert sorted(r["offset"] for r in delta_rs_query(path, '"offset"')) == list(range(6))
+    assert sorted(r["offset"] for r in delta_rs_query(path, '"offset"')) == [o for o in range(6) if not (
+        vectors and o == 1)]
     assert by_topiclake.partition(0).snapshot().state == by_delta.partition(0).snapshot().state
     for topic in (by_topiclake, by_delta):  # Delta's next commit carries the checksum on
         produce(topic, _records(topic, "third"), NOW)
-    assert _checksum_shape(path, 2) == _checksum_shape(twin, 2)
+    assert _checksum_shape(path, version + 1) == _checksum_shape(twin, version + 1)
     assert _read_records(spark, path) == _read_records(spark, twin)
 
 
@@ -385,7 +399,7 @@ def test_a_claim_already_taken_or_a_feature_an_append_cannot_meet_writes_nothing
     produce(topic, _records(topic, "first"), NOW)  # claims base offset 0 + 1
     path = topic.partition(0).path
     assert own_commits.claimed(path, None, "topiclake.append", 1, "{}") == own_commits.CLAIM_TAKEN
-    spark.sql(f"ALTER TABLE {delta_table_sql(path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"ALTER TABLE {delta_table_sql(path)} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
     before = _files(path)
     assert own_commits.claimed(path, None, "topiclake.append", 9, "{}") is None
     assert _files(path) == before

@@ -58,14 +58,16 @@ def session_codec(spark) -> str | None:
     return name if name in CODECS else None
 
 
-def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None) -> list | None:
+def data_files(delta, txn, folder: str, table, max_records_per_file: int | None = None,
+               append: bool = False) -> list | None:
     """``table`` (an Arrow table of every column of the table of ``txn``, partition columns
     included, as Spark maps the table's schema to Arrow's) written as Parquet files in the
     table's ``folder``, one per partition value and up to ``max_records_per_file`` rows
     each: their ``add`` actions, or None when the table does not take such files (nothing
-    is written)."""
+    is written). ``append``: the files are a blind append's, which a table with deletion
+    vectors takes too (the new files carry none; their bounds are tight)."""
     metadata = txn.metadata()
-    struct = table_struct(txn, metadata)
+    struct = table_struct(txn, metadata, append)
     codec = session_codec(delta.spark)
     if struct is None or codec is None:
         return None
@@ -73,7 +75,7 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
     named = metadata.configuration().get("delta.dataSkippingStatsColumns")
     adds = add_actions(folder, table, struct, partition_columns,
                        stats_columns(str(named.get()) if named.isDefined() else None, partition_columns),
-                       max_records_per_file, codec)
+                       max_records_per_file, codec, tight_bounds="deletionVectors" in _features(txn))
     if adds is None:
         return None
     action = delta.cls("org.apache.spark.sql.delta.actions.Action")
@@ -81,11 +83,12 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
 
 
 def add_actions(folder: str, table, struct, partition_columns: list[str], stats_columns: list[str],
-                max_records_per_file: int | None = None, codec: str = SPARK_DEFAULT_CODEC) -> list[dict] | None:
+                max_records_per_file: int | None = None, codec: str = SPARK_DEFAULT_CODEC,
+                tight_bounds: bool = False) -> list[dict] | None:
     """:func:`data_files` for a table whose schema (``struct``, a ``StructType`` a rewrite may
     meet: see ``table_struct``), partition columns and statistics columns the caller read,
     compressed by ``codec`` (of :data:`CODECS`): the ``add`` actions as dicts (as in the
-    Delta log), or None (nothing is written)."""
+    Delta log), or None (nothing is written); ``tight_bounds``: as :func:`statistics`."""
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -110,7 +113,7 @@ def add_actions(folder: str, table, struct, partition_columns: list[str], stats_
         step = max_records_per_file or max(rows.num_rows, 1)
         for start in range(0, max(rows.num_rows, 1), step):
             piece = rows.slice(start, step)
-            stats = statistics(piece, stats_columns)
+            stats = statistics(piece, stats_columns, tight_bounds)
             if stats is None:
                 return None
             pieces.append(({name: str(value) for name, value in values.items()}, piece, stats))
@@ -129,19 +132,30 @@ def written_metrics(actions: list[dict]) -> dict:
             "numOutputRows": sum(json.loads(a["stats"])["numRecords"] for a in actions)}
 
 
-def table_struct(txn, metadata):
+def table_struct(txn, metadata, append: bool = False):
     """The table's schema (a ``StructType``) from the transaction's ``metadata``, or None when the
     table's columns carry what a Spark write enforces or maps (invariants, column mapping)
-    or it has a feature a rewrite may not meet. Read from the transaction's own snapshot,
-    not a checksum: a concurrent writer's may not be written yet."""
+    or it has a feature a rewrite may not meet (``append``: an append, which meets deletion
+    vectors). Read from the transaction's own snapshot, not a checksum: a concurrent
+    writer's may not be written yet."""
     from pyspark.sql.types import StructType
 
-    features = set(str(txn.protocol().readerAndWriterFeatureNames().mkString("\n")).split("\n"))
+    blocking = version_checksum.REWRITE_BLOCKING_FEATURES - ({"deletionVectors"} if append else set())
     schema_string = str(metadata.schemaString())
-    if (features & version_checksum.REWRITE_BLOCKING_FEATURES or str(metadata.columnMappingMode().name()) != "none"
+    if (_features(txn) & blocking or str(metadata.columnMappingMode().name()) != "none"
             or "delta.invariants" in schema_string):
         return None
     return StructType.fromJson(json.loads(schema_string))
+
+
+def _features(txn) -> set[str]:
+    """The table features of the transaction's protocol, those a legacy protocol version
+    implies included (a writer 3's check constraints, which a table whose protocol an
+    ``ADD CONSTRAINT`` raised from writer 2 lists nowhere)."""
+    found, features = set(), txn.protocol().implicitlyAndExplicitlySupportedFeatures().iterator()
+    while features.hasNext():
+        found.add(str(features.next().name()))
+    return found
 
 
 def stats_columns(named: str | None, partition_columns: list[str]) -> list[str]:
@@ -161,14 +175,17 @@ def takes(struct, partition_columns: list, stats_columns: list) -> bool:
             and all(isinstance(kinds.get(c), (*integers, T.TimestampType)) for c in stats_columns))
 
 
-def statistics(rows, stats_columns: list) -> str | None:
-    """Delta's ``stats`` of ``rows``, or None when a bound cannot be written as Delta writes it."""
+def statistics(rows, stats_columns: list, tight_bounds: bool = False) -> str | None:
+    """Delta's ``stats`` of ``rows``, or None when a bound cannot be written as Delta writes it;
+    ``tight_bounds``: with ``tightBounds`` true, as Delta writes a new file's in a table whose
+    protocol has deletion vectors (its bounds are of every row: no vector hides one yet)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     stats: dict = {"numRecords": rows.num_rows}
+    tight = {"tightBounds": True} if tight_bounds else {}
     if not stats_columns:
-        return json.dumps(stats, separators=(",", ":"))
+        return json.dumps({**stats, **tight}, separators=(",", ":"))
     lows, highs, nulls = {}, {}, {}
     for name in stats_columns:
         column = rows.column(name)
@@ -184,7 +201,7 @@ def statistics(rows, stats_columns: list) -> str | None:
         else:
             low, high = low.as_py(), high.as_py()
         lows[name], highs[name] = low, high
-    stats.update({"minValues": lows, "maxValues": highs, "nullCount": nulls})
+    stats.update({"minValues": lows, "maxValues": highs, "nullCount": nulls, **tight})
     return json.dumps(stats, separators=(",", ":"))
 
 

@@ -272,7 +272,8 @@ def _claimed_commit_in(delta: DeltaJvm, path: str, schema, app_id: str, txn_vers
     actions = []
     if is_arrow(frame):  # driver-side rows: Arrow writes their files when the table takes them
         folder = local_folder(path)
-        actions = None if folder is None else arrow_files.data_files(delta, txn, folder, frame, max_records_per_file)
+        actions = None if folder is None else arrow_files.data_files(delta, txn, folder, frame, max_records_per_file,
+                                                                     append=True)
         if actions is None:
             frame = _frame_of(delta.spark, frame, schema, max_records_per_file)
         else:

@@ -56,7 +56,7 @@ def appended_locally(spark, path: str, rows: Iterable[tuple], schema) -> int | N
 def _append_in(delta: DeltaJvm, path: str, folder: str, table) -> int | None:
     txn = delta.delta_log(path).startTransaction()
     operation = delta.write_operation("Append")  # before the file: its shape may differ
-    adds = arrow_files.data_files(delta, txn, folder, table)
+    adds = arrow_files.data_files(delta, txn, folder, table, append=True)
     return None if adds is None else int(txn.commit(delta.seq(adds), operation))
 
 

@@ -33,8 +33,10 @@ does not know how to carry forward; every live file listed, except for an append
 Delta's listing threshold); protocol (1, 2) with no table feature, or for an append or a
 maintenance stage's rewrite (``framework.stages.file_rewrite.commit_locally``, the
 bin-packing's) writer 7 with only :data:`APPEND_WRITER_FEATURES` (a partition table's; for
-a rewrite, not append-only); no partition columns (an append or a rewrite may have them),
-column mapping or column invariants; the new version
+a rewrite, not append-only), and for an append also that with deletion vectors (reader 3:
+a partition table whose owner turned them on; the new files carry none, and their
+statistics say their bounds are tight, as Delta's writer says); no partition columns (an
+append or a rewrite may have them), column mapping or column invariants; the new version
 not one at which Delta writes a checkpoint (``delta.checkpointInterval``); and a file
 system that makes hard links (the put-if-absent). Anything else returns None with nothing
 committed, and the caller commits through Delta.
@@ -113,13 +115,15 @@ def committable(checksum: dict | None, version: int, new_files: int = 1, append:
     ``deletion_vectors``: such a rewrite that only adds deletion vectors, on a table whose
     protocol has them (reader 3, ``deletionVectors`` its only reader feature) and whose
     properties turn them on, as Delta's DELETE would write them."""
-    fields = CHECKSUM_FIELDS | DELETION_VECTOR_FIELDS if deletion_vectors else CHECKSUM_FIELDS
+    fields = CHECKSUM_FIELDS | DELETION_VECTOR_FIELDS if deletion_vectors or append else CHECKSUM_FIELDS
     if not isinstance(checksum, dict) or not set(checksum) <= fields:
         return False
     metadata = checksum.get("metadata")
     protocol = checksum.get("protocol")
-    taken = (_vectors_protocol_taken(protocol, metadata) if deletion_vectors
-             else _protocol_taken(protocol, append or rewrite))
+    if deletion_vectors:
+        taken = _vectors_protocol_taken(protocol, metadata)
+    else:
+        taken = _protocol_taken(protocol, append or rewrite) or (append and _vectors_protocol(protocol))
     if not taken or not isinstance(metadata, dict):
         return False
     rewrite = rewrite or deletion_vectors
@@ -163,7 +167,7 @@ def appended(path: str, table) -> int | None:
     if not committable(checksum, version, append=True):
         return None
     metadata = checksum["metadata"]
-    adds = commit_files.data_files(folder, metadata, table, single=True)
+    adds = commit_files.data_files(folder, metadata, table, single=True, protocol=checksum["protocol"])
     if adds is None:
         return None
     for _ in range(MAX_COMMIT_ATTEMPTS):
@@ -176,7 +180,8 @@ def appended(path: str, table) -> int | None:
         # change of the table itself, which the winner's checksum would show.
         version += 1
         winner = version_checksum.checksum(path, version)
-        if not committable(winner, version, append=True) or winner["metadata"] != metadata:
+        if (not committable(winner, version, append=True) or winner["metadata"] != metadata
+                or winner["protocol"] != checksum["protocol"]):
             break
         checksum = winner
     commit_files.remove_files(folder, adds)
@@ -221,7 +226,8 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
         return None  # Delta drops expired claims as it reads them
     if max((t["version"] for t in checksum["setTransactions"] if t.get("appId") == app_id), default=-1) >= txn_version:
         return CLAIM_TAKEN
-    adds = commit_files.data_files(folder, metadata, table, max_records_per_file, codec=codec)
+    adds = commit_files.data_files(folder, metadata, table, max_records_per_file, codec=codec,
+                                   protocol=checksum["protocol"])
     if adds is None:
         return None
     if not committable(checksum, version, new_files=len(adds), append=True):
@@ -343,15 +349,21 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
 
 
 def _vectors_protocol_taken(protocol, metadata) -> bool:
-    if not isinstance(protocol, dict) or not isinstance(metadata, dict):
-        return False
-    configuration = metadata.get("configuration") or {}
-    return (set(protocol) == {*PLAIN_PROTOCOL, "readerFeatures", "writerFeatures"}
+    """A protocol with deletion vectors (:func:`_vectors_protocol`), and properties that turn them on."""
+    return (_vectors_protocol(protocol) and isinstance(metadata, dict)
+            and deletion_vector_files.turned_on(metadata.get("configuration") or {}))
+
+
+def _vectors_protocol(protocol) -> bool:
+    """A partition table's protocol with deletion vectors: reader 3 with only that feature,
+    writer 7 with it and :data:`APPEND_WRITER_FEATURES`. A blind append meets it as Delta's
+    writer does: its new files carry no vector, and their statistics say their bounds are
+    tight (``arrow_files.statistics``)."""
+    return (isinstance(protocol, dict) and set(protocol) == {*PLAIN_PROTOCOL, "readerFeatures", "writerFeatures"}
             and protocol["minReaderVersion"] == DELETION_VECTOR_READER
             and protocol["minWriterVersion"] == TABLE_FEATURES_WRITER
             and protocol["readerFeatures"] == ["deletionVectors"] and isinstance(protocol["writerFeatures"], list)
-            and set(protocol["writerFeatures"]) <= APPEND_WRITER_FEATURES | {"deletionVectors"}
-            and deletion_vector_files.turned_on(configuration))
+            and set(protocol["writerFeatures"]) <= APPEND_WRITER_FEATURES | {"deletionVectors"})
 
 
 def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]) -> int | None:
