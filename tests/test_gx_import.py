@@ -87,8 +87,9 @@ def test_a_verb_starts_the_import_with_its_session_exactly_when_it_uses_great_ex
     # a report of a local warehouse starts no session (framework/report/data.py), so nothing
     # to overlap: it imports Great Expectations as it builds the Data Docs; and a maintenance
     # verb with nothing due on a local warehouse starts no session either (retain, optimize,
-    # vacuum and maintain here: framework/deferred_session.py), nor the import
-    assert set(started) == {"compact", "validate", "simulate"}, set(started)
+    # vacuum and maintain here: framework/deferred_session.py), nor the import; nor does a
+    # validate of small local partitions (counted by Arrow: framework/checks/arrow_whole.py)
+    assert set(started) == {"compact", "simulate"}, set(started)
     assert set(started) <= GX_VERBS
     assert set(waited) <= GX_VERBS, set(waited) - GX_VERBS
     # (the others judged nothing here: nothing was due by then)
