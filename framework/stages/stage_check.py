@@ -159,7 +159,7 @@ def readable_later(committed_ms: int | None, window_ms: int | None, wall_now_ms:
     """Whether Delta still time-travels to a version committed at ``committed_ms`` for
     :data:`CHECK_WITHIN_MS` after ``wall_now_ms``, with its table's window ``window_ms``
     (Delta's rule: a version other than the latest whose commit is older than the window is
-    refused, ``SnapshotManagement.checkTimeTravelWithinDeletedFileRetention``). Unknown
+    refused, ``SnapshotManagement.enforceTimeTravelWithinDeletedFileRetentionDuration``). Unknown
     (None) is no."""
     return committed_ms is not None and window_ms is not None and (
         committed_ms >= wall_now_ms + CHECK_WITHIN_MS - window_ms)
