@@ -10,13 +10,11 @@ local partition's version that Delta certainly reads is told here without Spark
 
 from __future__ import annotations
 
-import time
-
 from framework.checks.readability import readable_here
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log import version_checksum
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
-from framework.stages.stage_check import ValidateCheck
+from framework.stages.stage_check import ValidateCheck, version_readable_later
 
 __all__ = ["planned", "travels_here"]
 
@@ -60,17 +58,11 @@ def travels_here(log: PartitionLog, version: int, latest: int, wall_now_ms: int 
     version always reads (Delta never refuses it; a problem in its files is the check's to
     find). An older one of a small local partition reads when it reads here in full
     (``readability.readable_here``: its log, files and vectors) and Delta would not refuse
-    it within the next hour (``stage_check.readable_later``, by the latest version's window,
+    it within the next hour (``stage_check.version_readable_later``, by the latest version's window,
     as Delta judges it). False when anything is not known here."""
-    from framework.log.commit_log import commit_time
-    from framework.log.warehouse import deleted_file_window_of
-    from framework.stages.stage_check import readable_later
-
     if version == latest:
         return True
     if not readable_here(log, [version]):
         return False
     newest = version_checksum.plain_files(log.path, latest, deletion_vectors=True)
-    return newest is not None and readable_later(
-        commit_time(log.path, version), deleted_file_window_of(newest.configuration),
-        int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)
+    return newest is not None and version_readable_later(log.path, version, newest.configuration, wall_now_ms)

@@ -66,8 +66,8 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
     each: their ``add`` actions, or None when the table does not take such files (nothing
     is written). ``append``: the files are a blind append's, which a table with deletion
     vectors takes too (the new files carry none; their bounds are tight)."""
-    metadata = txn.metadata()
-    struct = table_struct(txn, metadata, append)
+    metadata, features = txn.metadata(), _features(txn)
+    struct = table_struct(txn, metadata, append, features)
     codec = session_codec(delta.spark)
     if struct is None or codec is None:
         return None
@@ -75,7 +75,7 @@ def data_files(delta, txn, folder: str, table, max_records_per_file: int | None 
     named = metadata.configuration().get("delta.dataSkippingStatsColumns")
     adds = add_actions(folder, table, struct, partition_columns,
                        stats_columns(str(named.get()) if named.isDefined() else None, partition_columns),
-                       max_records_per_file, codec, tight_bounds="deletionVectors" in _features(txn))
+                       max_records_per_file, codec, tight_bounds="deletionVectors" in features)
     if adds is None:
         return None
     action = delta.cls("org.apache.spark.sql.delta.actions.Action")
@@ -132,17 +132,19 @@ def written_metrics(actions: list[dict]) -> dict:
             "numOutputRows": sum(json.loads(a["stats"])["numRecords"] for a in actions)}
 
 
-def table_struct(txn, metadata, append: bool = False):
+def table_struct(txn, metadata, append: bool = False, features: set[str] | None = None):
     """The table's schema (a ``StructType``) from the transaction's ``metadata``, or None when the
     table's columns carry what a Spark write enforces or maps (invariants, column mapping)
     or it has a feature a rewrite may not meet (``append``: an append, which meets deletion
     vectors). Read from the transaction's own snapshot, not a checksum: a concurrent
-    writer's may not be written yet."""
+    writer's may not be written yet. ``features``: its protocol's, when the caller read
+    them."""
     from pyspark.sql.types import StructType
 
     blocking = version_checksum.REWRITE_BLOCKING_FEATURES - ({"deletionVectors"} if append else set())
+    features = _features(txn) if features is None else features
     schema_string = str(metadata.schemaString())
-    if (_features(txn) & blocking or str(metadata.columnMappingMode().name()) != "none"
+    if (features & blocking or str(metadata.columnMappingMode().name()) != "none"
             or "delta.invariants" in schema_string):
         return None
     return StructType.fromJson(json.loads(schema_string))

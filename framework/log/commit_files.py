@@ -43,20 +43,18 @@ HISTOGRAM_BINS = (0, *(1 << p for p in range(13, 23)), *range(8 * _MB, 41 * _MB,
 
 def data_files(folder: str, metadata: dict, table, max_records_per_file: int | None = None,
                single: bool = False, codec: str = arrow_files.SPARK_DEFAULT_CODEC,
-               protocol: dict | None = None) -> list[dict] | None:
-    """``table`` written as Parquet files for a table of ``metadata`` and ``protocol``
-    (``single``: as one file) in ``codec``, as ``arrow_files`` writes them for Delta's
-    commit (with tight bounds where the protocol has deletion vectors): their ``add``
-    actions, or None (nothing written)."""
+               tight_bounds: bool = False) -> list[dict] | None:
+    """``table`` written as Parquet files for a table of ``metadata`` (``single``: as one
+    file) in ``codec``, as ``arrow_files`` writes them for Delta's commit (``tight_bounds``:
+    as ``arrow_files.statistics``): their ``add`` actions, or None (nothing written)."""
     from pyspark.sql.types import StructType
 
     struct = StructType.fromJson(json.loads(metadata["schemaString"]))
     partition_columns = list(metadata.get("partitionColumns") or [])
     named = (metadata.get("configuration") or {}).get("delta.dataSkippingStatsColumns")
-    vectors = "deletionVectors" in ((protocol or {}).get("readerFeatures") or [])
     adds = arrow_files.add_actions(folder, table, struct, partition_columns,
                                    arrow_files.stats_columns(named, partition_columns), max_records_per_file, codec,
-                                   tight_bounds=vectors)
+                                   tight_bounds)
     if adds is not None and single and len(adds) != 1:
         remove_files(folder, adds)
         return None

@@ -167,7 +167,8 @@ def appended(path: str, table) -> int | None:
     if not committable(checksum, version, append=True):
         return None
     metadata = checksum["metadata"]
-    adds = commit_files.data_files(folder, metadata, table, single=True, protocol=checksum["protocol"])
+    adds = commit_files.data_files(folder, metadata, table, single=True,
+                                   tight_bounds=_vectors_protocol(checksum["protocol"]))
     if adds is None:
         return None
     for _ in range(MAX_COMMIT_ATTEMPTS):
@@ -227,7 +228,7 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     if max((t["version"] for t in checksum["setTransactions"] if t.get("appId") == app_id), default=-1) >= txn_version:
         return CLAIM_TAKEN
     adds = commit_files.data_files(folder, metadata, table, max_records_per_file, codec=codec,
-                                   protocol=checksum["protocol"])
+                                   tight_bounds=_vectors_protocol(checksum["protocol"]))
     if adds is None:
         return None
     if not committable(checksum, version, new_files=len(adds), append=True):

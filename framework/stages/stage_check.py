@@ -137,22 +137,30 @@ def pinned_before(log: PartitionLog, snapshot: Snapshot, wall_now_ms: int | None
     files and vectors, or else read through Delta; it is pinned only when Delta could refuse
     that read within :data:`CHECK_WITHIN_MS` (a pin starts the JVM in a new process).
     """
-    import time
-
     from framework.log import version_checksum
-    from framework.log.commit_log import commit_time
     from framework.log.small_partitions import is_small
-    from framework.log.warehouse import deleted_file_window_of
 
     if is_small(snapshot.state.offset_span):
         # (the checksum read once: its files are the version's records when no vector hides a row)
         files = version_checksum.plain_files(log.path, snapshot.version, deletion_vectors=True)
-        if files is not None and (
-                not any(add.get("deletionVector") for add in files.adds)
-                or readable_later(commit_time(log.path, snapshot.version), deleted_file_window_of(files.configuration),
-                                  int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)):
+        if files is not None and (not any(add.get("deletionVector") for add in files.adds)
+                                  or version_readable_later(log.path, snapshot.version, files.configuration,
+                                                            wall_now_ms)):
             return None
     return log.read(snapshot.version)
+
+
+def version_readable_later(path: str, version: int, configuration: dict, wall_now_ms: int | None = None) -> bool:
+    """:func:`readable_later` of ``version`` of the local table at ``path``: its commit's own
+    time (``commit_log.commit_time``), the window the table's properties ``configuration``
+    give, and the wall clock (``wall_now_ms``, else now)."""
+    import time
+
+    from framework.log.commit_log import commit_time
+    from framework.log.warehouse import deleted_file_window_of
+
+    return readable_later(commit_time(path, version), deleted_file_window_of(configuration),
+                          int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)
 
 
 def readable_later(committed_ms: int | None, window_ms: int | None, wall_now_ms: int) -> bool:
