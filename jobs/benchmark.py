@@ -250,6 +250,15 @@
    pages (as shipped since stop 97, ``framework/__init__.py``) against with them
    (mimalloc's default, as before); timed from the plan's end to the commit, with the CPU
    the process spent in the kernel. Every side must remove the same records.
+35. ``vector_commands``: a checked ``topiclake maintain`` of ``min(--partitions, 10)``
+   small partitions with deletion vectors on and no time-travel window, whose last
+   compaction marked rows and whose new records are due: it compacts, packs, purges the
+   vectors and vacuums, each run a new process on its own copy of one warehouse, A B B A:
+   the purge, the VACUUM and the packing made by topiclake and the version before read
+   from its files and vectors, no JVM (as shipped, ``framework/stages/purge.py``), against
+   Delta's REORG and VACUUM, the packing through Delta's transaction and the version
+   before pinned through Delta (as before stop 109); every side must print the same
+   decisions and leave the same records.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -282,7 +291,8 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "lint", "start", "file_system", "yarn_defaults", "collector", "collector_commands", "packing", "offsets",
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
-            "read_only_commands", "young_heads", "window_start", "staged_commands", "huge_pages")
+            "read_only_commands", "young_heads", "window_start", "staged_commands", "huge_pages",
+            "vector_commands")
 
 
 def _timed(label, results, action):
@@ -2663,6 +2673,68 @@ def bench_read_only_commands(results: dict, partitions: int, now: int) -> dict:
             "same_output_every_way": ok and all(len(outputs) == 1 for outputs in said.values())}
 
 
+#: ``vector_commands``: a maintain of small partitions with deletion vectors, by topiclake or by Delta.
+VECTOR_COMMAND_TWINS = TwinKind("vector_commands", ("by topiclake", "by Delta"), "by topiclake / by Delta")
+#: Side B (as before stop 109): Delta's REORG and VACUUM, bin-packing through Delta's
+#: transaction, and the version a compaction starts from pinned through Delta.
+_VECTORS_BY_DELTA_PRELUDE = ("from framework.log import own_vacuum\n"
+                             "from framework.stages import maintenance, optimize, vacuum\n"
+                             "vacuum.purged_locally = lambda log: None\n"
+                             "own_vacuum.vacuumed = lambda *args: None\n"
+                             "optimize._execute_locally = lambda *args: None\n"
+                             "def _pinned(log, snapshot):\n"
+                             "    frame = log.read(snapshot.version)\n"
+                             "    return lambda: frame\n"
+                             "maintenance.pinned_before = _pinned")
+
+
+def bench_vector_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """See the module's text, section 35."""
+    import yaml
+
+    partitions = min(partitions, 10)
+    label = f"topiclake maintain, {partitions} small partitions with deletion vectors, no window"
+    decided, contents, ok = set(), set(), True
+    with tempfile.TemporaryDirectory(prefix="topiclake-vectors-") as scratch:
+        with open(os.path.join(scratch, "marked.yaml"), "w") as handle:
+            yaml.safe_dump({"topic": "marked", "partitions": partitions, "config": {
+                "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS,
+                "time.travel.retention.ms": 0}}, handle)
+        for call in range(4):  # every key again each call: losers in every file
+            lines = os.path.join(scratch, f"lines-{call}.jsonl")
+            with open(lines, "w") as handle:
+                handle.writelines(json.dumps({"key": f"k{i % (20 * partitions)}", "value": f"{call}.{i}",
+                                              "timestamp": now - DAY_MS + 1000 * call + i}) + "\n"
+                                  for i in range(40 * partitions))
+            ok &= _command({}, "produce", scratch,
+                           ("produce", "--topic", "marked", "--input", lines, "--now", str(now)))
+            if call == 0:
+                for p in range(partitions):
+                    spark.sql(f"ALTER TABLE {delta_table_sql(os.path.join(scratch, 'w', f'marked-{p}'))} "
+                              "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+            if call in (1, 2):
+                ok &= _command({}, "compact", scratch, ("compact", "--topic", "marked", "--now", str(now)))
+        for name in ("a1", "b1", "b2", "a2"):
+            warehouse = os.path.join(scratch, name)
+            shutil.copytree(os.path.join(scratch, "w"), warehouse)
+            printed: list[str] = []
+            as_before = name.startswith("b")
+            ok &= _command(results, f"{label}, {VECTOR_COMMAND_TWINS.sides[as_before]} ({name})", scratch,
+                           ("--json", "maintain", "--topic", "marked", "--now", str(now), "--no-report"),
+                           prelude=_VECTORS_BY_DELTA_PRELUDE if as_before else None, printed=printed,
+                           warehouse=warehouse)
+            run = json.loads(printed[0]) if printed and printed[0] else {"partitions": []}
+            ok &= all(s["validation"] in ("passed", "skipped") for p in run["partitions"] for s in p["stages"])
+            decided.add(_decided(printed[0]) if printed and printed[0] else "")
+            contents.add(json.dumps([sorted(map(repr, spark.read.format("delta").load(
+                os.path.join(warehouse, f"marked-{p}")).collect())) for p in range(partitions)]))
+            ok &= not any(f.startswith("deletion_vector_") for p in range(partitions)
+                          for f in os.listdir(os.path.join(warehouse, f"marked-{p}")))
+        _mean_of_twins(results, label, VECTOR_COMMAND_TWINS.sides)
+    return {"partitions": partitions, "label": label, "commands_succeeded": ok,
+            "same_decisions_every_way": len(decided) == 1, "same_records_every_way": len(contents) == 1}
+
+
 def _read_only_run(results: dict, label: str, name: str, scratch: str, args: tuple[str, ...], printed: list,
                    warehouse: str | None = None) -> bool:
     """One run (``name``: a1, b1, b2 or a2) of a ``read_only_commands`` case, a new process:
@@ -2987,6 +3059,8 @@ def run(argv) -> int:
             others["report_commands"] = bench_report_commands(results, args.partitions, now)
         if "read_only_commands" in sections:
             others["read_only_commands"] = bench_read_only_commands(results, args.partitions, now)
+        if "vector_commands" in sections:
+            others["vector_commands"] = bench_vector_commands(spark, results, args.partitions, now)
         if "young_heads" in sections:
             others["young_heads"] = bench_young_heads(spark, warehouse, args.partitions, now, results)
         if "produce" in sections:
@@ -3077,6 +3151,9 @@ def run(argv) -> int:
         if "report_commands" in others:
             ratio = REPORT_COMMAND_TWINS.ratio_of(others["report_commands"]["label"], results)
             ratios[f"topiclake report, {REPORT_COMMAND_TWINS.ratio}"] = ratio
+        if "vector_commands" in others:
+            label = others["vector_commands"]["label"]
+            ratios[f"{label}, {VECTOR_COMMAND_TWINS.ratio}"] = VECTOR_COMMAND_TWINS.ratio_of(label, results)
         for label in others.get("read_only_commands", {}).get("labels", []):
             ratios[f"{label}, {READ_ONLY_COMMAND_TWINS.ratio}"] = READ_ONLY_COMMAND_TWINS.ratio_of(label, results)
         for label, sides in ((WINDOW_START_LABEL, WINDOW_START_SIDES), (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES),
@@ -3110,6 +3187,9 @@ def run(argv) -> int:
     failed = failed or not others.get("staged_commands", {}).get("same_tables_every_way", True)
     failed = failed or not others.get("report_commands", {}).get("same_pages_every_way", True)
     failed = failed or not others.get("read_only_commands", {}).get("same_output_every_way", True)
+    vectors = others.get("vector_commands", {})
+    failed = failed or not all(vectors.get(k, True) for k in ("commands_succeeded", "same_decisions_every_way",
+                                                               "same_records_every_way"))
     failed = failed or not others.get("window_start", {}).get("same_answers", True)
     return 0 if exact and not failed else 1
 

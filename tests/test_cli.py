@@ -183,21 +183,23 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
                                                                                          monkeypatch):
     """A small partition whose files carry deletion vectors (its owner turned them on; a
     compaction marked its losers) is read by Arrow less the rows its vectors hide: ``read``
-    and a checked ``maintain`` that compacts start no JVM in a new process, and print what
-    the same commands print on a twin warehouse through Spark (the measure and
-    the read by Spark, the version before pinned through Delta, the check counted by Spark),
+    and a checked ``maintain`` that compacts, purges the vectors and vacuums (no time-travel
+    window) start no JVM in a new process, and print what the same commands print on a
+    twin warehouse through Spark and Delta (the measure and the read by Spark, the version
+    before pinned through Delta, the check counted by Spark, Delta's REORG and VACUUM),
     which then holds the same records; so do a ``produce`` into them (its files' statistics
-    tight, as Delta's append writes them) and a ``validate`` after it, counted by Arrow with
-    the run's version read from its files and vectors."""
+    tight, as Delta's append writes them) and a ``validate`` after it, which tells without
+    Delta, in Delta's words, that Delta no longer reads the version the run left."""
     from framework.checks import arrow_scope, arrow_whole, validation_plan
-    from framework.log import local_records, version_checksum
+    from framework.log import local_records, own_vacuum, version_checksum
     from framework.log.commit_log import local_commits
-    from framework.stages import local_measure, maintenance
+    from framework.stages import local_measure, maintenance, vacuum
 
     folder = tmp_path / "specs"
     folder.mkdir()
     (folder / "marked.yaml").write_text("topic: marked\npartitions: 2\nconfig:\n  cleanup.policy: compact\n"
-                                        "  min.cleanable.dirty.ratio: 0.0\n  delete.retention.ms: 100000\n")
+                                        "  min.cleanable.dirty.ratio: 0.0\n  delete.retention.ms: 100000\n"
+                                        "  time.travel.retention.ms: 0\n")
     warehouses = {way: str(tmp_path / way) for way in ("no jvm", "through spark")}
     now = ["--now", "100000"]
     common = ["--warehouse", warehouses["no jvm"], "--specs", str(folder)]
@@ -229,9 +231,15 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
         patch.setattr(local_records, "records", lambda *args: None)
         patch.setattr(local_measure, "scanned", lambda *args: None)
         patch.setattr(arrow_scope, "counted", lambda *args: None)
-        patch.setattr(maintenance, "pinned_before", lambda log, snapshot: log.read(snapshot.version))
+        def pinned_through_delta(log, snapshot):
+            frame = log.read(snapshot.version)
+            return lambda: frame
+
+        patch.setattr(maintenance, "pinned_before", pinned_through_delta)
         patch.setattr(arrow_whole, "validated", lambda check: None)
         patch.setattr(validation_plan, "travels_here", lambda *args: False)
+        patch.setattr(vacuum, "purged_locally", lambda log: None)
+        patch.setattr(own_vacuum, "vacuumed", lambda *args: None)
         by_spark = []
         for command in commands:
             status, out, err = run(capsys, "--warehouse", warehouses["through spark"], "--specs", str(folder),
@@ -247,13 +255,22 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
     assert stages(by_arrow[1]) == stages(by_spark[1])
     assert all(s["validation"] == "passed" for p in json.loads(by_arrow[1])["partitions"] for s in p["stages"]
                if s["committed"])
-    # the same appends (committed by topiclake, by Delta on the twin); validate compared the
-    # version the run left with them, and passed
+    # the same appends (committed by topiclake, by Delta on the twin)
     assert [(r["partition"], r["base_offset"], r["count"]) for r in json.loads(by_arrow[2])] == [
         (r["partition"], r["base_offset"], r["count"]) for r in json.loads(by_spark[2])]
+    # with no window, Delta no longer reads the version the run left: told here in Delta's words
     assert json.loads(by_arrow[3]) == json.loads(by_spark[3]) == [
-        {"partition": f"marked-{p}", "passed": True, "failed_guarantees": [], "details": []} for p in range(2)]
+        {"partition": f"marked-{p}", "passed": True, "failed_guarantees": [], "details": [
+            f"note: compared with nothing: marked-{p}: cannot read that version: "
+            "[DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION] Cannot time travel beyond "
+            "delta.deletedFileRetentionDuration (0 HOURS) set on the table."]} for p in range(2)]
     assert any(stage == "compact" and committed for p in stages(by_arrow[1]) for stage, committed, _, _ in p)
+    vacuums = [s["message"] for p in json.loads(by_arrow[1])["partitions"] for s in p["stages"]
+               if s["stage"] == "vacuum"]
+    assert len(vacuums) == 2 and all("purged=True" in m and "; files deleted 0;" not in m for m in vacuums), vacuums
+    for partition in range(2):  # no vector left, nor a file of one (the purge's, the vacuum's)
+        path = f"{warehouses['no jvm']}/marked-{partition}"
+        assert not [name for name in os.listdir(path) if name.startswith("deletion_vector_")]
     for partition in range(2):
         records = {way: sorted(tuple(r) for r in spark.read.format("delta").load(f"{wh}/marked-{partition}").collect())
                    for way, wh in warehouses.items()}

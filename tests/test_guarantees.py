@@ -360,12 +360,18 @@ def raw_append(log, frame) -> int:
     return latest(log)
 
 
+def pinned(frame):
+    """A ``StageCheck.before``: the version a stage started from, read before it committed."""
+    return lambda: frame
+
+
 def compact_check(base, log, version_after: int) -> StageCheck:
     """The StageCheck of the fixture's real compaction, pointed at another after version."""
     row = base.row(log.spec.topic, "compact")
     return StageCheck(
         log=log, stage="compact", now_ms=NOW, version_before=row.version_before, version_after=version_after,
-        before=log.read(row.version_before), state_before=log.states_at([row.version_before])[row.version_before],
+        before=pinned(log.read(row.version_before)),
+        state_before=log.states_at([row.version_before])[row.version_before],
         state_after=log.states_at([version_after])[version_after], first_uncleanable_offset=row.first_uncleanable_offset,
         cleaned_up_to=row.first_uncleanable_offset,
     )
@@ -899,7 +905,7 @@ def _misjudged_run(spark, base, tmp_path):
     log = Topic(spark, warehouse, spec).partition(0)
     return warehouse, StageCheck(
         log=log, stage="compact", now_ms=NOW, version_before=result.version_before,
-        version_after=result.version_after, before=before, state_before=planned.snapshot.state,
+        version_after=result.version_after, before=pinned(before), state_before=planned.snapshot.state,
         state_after=result.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
         cleaned_up_to=result.cleaned_up_to,
     )
@@ -941,7 +947,8 @@ def test_consumed_retention_that_removes_a_committed_record_is_caught(spark, bas
     # a removal retention does not explain: the violations are counted again under the data's scope
     outcome, counted = _counted(spark, warehouse, StageCheck(
         log=log, stage="retain", now_ms=NOW, version_before=row.version_before, version_after=version,
-        before=log.read(row.version_before), state_before=log.states_at([row.version_before])[row.version_before],
+        before=pinned(log.read(row.version_before)),
+        state_before=log.states_at([row.version_before])[row.version_before],
         state_after=log.states_at([version])[version], smallest_committed_offset=3, new_log_start=3,
     ), monkeypatch)
     assert failed_codes(outcome) == {"G8"} and counted == 2, outcome.details

@@ -354,15 +354,31 @@ def compacted_with_deletion_vectors(spark, warehouse, name: str, appends: int, e
 
 
 @pytest.mark.slow
-def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, warehouse):
+@pytest.mark.parametrize("route", ["without the JVM", "through Delta's transaction"])
+def test_bin_packing_drops_deletion_vectors_and_keeps_the_live_records(spark, warehouse, monkeypatch, route):
+    """Files with deletion vectors packed: their live records alone, in new files without a
+    vector whose statistics are tight (as Delta writes a new file of such a table), each old
+    file removed with its vector; made without the JVM on a local table, as through Delta."""
+    if route != "without the JVM":
+        monkeypatch.setattr(optimize, "_execute_locally", lambda *args: None)
     _, log = compacted_with_deletion_vectors(spark, warehouse, "dv", appends=4, every=3)
     assert any(a.get("add", {}).get("deletionVector") for v in range(log.snapshot().version + 1)
                for a in commit_actions(log, v)), "compaction left no deletion vector to drop"
     before = records(log)
     packing = optimize.plan(log)
     assert packing.due and sum(f.records for f in packing.files) == len(before)
-    optimize.execute(log, packing)
+    result = optimize.execute(log, packing)
     assert records(log) == before
+    actions = commit_actions(log, result.version_after)
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    assert ("(no JVM)" in info["engineInfo"]) == (route == "without the JVM")
+    added = [a["add"] for a in actions if "add" in a]
+    assert added and all("deletionVector" not in a and json.loads(a["stats"])["tightBounds"] for a in added)
+    removed = [a["remove"] for a in actions if "remove" in a]
+    assert any(r.get("deletionVector") for r in removed)
+    with open(os.path.join(log.path, "_delta_log", f"{result.version_after:020d}.crc")) as handle:
+        checksum = json.load(handle)
+    assert checksum["numDeletionVectorsOpt"] == sum(1 for a in checksum["allFiles"] if a.get("deletionVector"))
     live = [f for f in optimize.plan(log).files]
     assert len(live) < packing.files_before
     assert len(data_files_on_disk(log.path)) > len(live)  # the old files stay for time travel until vacuum

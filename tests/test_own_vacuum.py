@@ -73,18 +73,24 @@ def _made_old(action: dict) -> dict:
     return action
 
 
-def _table(spark, path: str, window_ms: int, partitioned: bool) -> dict:
-    """A table with appends, a DELETE (change data on) and an overwrite, and files no
-    version lists: what each case below leaves on disk before its VACUUM."""
+def _table(spark, path: str, window_ms: int, partitioned: bool, vectors: bool = False) -> dict:
+    """A table with appends, two DELETEs (change data on) and files no version lists: what
+    each case below leaves on disk before its VACUUM. ``vectors``: deletion vectors on, and
+    three DELETEs, each marking one more row of one file, so each of the first two vector
+    files is named only by the next DELETE's ``remove``."""
     table = delta_table_sql(path)
     partition = "PARTITIONED BY (_segment)" if partitioned else ""
     spark.sql(f"CREATE TABLE {table} (offset BIGINT, value STRING, _segment BIGINT) USING delta {partition} "
               f"TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval {window_ms} milliseconds', "
-              "'delta.logRetentionDuration' = 'interval 30 days', 'delta.enableChangeDataFeed' = 'true')")
+              "'delta.logRetentionDuration' = 'interval 30 days', 'delta.enableChangeDataFeed' = 'true', "
+              f"'delta.enableDeletionVectors' = '{str(vectors).lower()}')")
+    one_file = "/*+ COALESCE(1) */" if vectors else ""
     for start in (0, 4, 8):
-        spark.sql(f"INSERT INTO {table} SELECT id, CAST(id AS STRING), id DIV 6 FROM range({start}, {start + 4})")
-    spark.sql(f"DELETE FROM {table} WHERE offset IN (1, 9)")  # removes, change data
-    spark.sql(f"DELETE FROM {table} WHERE offset = 5")
+        spark.sql(f"INSERT INTO {table} SELECT {one_file} id, CAST(id AS STRING), id DIV 6 "
+                  f"FROM range({start}, {start + 4})")
+    deletes = ("offset = 1", "offset = 0", "offset = 2") if vectors else ("offset IN (1, 9)", "offset = 5")
+    for predicate in deletes:  # without vectors: removes, change data
+        spark.sql(f"DELETE FROM {table} WHERE {predicate}")
     # files no version lists: a killed writer's (old and new), an empty folder, a folder
     # holding only a new file, hidden files and folders (never VACUUM's)
     for name, age in (("part-old-stray.parquet", 2 * HOUR_MS), ("part-new-stray.parquet", 0)):
@@ -103,22 +109,37 @@ def _table(spark, path: str, window_ms: int, partitioned: bool) -> dict:
     return {"version": local_commits(path, 1)[0].version}
 
 
-@pytest.mark.parametrize("case", ["no window", "a window of an hour", "a partition table, an hour's window"])
+def _removes(path: str, version: int) -> list[dict]:
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as handle:
+        return [json.loads(line)["remove"] for line in handle if '"remove"' in line]
+
+
+def _vector_files(path: str) -> set[str]:
+    return {name for name in os.listdir(path) if name.startswith("deletion_vector_")}
+
+
+@pytest.mark.parametrize("case", ["no window", "a window of an hour", "a partition table, an hour's window",
+                                  "deletion vectors, no window", "deletion vectors, an hour's window"])
 def test_a_vacuum_without_the_jvm_leaves_what_deltas_vacuum_leaves(spark, tmp_path, case):
-    window = 0 if case == "no window" else HOUR_MS
+    window = 0 if "no window" in case else HOUR_MS
+    vectors = "vectors" in case
     base = str(tmp_path / "base")
-    made = _table(spark, base, window, partitioned="partition" in case)
+    made = _table(spark, base, window, partitioned="partition" in case, vectors=vectors)
     version = made["version"]
+    vector_files = _vector_files(base)
+    # with vectors, each of the last two DELETEs' removes names the vector the one before wrote
+    assert not vectors or (len(vector_files) == 3 and all(
+        any(r.get("deletionVector") for r in _removes(base, v)) for v in (version - 1, version)))
     if window:
         # the first DELETE an old one: its tombstones expired, its files old; the second's
-        # tombstone inside the window, whose file is old too (it stays)
+        # tombstone inside the window, whose file is old too (it stays); the commits before
+        # the first as old (a history's times do not go back)
         first_delete = version - 1
-        _rewrite_commit(base, first_delete, _made_old)
-        removed = [json.loads(line)["remove"]["path"] for line in open(
-            os.path.join(base, "_delta_log", f"{first_delete:020d}.json")) if '"remove"' in line]
-        second = [json.loads(line)["remove"]["path"] for line in open(
-            os.path.join(base, "_delta_log", f"{version:020d}.json")) if '"remove"' in line]
-        for relative in [*removed, *second]:
+        for older in range(first_delete + 1):
+            _rewrite_commit(base, older, _made_old)
+        removed = [r["path"] for r in _removes(base, first_delete)]
+        second = [r["path"] for r in _removes(base, version)]
+        for relative in [*removed, *second, *vector_files]:
             _age(os.path.join(base, relative), 2 * HOUR_MS)
         for root, _, names in os.walk(os.path.join(base, "_change_data")):
             for name in names:
@@ -148,7 +169,10 @@ def test_a_vacuum_without_the_jvm_leaves_what_deltas_vacuum_leaves(spark, tmp_pa
     assert (new_files <= left) if window else not (new_files & left)
     if window:
         assert all(os.path.normpath(p) in left for p in second)  # a tombstone inside the window
-        assert not any(os.path.normpath(p) in left for p in removed)
+        # (with vectors a DELETE's files stay live, given a vector)
+        assert vectors or not any(os.path.normpath(p) in left for p in removed)
+    if vectors:  # a live file's vector file stays, and one a remove inside the window names
+        assert len(_vector_files(twins["own"])) == (2 if window else 1)
     for way in ("delta", "own"):
         with open(os.path.join(twins[way], "_delta_log", own_vacuum.LAST_VACUUM_INFO)) as handle:
             assert json.load(handle) == {}
@@ -157,7 +181,8 @@ def test_a_vacuum_without_the_jvm_leaves_what_deltas_vacuum_leaves(spark, tmp_pa
     assert rows["own"] == rows["delta"] and len(rows["own"]) == 9
 
 
-@pytest.mark.parametrize("case", ["a checkpoint is due", "deletion vectors", "a commit of the window is gone"])
+@pytest.mark.parametrize("case", ["a checkpoint is due", "deletion vectors turned off since",
+                                  "a commit of the window is gone"])
 def test_a_table_it_cannot_vacuum_as_delta_would_is_left_to_delta(spark, tmp_path, case):
     path = str(tmp_path / "t")
     table = delta_table_sql(path)
@@ -165,8 +190,10 @@ def test_a_table_it_cannot_vacuum_as_delta_would_is_left_to_delta(spark, tmp_pat
     if case == "a checkpoint is due":
         version = local_commits(path, 1)[0].version
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.checkpointInterval' = '{version + 3}')")
-    elif case == "deletion vectors":
+    elif case.startswith("deletion vectors"):  # (the protocol has them, the table no longer writes them)
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        spark.sql(f"DELETE FROM {table} WHERE offset = 0")
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
     else:
         os.unlink(os.path.join(path, "_delta_log", f"{local_commits(path, 1)[0].version - 1:020d}.json"))
     before = _files(path)

@@ -167,6 +167,39 @@ def test_a_version_with_deletion_vectors_is_read_through_delta(spark, warehouse)
     assert log.read_files(version).count() == 20
 
 
+def test_a_small_version_with_deletion_vectors_pinned_with_no_window_is_read_from_its_files_and_vectors(
+        spark, tmp_path):
+    """With no time-travel window Delta refuses the version a stage started from once the
+    stage committed; a small partition's is then pinned without a session
+    (``stage_check.pinned_before``): a reader of its files less the rows their vectors hide
+    (``version_checksum.frame_of``, by Parquet's row index), which reads, after the commit,
+    every column of what Delta read before it."""
+    from framework.deferred_session import DeferredSession
+    from framework.log.warehouse import Warehouse
+    from framework.stages.stage_check import pinned_before
+
+    spec = parse_spec({**SPEC, "topic": "hidden", "config": {**SPEC["config"], "time.travel.retention.ms": 0}},
+                      "test")
+    topic = Topic(spark, Warehouse.resolve(str(tmp_path / "w")), spec)
+    topic.create()
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    for first in (0, 30):
+        _produce(topic, spec, first, 30, NOW)
+        log.delta_table().delete(f"offset % 3 = {first // 30}")  # the first file marked twice, the second once
+    snap = log.snapshot()
+    expected = _rows(log.read(snap.version))
+    marked = [add for add in version_checksum.live_adds(log.path, snap.version) if add.get("deletionVector")]
+    assert len(marked) >= 2 and len(expected) == 30
+    deferred = DeferredSession(lambda: spark)
+    pinned = pinned_before(PartitionLog(deferred, log.warehouse, spec, 0), snap)
+    assert pinned is not None and not deferred.started
+    log.delta_table().delete("offset = 1")  # the stage's commit: Delta no longer reads the version
+    for suffix in ("json", "crc"):  # nor could: the reader reads data and vector files alone
+        os.unlink(os.path.join(log.path, "_delta_log", f"{snap.version:020d}.{suffix}"))
+    assert _rows(pinned()) == expected
+
+
 def test_without_a_checksum_or_with_column_mapping_the_read_goes_through_delta(spark, warehouse):
     spec = parse_spec({**SPEC, "topic": "plainer"}, "test")
     topic = Topic(spark, warehouse, spec)

@@ -95,7 +95,7 @@ class Guarantees:
         # Both versions are read from the files their checksums list when they can be (a
         # time-travel read through Delta rebuilds the version's state at every query);
         # Parquet's own statistics skip what the scoped check's bounds filter out.
-        before = check.before if check.before is not None else log.read_files(check.version_before)
+        before = check.before() if check.before is not None else log.read_files(check.version_before)
         after = log.read_files(check.version_after)
 
         def scope_of(bounds: dict) -> Scope:

@@ -5,7 +5,8 @@ with their states; and whether Delta still reads the older one by time travel.
 Delta answers that by reading it (a version that left the time-travel window is refused,
 and validate then judges the current version's invariants alone, with a note). A small
 local partition's version that Delta certainly reads is told here without Spark
-(:func:`travels_here`), so that its validation, counted by Arrow, starts no JVM.
+(:func:`travels_here`), so that its validation, counted by Arrow, starts no JVM; so is a
+local version Delta certainly refuses (:func:`refused_here`), with Delta's words.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from framework.checks.readability import readable_here
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log import version_checksum
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
-from framework.stages.stage_check import ValidateCheck, version_readable_later
+from framework.stages.stage_check import ValidateCheck, refused_now, version_readable_later
 
-__all__ = ["planned", "travels_here"]
+__all__ = ["planned", "refused_here", "travels_here"]
 
 
 def planned(log: PartitionLog, now_ms: int, from_version: int | None, to_version: int | None,
@@ -38,7 +39,7 @@ def planned(log: PartitionLog, now_ms: int, from_version: int | None, to_version
             raise ArgumentError(f"--from-version: {start} must be between 0 and the version checked ({to})")
     try:
         if not travels_here(log, start, latest):
-            log.read(start)  # Delta says whether it still reads it
+            _delta_reads(log, start, latest)
     except TimeTravelError as error:
         if from_version is not None:
             raise
@@ -46,7 +47,7 @@ def planned(log: PartitionLog, now_ms: int, from_version: int | None, to_version
         notes.append(f"note: compared with nothing: {error}")
         start = to
     if not travels_here(log, to, latest):
-        log.read(to)
+        _delta_reads(log, to, latest)
     states = log.states_at([start, to], first_page=recent)
     return ValidateCheck(log=log, now_ms=now_ms, version_before=start, version_after=to,
                          state_before=states[start], state_after=states[to],
@@ -66,3 +67,39 @@ def travels_here(log: PartitionLog, version: int, latest: int, wall_now_ms: int 
         return False
     newest = version_checksum.plain_files(log.path, latest, deletion_vectors=True)
     return newest is not None and version_readable_later(log.path, version, newest.configuration, wall_now_ms)
+
+
+#: Delta's words when it refuses time travel past the window
+#: (``DeltaErrors.timeTravelBeyondDeletedFileRetentionDurationException``: whole hours).
+REFUSAL = ("[DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION] Cannot time travel beyond "
+           "delta.deletedFileRetentionDuration ({hours} HOURS) set on the table.")
+
+
+def _delta_reads(log: PartitionLog, version: int, latest: int) -> None:
+    """Raise Delta's ``TimeTravelError`` when it refuses ``version``: told here when that is
+    certain (:func:`refused_here`), else asked of Delta by reading it."""
+    refusal = refused_here(log, version, latest)
+    if refusal is not None:
+        raise TimeTravelError(f"{log.name}: cannot read that version: {refusal}")
+    log.read(version)
+
+
+def refused_here(log: PartitionLog, version: int, latest: int, wall_now_ms: int | None = None) -> str | None:
+    """Delta's refusal of time travel to ``version``, in its words, when certain without a
+    session (``stage_check.refused_now``: an older version's commit, by its own time, older
+    than the latest version's window; a refusal now stands later); else None, and Delta is
+    asked. Only where no session runs: a started one answers for its own confs."""
+    import time
+
+    from framework.deferred_session import not_started
+    from framework.log.commit_log import commit_time
+    from framework.log.warehouse import deleted_file_window_of
+
+    if version == latest or not not_started(log.spark):
+        return None
+    configuration = version_checksum.configuration(log.path, latest)
+    window = None if configuration is None else deleted_file_window_of(configuration)
+    now = int(time.time() * 1000) if wall_now_ms is None else wall_now_ms
+    if not refused_now(commit_time(log.path, version), window, now):
+        return None
+    return REFUSAL.format(hours=window // 3_600_000)

@@ -19,6 +19,7 @@ path (``p``) gives None, and the caller leaves the table to Delta.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import struct
 import uuid
@@ -162,6 +163,12 @@ def remove_file(folder: str, descriptor: dict) -> None:
     if path is not None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
+
+
+def file_and_vector(action: dict) -> tuple[str, str]:
+    """A file as a rewrite reads it: its path and its vector (a file given a new vector
+    since is not the file read: the vector hides more of its rows)."""
+    return action["path"], json.dumps(action.get("deletionVector"), sort_keys=True)
 
 
 def histogram_bin(cardinality: int) -> int:

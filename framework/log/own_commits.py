@@ -77,7 +77,8 @@ from framework.log import deletion_vectors as deletion_vector_files
 from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
 
-__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "newest", "replaced", "rewrite_base"]
+__all__ = ["CLAIM_TAKEN", "appended", "claimed", "committable", "created", "newest", "replaced", "rewritable",
+           "rewrite_base", "vectors_protocol"]
 
 #: The only protocol taken: Delta's plain reader 1 and writer 2, no table features.
 PLAIN_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
@@ -123,7 +124,7 @@ def committable(checksum: dict | None, version: int, new_files: int = 1, append:
     if deletion_vectors:
         taken = _vectors_protocol_taken(protocol, metadata)
     else:
-        taken = _protocol_taken(protocol, append or rewrite) or (append and _vectors_protocol(protocol))
+        taken = _protocol_taken(protocol, append or rewrite) or (append and vectors_protocol(protocol))
     if not taken or not isinstance(metadata, dict):
         return False
     rewrite = rewrite or deletion_vectors
@@ -168,7 +169,7 @@ def appended(path: str, table) -> int | None:
         return None
     metadata = checksum["metadata"]
     adds = commit_files.data_files(folder, metadata, table, single=True,
-                                   tight_bounds=_vectors_protocol(checksum["protocol"]))
+                                   tight_bounds=vectors_protocol(checksum["protocol"]))
     if adds is None:
         return None
     for _ in range(MAX_COMMIT_ATTEMPTS):
@@ -228,7 +229,7 @@ def claimed(path: str, table, app_id: str, txn_version: int, user_metadata: str,
     if max((t["version"] for t in checksum["setTransactions"] if t.get("appId") == app_id), default=-1) >= txn_version:
         return CLAIM_TAKEN
     adds = commit_files.data_files(folder, metadata, table, max_records_per_file, codec=codec,
-                                   tight_bounds=_vectors_protocol(checksum["protocol"]))
+                                   tight_bounds=vectors_protocol(checksum["protocol"]))
     if adds is None:
         return None
     if not committable(checksum, version, new_files=len(adds), append=True):
@@ -350,12 +351,12 @@ def created(path: str, new_table, user_metadata: str | None, table=None, claim: 
 
 
 def _vectors_protocol_taken(protocol, metadata) -> bool:
-    """A protocol with deletion vectors (:func:`_vectors_protocol`), and properties that turn them on."""
-    return (_vectors_protocol(protocol) and isinstance(metadata, dict)
+    """A protocol with deletion vectors (:func:`vectors_protocol`), and properties that turn them on."""
+    return (vectors_protocol(protocol) and isinstance(metadata, dict)
             and deletion_vector_files.turned_on(metadata.get("configuration") or {}))
 
 
-def _vectors_protocol(protocol) -> bool:
+def vectors_protocol(protocol) -> bool:
     """A partition table's protocol with deletion vectors: reader 3 with only that feature,
     writer 7 with it and :data:`APPEND_WRITER_FEATURES`. A blind append meets it as Delta's
     writer does: its new files carry no vector, and their statistics say their bounds are
@@ -396,16 +397,20 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
     return None
 
 
-def rewrite_base(path: str, new_files: int = 0) -> tuple[str, int, dict] | None:
-    """The local table's folder, newest version and that version's checksum, when a
-    maintenance stage's rewrite (or a vacuum) that leaves ``new_files`` more files can be
-    committed after it here (:func:`committable` with ``rewrite``); else None."""
+def rewrite_base(path: str, new_files: int = 0, deletion_vectors: bool = False) -> tuple[str, int, dict] | None:
+    """The local table's folder, newest version and its checksum, when a maintenance
+    stage's rewrite (or a vacuum) leaving ``new_files`` more files can be committed after it
+    here (:func:`rewritable`); else None."""
     found = newest(path)
-    if found is None:
-        return None
-    folder, version = found
-    checksum = version_checksum.checksum(path, version)
-    return (folder, version, checksum) if committable(checksum, version, new_files, rewrite=True) else None
+    checksum = None if found is None else version_checksum.checksum(path, found[1])
+    return (*found, checksum) if found and rewritable(checksum, found[1], new_files, deletion_vectors) else None
+
+
+def rewritable(checksum: dict | None, version: int, new_files: int, deletion_vectors: bool) -> bool:
+    """:func:`committable` with ``rewrite``; ``deletion_vectors``: the caller reads files less
+    the rows their vectors hide (a purge, a bin-packing, a vacuum), so takes them on too."""
+    return committable(checksum, version, new_files, rewrite=True) or (
+        deletion_vectors and committable(checksum, version, new_files, deletion_vectors=True))
 
 
 def newest(path: str) -> tuple[str, int] | None:

@@ -8,7 +8,8 @@ docs/performance-log.md, stop 104). Here the same rule runs on the driver, as De
 
 * *valid*: every live file (the version's checksum lists them all) and every file a
   ``remove`` took out at or after ``now - delta.deletedFileRetentionDuration`` (a tombstone
-  inside the window), with the folders that hold them;
+  inside the window), with the folders that hold them, and the file of each one's
+  deletion vector (that file alone, as Delta's ``getValidRelativePathsAndSubdirs``);
 * *listed*: every file and folder under the table's, except hidden ones (a name starting
   with ``.`` or ``_``, unless a partition folder, ``_change_data`` or ``_delta_index``; and
   ``metadata``);
@@ -27,8 +28,8 @@ The tombstones are read from the commit files newest first, down to the first co
 ten minutes or more before the window's start (:data:`CLOCK_MARGIN_MS`: a ``remove``'s time
 is its writer's clock, which stamped the commit after it). Only a table this can read and commit to exactly as Delta
 would takes this way: local, its newest checksum complete with every file listed
-(``own_commits.committable``), its window in a form read here, no deletion vectors, no
-absolute file paths, every commit file of the window still there and at most
+(``own_commits.rewritable``), its window in a form read here, no deletion vector stored
+outside the table's folder, no absolute file paths, every commit file of the window still there and at most
 :data:`MAX_COMMITS_READ` of them, and neither new version one at which Delta writes a
 checkpoint. Anything else returns None before anything is written or deleted, and the
 caller runs Delta's VACUUM.
@@ -42,7 +43,7 @@ import time
 import urllib.parse
 import uuid
 
-from framework.log import commit_files, own_commits, version_checksum
+from framework.log import commit_files, deletion_vectors, own_commits, version_checksum
 from framework.log.commit_log import DELTA_LOG, commit_actions
 from framework.log.delta_commits import USER_METADATA_CONF, block_conf
 from framework.log.warehouse import deleted_file_window_of
@@ -68,15 +69,15 @@ def vacuumed(path: str, spark=None) -> int | None:
     written, nothing deleted). ``spark``: the caller's session, for the rare ``VACUUM END``
     that another writer pushed to a version where Delta writes a checkpoint (committed
     through Delta's transaction then)."""
-    base = own_commits.rewrite_base(path)
-    if base is None or not own_commits.committable(base[2], base[1] + 1, new_files=0, rewrite=True):
+    base = own_commits.rewrite_base(path, deletion_vectors=True)
+    if base is None or not own_commits.rewritable(base[2], base[1] + 1, 0, deletion_vectors=True):
         return None  # (a checkpoint due at either of the two versions: Delta writes it)
     folder, version, checksum = base
     window_ms = deleted_file_window_of(checksum["metadata"].get("configuration") or {})
     if window_ms is None:
         return None
     start = int(time.time() * 1000) - window_ms
-    valid = _valid(path, checksum, version, start)
+    valid = _valid(path, folder, checksum, version, start)
     if valid is None:
         return None
     partition_columns = list(checksum["metadata"].get("partitionColumns") or [])
@@ -96,12 +97,12 @@ def vacuumed(path: str, spark=None) -> int | None:
     return deleted
 
 
-def _valid(path: str, checksum: dict, version: int, start: int) -> set[str] | None:
+def _valid(path: str, folder: str, checksum: dict, version: int, start: int) -> set[str] | None:
     """The relative paths VACUUM keeps at ``version`` (see the module's text), or None."""
     adds = checksum.get("allFiles")
     valid = set()
     for add in adds:
-        if add.get("deletionVector") or not _keep(valid, add["path"]):
+        if not _keep(valid, add["path"]) or not _keep_vector(valid, folder, add.get("deletionVector")):
             return None
     for read, at in enumerate(range(version, -1, -1)):
         actions = None if read >= MAX_COMMITS_READ else commit_actions(path, at)
@@ -112,9 +113,8 @@ def _valid(path: str, checksum: dict, version: int, start: int) -> set[str] | No
             removed = action.get("remove")
             if removed is None:
                 continue
-            if removed.get("deletionVector"):
-                return None
-            if int(removed.get("deletionTimestamp") or 0) >= start and not _keep(valid, removed["path"]):
+            if int(removed.get("deletionTimestamp") or 0) >= start and not (
+                    _keep(valid, removed["path"]) and _keep_vector(valid, folder, removed.get("deletionVector"))):
                 return None
         if int(info.get("timestamp") or 0) < start - CLOCK_MARGIN_MS:
             break
@@ -129,6 +129,17 @@ def _keep(valid: set[str], action_path: str) -> bool:
     parts = relative.split("/")
     valid.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
     return True
+
+
+def _keep_vector(valid: set[str], folder: str, descriptor: dict | None) -> bool:
+    """Add the file of a file action's deletion vector to ``valid``, as Delta's VACUUM keeps
+    it (the file alone, not its folders); False for one not in the table's folder."""
+    if descriptor is None or descriptor.get("storageType") == "i":  # none, or inline in the log
+        return True
+    found = deletion_vectors.file_of(folder, descriptor)
+    if found is not None:
+        valid.add(os.path.relpath(found, folder).replace(os.sep, "/"))
+    return found is not None
 
 
 def _hidden(name: str, partition_columns: list[str]) -> bool:
@@ -197,7 +208,7 @@ def _commit_end(path: str, folder: str, version: int, ended, user_metadata: str 
 
     for _ in range(MAX_COMMIT_ATTEMPTS):
         checksum = version_checksum.checksum(path, version - 1)
-        if not own_commits.committable(checksum, version - 1, new_files=0, rewrite=True):
+        if not own_commits.rewritable(checksum, version - 1, 0, deletion_vectors=True):
             break
         if commit_files.commit(folder, version, checksum, [], user_metadata=user_metadata, operation=ended):
             return

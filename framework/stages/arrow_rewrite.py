@@ -36,7 +36,7 @@ import os
 from typing import Callable, NamedTuple
 from urllib.parse import unquote
 
-from framework.log import arrow_files, file_stats, local_records, version_checksum
+from framework.log import arrow_files, deletion_vectors, file_stats, local_records, version_checksum
 from framework.stages.compaction import DELETE, STAMP
 
 __all__ = ["Marks", "marks_of", "packed", "packed_local", "staged", "write", "write_local"]
@@ -144,29 +144,37 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
     return _packed(_layout(delta, txn), folder, adds)
 
 
-def packed_local(metadata: dict, codec: str | None, folder: str, adds: list[dict]) -> dict | None:
-    """:func:`packed` for a bin-packing committed without the JVM: the layout from the
-    version's ``metadata`` and ``codec``, as :func:`write_local` takes them."""
-    return _packed(_layout_of_metadata(metadata, codec), folder, adds)
+def packed_local(metadata: dict, codec: str | None, folder: str, adds: list[dict],
+                 tight_bounds: bool = False) -> dict | None:
+    """:func:`packed` without the JVM (a bin-packing, a purge): the layout from ``metadata``
+    and ``codec``; each file less the rows its deletion vector hides (``tight_bounds``: a
+    table with vectors' statistics)."""
+    return _packed(_layout_of_metadata(metadata, codec), folder, adds, tight_bounds)
 
 
-def _packed(layout: _Layout | None, folder: str, adds: list[dict]) -> dict | None:
+def _packed(layout: _Layout | None, folder: str, adds: list[dict], tight_bounds: bool = False) -> dict | None:
     import pyarrow as pa
 
     values = [add.get("partitionValues") or {} for add in adds]
     if layout is None or any(value != values[0] for value in values):
         return None
     schema = layout.schema
-    firsts = [(file_stats.of(add).min_offset, os.path.join(folder, *unquote(add["path"]).split("/"))) for add in adds]
-    paths = sorted((first, path) for first, path in firsts if first is not None)
+    firsts = [(file_stats.of(add).min_offset, os.path.join(folder, *unquote(add["path"]).split("/")),
+               add.get("deletionVector")) for add in adds]
+    paths = sorted((f for f in firsts if f[0] is not None), key=lambda f: f[:2])
     if len(paths) != len(adds) or any(not os.path.isfile(path) or not set(schema.names) <= set(_file_columns(path))
-                                      for _, path in paths):
+                                      for _, path, _ in paths):
         return None
-    output = _Output(folder, values[0], schema, layout.stats_columns, layout.codec, change=False)
+    output = _Output(folder, values[0], schema, layout.stats_columns, layout.codec, change=False, tight=tight_bounds)
     try:
         highest = None
-        for _, path in paths:  # (one file open at a time: a group may hold thousands)
-            rows = local_records.opened(path).read(columns=schema.names).cast(schema, safe=False).sort_by("offset")
+        for _, path, vector in paths:  # (one file open at a time: a group may hold thousands)
+            rows = local_records.visible_rows(local_records.opened(path).read(columns=schema.names),
+                                              deletion_vectors.hidden_rows(folder, vector))
+            if rows is None:  # a vector not read here: Delta's route applies it
+                _discard([output])
+                return None
+            rows = rows.cast(schema, safe=False).sort_by("offset")
             if not rows.num_rows:
                 continue
             if highest is not None and rows.column("offset")[0].as_py() <= highest:
@@ -207,7 +215,8 @@ def _layout(delta, txn) -> _Layout | None:
                       str(named.get()) if named.isDefined() else None, codec)
 
 
-def rows_written(metadata: dict, codec: str | None, folder: str, values: dict, read) -> dict | None:
+def rows_written(metadata: dict, codec: str | None, folder: str, values: dict, read,
+                 tight_bounds: bool = False) -> dict | None:
     """``read(schema)`` (the rows, as an Arrow table of the files' ``schema``) written as one
     new data file of the table of ``metadata`` in ``folder`` (partition ``values``): its
     ``add`` action; None, nothing written, when Arrow does not write this table's files."""
@@ -216,7 +225,7 @@ def rows_written(metadata: dict, codec: str | None, folder: str, values: dict, r
     layout = _layout_of_metadata(metadata, codec)
     if layout is None:
         return None
-    output = _Output(folder, values, layout.schema, layout.stats_columns, layout.codec, change=False)
+    output = _Output(folder, values, layout.schema, layout.stats_columns, layout.codec, False, tight_bounds)
     try:
         output.write(read(layout.schema))
         written = output.close()
@@ -344,9 +353,9 @@ class _NoStatistics(Exception):
 class _Output:
     """One file being written: a data file (``add``, with statistics) or a change data file (``cdc``)."""
 
-    def __init__(self, folder: str, values: dict, schema, stats_columns: list[str], codec: str, change: bool):
-        self.relative = arrow_files.new_file(values, change, codec)
-        self.codec = codec
+    def __init__(self, folder: str, values: dict, schema, stats_columns: list[str], codec: str, change: bool,
+                 tight: bool = False):
+        self.relative, self.codec, self.tight = arrow_files.new_file(values, change, codec), codec, tight
         self.path = os.path.join(folder, *self.relative.split("/"))
         self.values, self.schema, self.stats_columns, self.change = values, schema, stats_columns, change
         self.writer = None
@@ -394,7 +403,7 @@ class _Output:
         action = {"path": self.relative, "partitionValues": self.values, "size": os.path.getsize(self.path)}
         if self.change:
             return {"cdc": {**action, "dataChange": False}}
-        stats = arrow_files.statistics(pa.concat_tables(self.bounds), self.stats_columns)
+        stats = arrow_files.statistics(pa.concat_tables(self.bounds), self.stats_columns, self.tight)
         if stats is None:
             raise _NoStatistics(self.path)
         return {"add": {**action, "modificationTime": int(os.path.getmtime(self.path) * 1000), "dataChange": True,

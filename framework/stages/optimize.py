@@ -45,7 +45,7 @@ from typing import Sequence
 
 from framework import faults
 from framework.deferred_session import not_started
-from framework.log import commit_files, file_stats, own_commits, version_checksum
+from framework.log import commit_files, deletion_vectors, file_stats, own_commits, version_checksum
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, commit_metadata
 from framework.log.delta_transactions import DeltaJvm, java_list_items, jvm_of
 from framework.log.log_state import to_metadata
@@ -292,10 +292,11 @@ def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackR
     result, or None when this way does not apply or loses its race (nothing is written)."""
     snap = packing.snapshot
     added = len(packing.groups) - packing.packed_files
-    base = own_commits.rewrite_base(log.path, new_files=added)
+    base = own_commits.rewrite_base(log.path, new_files=added, deletion_vectors=True)
     if base is None:
         return None
     folder, version, checksum = base
+    tight = own_commits.vectors_protocol(checksum["protocol"])
     listed = version_checksum.live_adds(log.path, version)
     codec = own_commits.session_codec(log.spark)
     if listed is None:
@@ -308,7 +309,7 @@ def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackR
     removed: list[dict] = []
     for group in packing.groups:
         members = [adds[f.path] for f in group]
-        one = arrow_rewrite.packed_local(checksum["metadata"], codec, folder, members)
+        one = arrow_rewrite.packed_local(checksum["metadata"], codec, folder, members, tight)
         if one is None or file_stats.of(one).records != sum(f.records for f in group):
             commit_files.remove_files(folder, [*written, *([one] if one is not None else [])])
             return None  # (a file without statistics, or one that lost a record: Delta's route judges)
@@ -330,14 +331,15 @@ def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackR
             return PackResult(packing, snap.version, version + 1, files_after, kept_bytes + added_bytes)
         if made is None:
             break
-        # Another writer took the version: under snapshot isolation only one that removed a
-        # packed file or changed the table conflicts; after an append, the next version
+        # Another writer took the version: under snapshot isolation only one that removed a packed
+        # file (or gave it a new vector) or changed the table conflicts; after an append, the next
         version += 1
         winner = version_checksum.checksum(log.path, version)
         live = version_checksum.live_adds(log.path, version)
-        if (live is None or not own_commits.committable(winner, version, new_files=added, rewrite=True)
+        if (live is None or not own_commits.rewritable(winner, version, added, deletion_vectors=True)
                 or winner["metadata"] != checksum["metadata"] or winner["protocol"] != checksum["protocol"]
-                or not {r["path"] for r in removes} <= {add["path"] for add in live}):
+                or not set(map(deletion_vectors.file_and_vector, removes))
+                <= set(map(deletion_vectors.file_and_vector, live))):
             break
         checksum = winner
     commit_files.remove_files(folder, written)

@@ -11,14 +11,14 @@ Both import these types from here, so neither imports the other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
     from framework.log.log_state import LogState, Snapshot
     from framework.log.partition_log import PartitionLog
 
 __all__ = ["CHECK_WITHIN_MS", "MeasuredCheck", "StageCheck", "ValidateCheck", "ValidationOutcome", "Validator",
-           "pinned_before", "readable_later"]
+           "pinned_before", "readable_later", "refused_now"]
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,9 @@ class StageCheck:
     now_ms: int
     version_before: int
     version_after: int
-    #: the table at ``version_before``, pinned while that was the latest version; or None,
-    #: and the check reads it (a small partition's, from the files its checksum lists)
-    before: object
+    #: a reader of the table at ``version_before`` (:func:`pinned_before`); or None, and the
+    #: check reads it (a small partition's, from the files its checksum lists)
+    before: Callable[[], object] | None
     state_before: LogState
     state_after: LogState
     first_uncleanable_offset: int | None = None
@@ -124,18 +124,22 @@ class Validator(Protocol):
 CHECK_WITHIN_MS = 3_600_000
 
 
-def pinned_before(log: PartitionLog, snapshot: Snapshot, wall_now_ms: int | None = None):
-    """The version a stage starts from, read now for its check (``StageCheck.before``) when
-    the check could not read it later; else None, and the check reads it then.
+def pinned_before(log: PartitionLog, snapshot: Snapshot, wall_now_ms: int | None = None
+                  ) -> Callable[[], object] | None:
+    """A reader of the version a stage starts from, for its check (``StageCheck.before``),
+    when the check could not read it later through Delta; else None, and the check reads
+    it then.
 
     The check runs after the stage commits, and Delta refuses time travel to a version
     whose commit is older than the time-travel window once a newer one exists (a window of
     0 refuses every version but the latest). A small partition's check reads the version
     from the files its checksum lists, with no time travel; a large partition's reads
     through Delta (its bounds skip files by their statistics): it is pinned while the
-    latest. A small one whose files carry deletion vectors is counted by Arrow from its
-    files and vectors, or else read through Delta; it is pinned only when Delta could refuse
-    that read within :data:`CHECK_WITHIN_MS` (a pin starts the JVM in a new process).
+    latest (a pin starts the JVM in a new process). A small one whose files carry deletion
+    vectors is counted by Arrow from its files and vectors, or else read through Delta;
+    where Delta could refuse that read within :data:`CHECK_WITHIN_MS`, Spark reads its
+    files less the rows their vectors hide instead (``version_checksum.frame_of``; the
+    check runs before the run's vacuum, which alone may delete them).
     """
     from framework.log import version_checksum
     from framework.log.small_partitions import is_small
@@ -147,7 +151,10 @@ def pinned_before(log: PartitionLog, snapshot: Snapshot, wall_now_ms: int | None
                                   or version_readable_later(log.path, snapshot.version, files.configuration,
                                                             wall_now_ms)):
             return None
-    return log.read(snapshot.version)
+        if files is not None:
+            return lambda: version_checksum.frame_of(log.spark, files)
+    frame = log.read(snapshot.version)
+    return lambda: frame
 
 
 def version_readable_later(path: str, version: int, configuration: dict, wall_now_ms: int | None = None) -> bool:
@@ -161,6 +168,12 @@ def version_readable_later(path: str, version: int, configuration: dict, wall_no
 
     return readable_later(commit_time(path, version), deleted_file_window_of(configuration),
                           int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)
+
+
+def refused_now(committed_ms: int | None, window_ms: int | None, wall_now_ms: int) -> bool:
+    """Whether Delta refuses time travel to a version other than the latest committed at
+    ``committed_ms`` now (:func:`readable_later`'s rule), and so ever after. Unknown is no."""
+    return committed_ms is not None and window_ms is not None and committed_ms < wall_now_ms - window_ms
 
 
 def readable_later(committed_ms: int | None, window_ms: int | None, wall_now_ms: int) -> bool:

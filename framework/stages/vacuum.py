@@ -7,9 +7,9 @@ properties, from the spec, before every vacuum. With deletion vectors, a DELETE 
 only marks rows deleted; ``REORG TABLE ... APPLY (PURGE)`` rewrites those files without
 the rows (once the marks are half a window old), and the VACUUM that runs once the window
 has passed removes the old files. So a key deleted by a tombstone is gone from every file
-of the table within 1.5 time-travel windows. On a local table with no deletion vectors the
-VACUUM is made by topiclake itself, by Delta's rule and with Delta's two commits
-(``framework.log.own_vacuum``); a purge and a shorter window are always Delta's.
+of the table within 1.5 time-travel windows. On a local table the purge and the VACUUM are
+made by topiclake itself, by Delta's rules and with Delta's commits
+(``framework.stages.purge``, ``framework.log.own_vacuum``); a shorter window is always Delta's.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from framework.log.delta_commits import commit_metadata, session_confs
 from framework.log.log_state import to_metadata
 from framework.log.partition_log import PartitionLog
 from framework.log.warehouse import delta_table_sql
+from framework.stages.purge import purged_locally
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 #: The flag a user must pass to vacuum with a window shorter than the spec's.
@@ -109,7 +110,7 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
     if purge or sweep or shorter:
         snap = log.snapshot()
         with commit_metadata(log.spark, to_metadata(snap.state, "vacuum", snap.version)):
-            if purge:
+            if purge and purged_locally(log) is None:
                 faults.reached("vacuum.before_purge", log=log)
                 log.spark.sql(f"REORG TABLE {delta_table_sql(log.path)} APPLY (PURGE)").collect()
                 faults.reached("vacuum.after_purge", log=log)
@@ -118,7 +119,7 @@ def vacuum(log: PartitionLog, requested_ms: int | None = None, unsafe: bool = Fa
                 if shorter:
                     with session_confs(log.spark, {RETENTION_CHECK_CONF: "false"}):
                         log.spark.sql(f"VACUUM {delta_table_sql(log.path)} RETAIN 0 HOURS").collect()
-                elif purge or own_vacuum.vacuumed(log.path, log.spark) is None:
+                elif own_vacuum.vacuumed(log.path, log.spark) is None:
                     log.spark.sql(f"VACUUM {delta_table_sql(log.path)}").collect()
                 faults.reached("vacuum.after_sweep", log=log)
         for summary in _commit_summaries(log, 3):
