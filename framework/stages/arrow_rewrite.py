@@ -146,9 +146,9 @@ def packed(delta, txn, folder: str, adds: list[dict]) -> dict | None:
 
 def packed_local(metadata: dict, codec: str | None, folder: str, adds: list[dict],
                  tight_bounds: bool = False) -> dict | None:
-    """:func:`packed` without the JVM (a bin-packing, a purge): the layout from ``metadata``
-    and ``codec``; each file less the rows its deletion vector hides (``tight_bounds``: a
-    table with vectors' statistics)."""
+    """:func:`packed` for a bin-packing without the JVM: the layout from ``metadata`` and
+    ``codec``; each file less the rows its deletion vector hides (``tight_bounds``: a table
+    with vectors' statistics)."""
     return _packed(_layout_of_metadata(metadata, codec), folder, adds, tight_bounds)
 
 

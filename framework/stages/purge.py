@@ -80,7 +80,9 @@ def purge_bins(adds: list[dict], max_bin_bytes: int) -> list[list[dict]]:
 
 def purged_locally(log) -> int | None:
     """The partition ``log``'s deletion vectors purged (see the module's text): the version
-    committed, or None when this way does not apply (nothing is committed)."""
+    committed (the newest, with nothing written, when no vector hides a row: Delta's REORG
+    then commits nothing either), or None when this way does not apply (nothing is
+    committed)."""
     base = own_commits.rewrite_base(log.path, deletion_vectors=True)
     max_bin_bytes = _max_bin_bytes(log.spark)
     if base is None or max_bin_bytes is None:
@@ -88,8 +90,8 @@ def purged_locally(log) -> int | None:
     folder, version, checksum = base
     adds = version_checksum.live_adds(log.path, version)
     bins = None if adds is None else purge_bins(adds, max_bin_bytes)
-    if not bins:  # (no vector left to purge: Delta's REORG says what it does then)
-        return None
+    if not bins:
+        return None if bins is None else version
     codec = own_commits.session_codec(log.spark)
     tight = own_commits.vectors_protocol(checksum["protocol"])
     written: list[dict] = []
