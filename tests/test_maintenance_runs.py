@@ -414,15 +414,19 @@ config:
 """
 
 
-def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark, tmp_path, capsys):
+def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark, tmp_path, capsys, monkeypatch):
     """With a time-travel window of 0 Delta refuses every version but the latest, so a
-    check cannot read the version a stage started from once the stage has committed. A
-    small partition's check reads it from the files its checksum lists, but a retention's
-    check of files that carry deletion vectors reads through Delta: with no window that
-    version is pinned before the commit (``stage_check.readable_later``).
+    check cannot read the version a stage started from through Delta once the stage has
+    committed. A small partition's check counts it by Arrow from its files and vectors; its
+    Spark route, which runs here (Arrow's count turned off), reads it from the same files
+    less the rows their vectors hide (``stage_check.pinned_before``, where
+    ``stage_check.readable_later`` says Delta could refuse it).
     Two compactions in a row (the second starts from the deletion vectors the first left,
     with no vacuum between to purge them), then a retention that cuts through them: each
     stage commits, and its check passes."""
+    from framework.checks import arrow_scope
+
+    monkeypatch.setattr(arrow_scope, "counted", lambda *args: None)
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "marked.yaml").write_text(NO_WINDOW)
@@ -456,7 +460,8 @@ def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark
 
 def test_a_version_is_pinned_only_where_delta_could_refuse_it_before_its_check():
     """A small partition's version with deletion vectors is left for its check to read
-    through Delta only while Delta's window holds it for ``CHECK_WITHIN_MS`` more."""
+    through Delta only while Delta's window holds it for ``CHECK_WITHIN_MS`` more; Delta
+    refuses a version other than the latest whose commit is older than the window."""
     from framework.stages.stage_check import CHECK_WITHIN_MS, readable_later
 
     now, week = 1_796_000_000_000, 7 * 86_400_000
@@ -465,6 +470,12 @@ def test_a_version_is_pinned_only_where_delta_could_refuse_it_before_its_check()
     assert not readable_later(now + CHECK_WITHIN_MS - week - 1, week, now)  # a version a week old
     assert not readable_later(now, 0, now) and not readable_later(now, CHECK_WITHIN_MS - 1, now)
     assert not readable_later(None, week, now) and not readable_later(now, None, now)  # unknown: pinned
+    # and where Delta refuses it now, and so ever after (``validate`` says so without Delta)
+    from framework.stages.stage_check import refused_now
+
+    assert refused_now(now - week - 1, week, now) and refused_now(now - 1, 0, now)
+    assert not refused_now(now - week, week, now) and not refused_now(now, 0, now)
+    assert not refused_now(None, week, now) and not refused_now(now - 2 * week, None, now)  # unknown: Delta asked
 
 
 EMPTIED = """\
