@@ -36,14 +36,7 @@ from urllib.parse import unquote
 
 from framework import faults
 from framework.deferred_session import not_started
-from framework.log import (
-    commit_files,
-    deletion_vectors,
-    file_stats,
-    local_records,
-    own_commits,
-    version_checksum,
-)
+from framework.log import commit_files, deletion_vectors, file_stats, local_records, own_commits
 from framework.log.delta_commits import USER_METADATA_CONF, block_conf
 from framework.stages import arrow_rewrite
 from framework.stages.file_rewrite import ONE_TASK_BYTES
@@ -88,10 +81,9 @@ def purged_locally(log) -> int | None:
     if base is None or max_bin_bytes is None:
         return None
     folder, version, checksum = base
-    adds = version_checksum.live_adds(log.path, version)
-    bins = None if adds is None else purge_bins(adds, max_bin_bytes)
+    bins = purge_bins(checksum["allFiles"], max_bin_bytes)  # (``rewritable``: every live file listed)
     if not bins:
-        return None if bins is None else version
+        return version
     codec = own_commits.session_codec(log.spark)
     tight = own_commits.vectors_protocol(checksum["protocol"])
     written: list[dict] = []
