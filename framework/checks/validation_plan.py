@@ -15,7 +15,7 @@ from framework.checks.readability import readable_here
 from framework.errors import ArgumentError, TimeTravelError
 from framework.log import version_checksum
 from framework.log.partition_log import HISTORY_PAGES, PartitionLog
-from framework.stages.stage_check import ValidateCheck, refused_now, version_readable_later
+from framework.stages.stage_check import ValidateCheck, version_readable_later, version_refused_now
 
 __all__ = ["planned", "refused_here", "travels_here"]
 
@@ -86,20 +86,15 @@ def _delta_reads(log: PartitionLog, version: int, latest: int) -> None:
 
 def refused_here(log: PartitionLog, version: int, latest: int, wall_now_ms: int | None = None) -> str | None:
     """Delta's refusal of time travel to ``version``, in its words, when certain without a
-    session (``stage_check.refused_now``: an older version's commit, by its own time, older
+    session (``stage_check.version_refused_now``: an older version's commit, by its own time, older
     than the latest version's window; a refusal now stands later); else None, and Delta is
     asked. Only where no session runs: a started one answers for its own confs."""
-    import time
-
     from framework.deferred_session import not_started
-    from framework.log.commit_log import commit_time
     from framework.log.warehouse import deleted_file_window_of
 
     if version == latest or not not_started(log.spark):
         return None
     configuration = version_checksum.configuration(log.path, latest)
-    window = None if configuration is None else deleted_file_window_of(configuration)
-    now = int(time.time() * 1000) if wall_now_ms is None else wall_now_ms
-    if not refused_now(commit_time(log.path, version), window, now):
+    if configuration is None or not version_refused_now(log.path, version, configuration, wall_now_ms):
         return None
-    return REFUSAL.format(hours=window // 3_600_000)
+    return REFUSAL.format(hours=deleted_file_window_of(configuration) // 3_600_000)

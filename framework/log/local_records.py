@@ -72,6 +72,13 @@ def visible_columns(files: version_checksum.PlainFiles, names: list[str]) -> lis
     return found
 
 
+def visible_file(path: str, folder: str, descriptor: dict | None, names: list[str]):
+    """The ``names`` columns of the table's file at ``path``, as Arrow reads them, less the
+    rows its deletion vector ``descriptor`` hides (:func:`visible_rows`); None when the
+    vector is not read here."""
+    return visible_rows(opened(path).read(columns=names), deletion_vectors.hidden_rows(folder, descriptor))
+
+
 def visible_rows(table, hidden):
     """``table`` (a whole file's rows) less those ``hidden`` (a deletion vector's rows,
     :func:`deletion_vectors.hidden_rows`); None when either is None."""

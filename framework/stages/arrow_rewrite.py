@@ -36,7 +36,7 @@ import os
 from typing import Callable, NamedTuple
 from urllib.parse import unquote
 
-from framework.log import arrow_files, deletion_vectors, file_stats, local_records, version_checksum
+from framework.log import arrow_files, file_stats, local_records, version_checksum
 from framework.stages.compaction import DELETE, STAMP
 
 __all__ = ["Marks", "marks_of", "packed", "packed_local", "staged", "write", "write_local"]
@@ -169,8 +169,7 @@ def _packed(layout: _Layout | None, folder: str, adds: list[dict], tight_bounds:
     try:
         highest = None
         for _, path, vector in paths:  # (one file open at a time: a group may hold thousands)
-            rows = local_records.visible_rows(local_records.opened(path).read(columns=schema.names),
-                                              deletion_vectors.hidden_rows(folder, vector))
+            rows = local_records.visible_file(path, folder, vector, schema.names)
             if rows is None:  # a vector not read here: Delta's route applies it
                 _discard([output])
                 return None

@@ -126,9 +126,8 @@ def _bin_written(folder: str, metadata: dict, codec: str | None, tight: bool, me
         tables = []
         for add in members:
             try:
-                whole = local_records.opened(os.path.join(folder, *unquote(add["path"]).split("/")))
-                rows = local_records.visible_rows(whole.read(columns=schema.names),
-                                                  deletion_vectors.hidden_rows(folder, add.get("deletionVector")))
+                rows = local_records.visible_file(os.path.join(folder, *unquote(add["path"]).split("/")), folder,
+                                                  add.get("deletionVector"), schema.names)
             except OSError as error:
                 raise _NotRead(add["path"]) from error
             if rows is None:

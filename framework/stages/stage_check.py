@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from framework.log.partition_log import PartitionLog
 
 __all__ = ["CHECK_WITHIN_MS", "MeasuredCheck", "StageCheck", "ValidateCheck", "ValidationOutcome", "Validator",
-           "pinned_before", "readable_later", "refused_now"]
+           "pinned_before", "readable_later", "refused_now", "version_readable_later", "version_refused_now"]
 
 
 @dataclass(frozen=True)
@@ -158,16 +158,26 @@ def pinned_before(log: PartitionLog, snapshot: Snapshot, wall_now_ms: int | None
 
 
 def version_readable_later(path: str, version: int, configuration: dict, wall_now_ms: int | None = None) -> bool:
-    """:func:`readable_later` of ``version`` of the local table at ``path``: its commit's own
-    time (``commit_log.commit_time``), the window the table's properties ``configuration``
-    give, and the wall clock (``wall_now_ms``, else now)."""
+    """:func:`readable_later` of ``version`` of the local table at ``path`` (:func:`_as_delta_judges`)."""
+    return readable_later(*_as_delta_judges(path, version, configuration, wall_now_ms))
+
+
+def version_refused_now(path: str, version: int, configuration: dict, wall_now_ms: int | None = None) -> bool:
+    """:func:`refused_now` of ``version`` of the local table at ``path`` (:func:`_as_delta_judges`)."""
+    return refused_now(*_as_delta_judges(path, version, configuration, wall_now_ms))
+
+
+def _as_delta_judges(path: str, version: int, configuration: dict, wall_now_ms: int | None):
+    """What Delta judges time travel to ``version`` by: its commit's own time
+    (``commit_log.commit_time``), the window the latest version's properties
+    ``configuration`` give, and the wall clock (``wall_now_ms``, else now)."""
     import time
 
     from framework.log.commit_log import commit_time
     from framework.log.warehouse import deleted_file_window_of
 
-    return readable_later(commit_time(path, version), deleted_file_window_of(configuration),
-                          int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)
+    return (commit_time(path, version), deleted_file_window_of(configuration),
+            int(time.time() * 1000) if wall_now_ms is None else wall_now_ms)
 
 
 def refused_now(committed_ms: int | None, window_ms: int | None, wall_now_ms: int) -> bool:
