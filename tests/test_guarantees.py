@@ -1556,6 +1556,31 @@ def test_validate_compares_with_nothing_once_the_last_runs_version_left_the_time
             for outcome in outcomes] == [False, True, False]
     with pytest.raises(TimeTravelError):
         guarantees.validate(logs[1], NOW, from_version=2)
+    # Where no session runs, that refusal is told without one, in the words Delta refuses it
+    # in; not where the session it would start may have a Delta setting of its own (its
+    # refusal may be turned off there): then Delta is asked
+    from framework import deferred_session
+    from framework.checks import validation_plan
+    from framework.log.history import MaintenanceHistory
+
+    last = MaintenanceHistory(spark, logs[1].warehouse).last_runs(spec.topic)[1]["version_after"]
+    latest = logs[1].commits(1)[0].version
+    with pytest.raises(TimeTravelError) as by_delta:
+        validation_plan._delta_reads(logs[1], last, latest)  # (this process's session is up: Delta refuses)
+    monkeypatch.setattr(deferred_session, "not_started", lambda spark: True)
+    for name in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "conf").mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert validation_plan.refused_here(logs[1], latest, latest) is None  # the latest version is always read
+    refusal = validation_plan.refused_here(logs[1], last, latest)
+    assert refusal is not None and str(by_delta.value).endswith(refusal), (refusal, by_delta.value)
+    with pytest.raises(TimeTravelError) as told_here:
+        validation_plan._delta_reads(logs[1], last, latest)
+    assert str(told_here.value) == str(by_delta.value)
+    (tmp_path / "conf" / "spark-defaults.conf").write_text(
+        "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration false\n")
+    assert validation_plan.refused_here(logs[1], last, latest) is None
 
 
 def test_a_failing_spec_expectation_fails_validation(spark, base, orders):

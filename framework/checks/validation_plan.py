@@ -88,11 +88,15 @@ def refused_here(log: PartitionLog, version: int, latest: int, wall_now_ms: int 
     """Delta's refusal of time travel to ``version``, in its words, when certain without a
     session (``stage_check.version_refused_now``: an older version's commit, by its own time, older
     than the latest version's window; a refusal now stands later); else None, and Delta is
-    asked. Only where no session runs: a started one answers for its own confs."""
+    asked. Only where no session runs and its launch settings name no Delta setting: a
+    started session, or one whose settings may turn Delta's refusal off
+    (``spark.databricks.delta.*`` in ``spark-defaults.conf``, PySpark's submit arguments or
+    spark-submit's), answers for itself."""
     from framework.deferred_session import not_started
     from framework.log.warehouse import deleted_file_window_of
+    from framework.session import may_launch_with
 
-    if version == latest or not not_started(log.spark):
+    if version == latest or not not_started(log.spark) or may_launch_with("spark.databricks.delta"):
         return None
     configuration = version_checksum.configuration(log.path, latest)
     if configuration is None or not version_refused_now(log.path, version, configuration, wall_now_ms):
