@@ -8,6 +8,7 @@ table, and a partition table's first commit (a create, or a produce's first appe
 from __future__ import annotations
 
 import glob
+import inspect
 import json
 import os
 
@@ -15,7 +16,7 @@ import pytest
 
 from framework.clients.produce import produce
 from framework.clients.records import parse_records
-from framework.deferred_session import DeferredSession
+from framework.deferred_session import DeferredSession, not_started
 from framework.local_rows import arrow_rows
 from framework.log import commit_files, own_commits, version_checksum
 from framework.log.commit_log import local_commits
@@ -39,6 +40,23 @@ def _history(spark, root) -> str:
     history = MaintenanceHistory(spark, Warehouse.resolve(str(root)))
     history.append([HistoryRow(*row) for row in _rows("first")])
     return history.path
+
+
+@pytest.fixture(autouse=True)
+def started_sessions_commit_through_delta(monkeypatch):
+    """The commits these tests pin topiclake's own to are Delta's: here a started session's
+    (``spark``'s) produces and creates go through Delta's transaction API, as they would
+    without topiclake's own commits (``tests/test_tables.py`` pins the started session's
+    own way to Delta's too). A deferred session's are topiclake's own."""
+    for name in ("claimed", "created"):
+        real = getattr(own_commits, name)
+        signature = inspect.signature(real)
+
+        def refusing_started(*args, real=real, signature=signature, **options):
+            spark = signature.bind(*args, **options).arguments.get("spark")
+            return None if spark is not None and not not_started(spark) else real(*args, **options)
+
+        monkeypatch.setattr(own_commits, name, refusing_started)
 
 
 def _commit(path: str, version: int) -> list[dict]:

@@ -7,6 +7,7 @@ commits and checksums of the same rows."""
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import time
@@ -138,23 +139,27 @@ def commit(folder: str, version: int, checksum: dict, adds: list[dict], removes:
 def put_if_absent(folder: str, version: int, text: str) -> bool | None:
     """Create the version's commit file with ``text`` unless it exists: a hard link of a
     written temporary file, which the file system refuses when the name is taken. Whether
-    it was created; None on a file system without hard links (this way does not apply)."""
+    it was created; None on a file system without hard links (this way does not apply).
+    A log folder or temporary file gone meanwhile is a lost race too: only a creator that
+    found no commit clears a log folder (``delta_create.clear_uncommitted_log``), and
+    another creator is then on its way to version 0."""
     log = os.path.join(folder, DELTA_LOG)
     temporary = os.path.join(log, f".{version:020d}.json.{uuid.uuid4()}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    faults.reached("own_commit.temporary_written", path=temporary)
     try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        faults.reached("own_commit.temporary_written", path=temporary)
         os.link(temporary, os.path.join(log, f"{version:020d}.json"))
         return True
-    except FileExistsError:
+    except (FileExistsError, FileNotFoundError):
         return False
     except OSError:  # no hard links here (EPERM, ENOTSUP): no put-if-absent to rely on
         return None
     finally:
-        os.unlink(temporary)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
 
 
 def next_checksum(checksum: dict, adds: list[dict], removes: list[dict], txn_id: str,
