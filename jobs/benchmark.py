@@ -714,20 +714,12 @@ TWIN_KINDS = (
              policy="compact,delete", time_travel_ms=0),
 )
 
-#: A started session's append committed by topiclake itself (stop 111) against through
-#: Delta's transaction API (as before).
-OWN_APPEND_TWINS = TwinKind("own_append", ("appends committed by topiclake itself",
-                                           "appends committed through Delta's transaction"),
-                            "appends committed by topiclake itself / through Delta's transaction",
-                            lambda: _through_the_jvm())
-#: The ways ``_produce_twins`` writes the same lines into existing tables (the first two
-#: are ways of the route through Delta's transaction, which both their sides take).
+#: The ways ``_produce_twins`` writes the same lines into existing tables.
 PRODUCE_TWINS = (
     TwinKind("writer", ("rows written by Arrow", "rows written by Spark"), "rows written by Arrow / by Spark",
              lambda: _rows_written_by_spark()),
     TwinKind("lists", ("Java lists read by index", "Java lists iterated"), "Java lists read by index / iterated",
              lambda: _java_lists_iterated()),
-    OWN_APPEND_TWINS,
 )
 #: The ways a first produce makes its new partitions' tables (the ``new_tables`` section).
 NEW_TABLE_TWINS = TwinKind("new_tables", ("tables created by the first appends", "tables created before the appends"),
@@ -885,10 +877,8 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
     """The same lines into twin topics whose tables exist, A B B A, for each pair of ways:
     the driver's rows written by Arrow against by Spark's ``writeFiles`` (as before stop
     74); Java lists read by index against iterated through py4j (as before: the iterator
-    ends in a Java exception that pyspark converts), both pairs on the route through
-    Delta's transaction; the append committed by topiclake itself against through that
-    route (as before stop 111). The creates' twins take that route too. The same offsets
-    every way."""
+    ends in a Java exception that pyspark converts). The creates' twins both go through
+    Delta (``_created_through_delta``), the way they compare. The same offsets every way."""
     from framework.clients.produce import produce
     from framework.clients.records import parse_records
     from framework.log.topic import Topic
@@ -897,7 +887,7 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
     for name in ("a1", "b1", "b2", "a2"):
         twin = Topic(spark, warehouse, _spec(f"wide-create-{name}", partitions))
         as_before = name.startswith("b")
-        with _through_the_jvm(), CREATE_TWINS.way(as_before):
+        with _created_through_delta(), CREATE_TWINS.way(as_before):
             _timed(f"{create}, {sides[as_before]} ({name})", results, twin.ensure)
     _mean_of_twins(results, create, sides)
     label = f"produce {len(lines)} lines into {partitions} partitions"
@@ -909,9 +899,7 @@ def _produce_twins(spark, warehouse, partitions: int, lines, now: int, results: 
             twin.ensure()
             records = parse_records(lines, twin.spec, "benchmark")
             as_before = name.startswith("b")
-            # the twins of the JVM route's ways take that route on both sides
-            route = contextlib.nullcontext() if kind is OWN_APPEND_TWINS else _through_the_jvm()
-            with route, kind.way(as_before):
+            with kind.way(as_before):
                 _timed(f"{label}, {kind.sides[as_before]} ({name})", results, lambda: produce(twin, records, now))
         _mean_of_twins(results, label, kind.sides)
         same = _same_offsets(twins, partitions) and same
@@ -931,15 +919,14 @@ def _created_by_builder():
 
 
 @contextlib.contextmanager
-def _through_the_jvm():
-    """A started session's produce and create through Delta's transaction API, as before
-    stops 104 and 111 (since then topiclake commits them itself, the session up or not):
-    both sides of the twins that time that route (``PRODUCE_TWINS``, ``CREATE_TWINS``) run
-    under it, and the "before" side of ``OWN_APPEND_TWINS``."""
+def _created_through_delta():
+    """A started session's create through Delta, as before stop 104 (since then topiclake
+    commits it itself, the session up or not): both sides of ``CREATE_TWINS``, which compare
+    Delta's transaction API with its table builder, run under it (from stop 104 to 110 both
+    sides were topiclake's own commit, and their ratio measured nothing)."""
     from framework.log import own_commits
 
-    with mock.patch.object(own_commits, "claimed", lambda *args, **options: None), \
-            mock.patch.object(own_commits, "created", lambda *args, **options: None):
+    with mock.patch.object(own_commits, "created", lambda *args, **options: None):
         yield
 
 

@@ -45,9 +45,10 @@ def _history(spark, root) -> str:
 @pytest.fixture(autouse=True)
 def started_sessions_commit_through_delta(monkeypatch):
     """The commits these tests pin topiclake's own to are Delta's: here a started session's
-    (``spark``'s) produces and creates go through Delta's transaction API, as they would
-    without topiclake's own commits (``tests/test_tables.py`` pins the started session's
-    own way to Delta's too). A deferred session's are topiclake's own."""
+    (``spark``'s) creates go through Delta's transaction API, as they did before stop 104
+    made them topiclake's own with the session up too (``tests/test_tables.py`` pins that
+    way to Delta's builder and transaction as well), and its produces, as they do anyway.
+    A deferred session's are topiclake's own."""
     for name in ("claimed", "created"):
         real = getattr(own_commits, name)
         signature = inspect.signature(real)

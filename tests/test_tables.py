@@ -533,13 +533,12 @@ def test_concurrent_producers_never_share_an_offset(spark, warehouse, table):
     assert declared == [0]
 
 
-@pytest.mark.parametrize("session", ["deferred", "started"])
-def test_a_first_produce_whose_commit_another_creator_cleared_plans_again(spark, warehouse, session):
+def test_a_first_produce_whose_commit_another_creator_cleared_plans_again(spark, warehouse):
     """Of producers racing to create a partition table (as above), one that finds no commit
     clears the log folder as a killed create's (``delta_create.clear_uncommitted_log``), and
-    another's temporary commit file with it: a lost race, not an error. That producer plans
-    again and appends after the winner, in a new process (a deferred session) as in one
-    where Spark runs."""
+    with it the temporary commit file of another, which commits without the JVM (a new
+    process's deferred session): a lost race, not an error. That producer plans again and
+    appends after the winner."""
     from framework import faults
     from framework.deferred_session import DeferredSession
     from framework.log.delta_create import clear_uncommitted_log
@@ -548,7 +547,7 @@ def test_a_first_produce_whose_commit_another_creator_cleared_plans_again(spark,
         return parse_records([(None, {"key": f"{name}{i}", "value": name, "timestamp": 0}) for i in range(count)],
                              topic.spec, name)
 
-    writer = spark if session == "started" else DeferredSession(lambda: spark)
+    writer = DeferredSession(lambda: spark)
     Path(warehouse.root).mkdir()  # a warehouse that is here: a table missing in it is missing, no JVM asked
     topic = Topic(writer, warehouse, spec(1))
     path = topic.partition(0).path
@@ -563,7 +562,7 @@ def test_a_first_produce_whose_commit_another_creator_cleared_plans_again(spark,
     with faults.installed("own_commit.temporary_written", another_creator_first):
         ours = produce(topic, records("ours", 3), 0)
     assert raced == [True, [(0, 0)]] and [(r.base_offset, r.version) for r in ours] == [(2, 1)]
-    assert session == "started" or not writer.started
+    assert not writer.started
     rows = Topic(spark, warehouse, topic.spec).partition(0).read().select("offset", "key").collect()
     assert sorted((r["offset"], r["key"]) for r in rows) == [
         (0, "other0"), (1, "other1"), (2, "ours0"), (3, "ours1"), (4, "ours2")]
@@ -572,32 +571,6 @@ def test_a_first_produce_whose_commit_another_creator_cleared_plans_again(spark,
     assert len(list(Path(path).glob("_segment=*/*.parquet"))) == 2  # the loser's first file went
 
 
-
-@pytest.mark.parametrize("codec", ["zstd", "lz4"])
-def test_a_started_session_s_produce_is_committed_by_topiclake_in_the_session_s_codec(spark, warehouse, codec):
-    """A started session's produce into a local partition table, its first included, is
-    topiclake's own commit (``own_commits.claimed``; ``tests/test_own_commits.py`` pins it
-    to Delta's), its files in the codec the session names, as Spark's writer names and
-    compresses them. Hadoop's framing of LZ4 (Spark's ``lz4``), which Arrow does not write,
-    leaves both commits to Delta's transaction."""
-    from framework.log import arrow_files
-    from framework.log.delta_commits import session_confs
-    from tests.support.table_files import live_codecs
-
-    topic = Topic(spark, warehouse, spec(1))
-    with session_confs(spark, {arrow_files.CODEC_SETTING: codec}):
-        for batch in range(2):
-            produce(topic, parse_records([(None, {"key": f"k{i}", "value": f"{batch}.{i}", "timestamp": 0})
-                                          for i in range(3)], topic.spec, "t"), 0)
-    log = topic.partition(0)
-    engines = [actions["commitInfo"]["engineInfo"] for _, actions in sorted(_commits(log.path).items())]
-    assert len(engines) == 2 and all(("(no JVM)" in engine) == (codec == "zstd") for engine in engines), engines
-    codecs = live_codecs(log, "value")
-    assert len(codecs) == 2 and all(name.endswith(".zstd.parquet" if codec == "zstd" else ".lz4hadoop.parquet")
-                                    for name in codecs), codecs
-    if codec == "zstd":
-        assert set(codecs.values()) == {"ZSTD"}, codecs
-    assert sorted(r["offset"] for r in log.read().select("offset").collect()) == list(range(6))
 
 def _commits(path: str) -> dict[int, dict]:
     """Each commit file of the table at ``path`` by version: its :func:`_actions`."""

@@ -227,11 +227,10 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
     Spark splits a DataFrame, one file for an Arrow table). Raises Delta's conflicts as a
     DataFrame write does. Without a JVM (Spark Connect), or when this Delta's JVM API has
     another shape (another version or platform), the commit is a DataFrame write (after a
-    create of ``new_table``), and the answer :data:`WRITTEN_OR_SKIPPED`. An Arrow table's
-    rows into a local table that allows it (or a new table whose protocol ``own_commits``
-    knows) are committed without the JVM, the session up or not (``own_commits.claimed``:
-    a dozen Py4J calls and Delta's commit spared, or the JVM itself while none runs; not
-    for a Spark Connect session), which raises ``LostCommitRace`` when another writer took
+    create of ``new_table``), and the answer :data:`WRITTEN_OR_SKIPPED`. While no session
+    has started, an Arrow table's rows into a local table that allows it (or a new table
+    whose protocol ``own_commits`` knows) are committed without a JVM
+    (``own_commits.claimed``), which raises ``LostCommitRace`` when another writer took
     the version. ``files_written`` is called between the data files and the commit (a
     fault point's place; a DataFrame write makes both in one call).
     """
@@ -250,7 +249,7 @@ def claimed_commit(spark, path: str, schema, app_id: str, txn_version: int, meta
         return _claimed_commit_in(delta, path, schema, app_id, txn_version, metadata, frame, new_table,
                                   max_records_per_file, files_written)
 
-    if is_arrow(frame):  # driver-side rows: committed here if the table lets us, the session up or not
+    if is_arrow(frame) and not_started(spark):  # no JVM yet: commit here if the table lets us
         landed = own_commits.claimed(path, frame, app_id, txn_version, metadata, max_records_per_file, new_table,
                                      files_written, spark)
         if landed is not None:

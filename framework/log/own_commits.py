@@ -1,9 +1,9 @@
 """Delta commits of local tables made by topiclake itself, without a JVM: a blind append,
 a produce's claimed append, a new table's first commit, and a replace of every row of a
 small table; the checks a maintenance stage's rewrite takes here too (:func:`committable`).
-(What each commit writes, and how: ``framework.log.commit_files``.) A blind append and a
-replace take this way only while no session has started; a create, a produce's claimed
-append and a maintenance stage's rewrite whether or not it has (:func:`session_codec`).
+(What each commit writes, and how: ``framework.log.commit_files``.) An append and a replace
+take this way only while no session has started; a create and a maintenance stage's
+rewrite whether or not it has (:func:`session_codec`).
 
 An idle ``maintain`` in a new process decides everything from the Delta logs' files, and
 its only write is its history rows: one Parquet file and one commit. A ``commit-offset``
