@@ -92,6 +92,7 @@ def test_a_blind_append_commits_what_delta_commits_for_the_same_rows(spark, tmp_
     assert own_commits.appended(by_topiclake, arrow_rows(rows, history_schema())) == 2
 
     ours, theirs = _commit(by_topiclake, 2), _commit(by_delta, 2)
+    assert "Delta-Lake" in theirs[0]["commitInfo"]["engineInfo"]  # the pin is Delta's
     assert _same_shape(ours) == _same_shape(theirs)
     assert ours[0]["commitInfo"]["operationMetrics"] == {"numFiles": "1", "numOutputRows": "3",
                                                          "numOutputBytes": str(ours[1]["add"]["size"])}
@@ -224,6 +225,7 @@ def test_a_replace_commits_what_delta_commits_for_the_same_rows(spark, tmp_path)
     assert own_commits.replaced(by_topiclake, _replacement(_upsert("g", 9))) == version + 1
 
     ours, theirs = _commit(by_topiclake, version + 1), _commit(by_delta, version + 1)
+    assert "Delta-Lake" in theirs[0]["commitInfo"]["engineInfo"]  # the pin is Delta's
     assert _same_shape(ours) == _same_shape(theirs)
     metrics = [{k: str(v) for k, v in commit[0]["commitInfo"]["operationMetrics"].items() if "Bytes" not in k}
                for commit in (ours, theirs)]
@@ -342,6 +344,7 @@ def test_a_produce_without_a_jvm_commits_what_delta_commits_for_the_same_records
     ours = produce(_topic(deferred, tmp_path / "b"), _records(by_topiclake, "second"), NOW)
     assert [(r.base_offset, r.count, r.version) for r in ours] == [(3, 3, version)] and not deferred.started
     assert "no JVM" in _commit(path, version)[0]["commitInfo"]["engineInfo"]
+    assert "Delta-Lake" in _commit(twin, version)[0]["commitInfo"]["engineInfo"]  # the pin is Delta's
     assert _produced_shape(_commit(path, version)) == _produced_shape(_commit(twin, version))
     assert _checksum_shape(path, version) == _checksum_shape(twin, version)
     if vectors:
@@ -449,6 +452,7 @@ def test_a_create_without_a_jvm_commits_what_delta_commits_for_the_same_table(sp
     assert by_delta.create() and by_topiclake.create() and not deferred.started
     assert not by_topiclake.create()  # there already
     assert "no JVM" in _commit(by_topiclake.path, 0)[0]["commitInfo"]["engineInfo"]
+    assert "Delta-Lake" in _commit(by_delta.path, 0)[0]["commitInfo"]["engineInfo"]  # the pin is Delta's
     assert _created_shape(_commit(by_topiclake.path, 0)) == _created_shape(_commit(by_delta.path, 0))
     assert _checksum_shape(by_topiclake.path, 0) == _checksum_shape(by_delta.path, 0)
     assert sorted(os.listdir(os.path.join(by_topiclake.path, "_delta_log"))) == sorted(
@@ -479,6 +483,7 @@ def test_an_own_table_is_created_without_a_jvm_as_delta_creates_it(spark, tmp_pa
     assert not deferred.started
     path, twin = by_topiclake.path, by_delta.path
     assert "no JVM" in _commit(path, 0)[0]["commitInfo"]["engineInfo"]
+    assert "Delta-Lake" in _commit(twin, 0)[0]["commitInfo"]["engineInfo"]  # the pin is Delta's
     assert _created_shape(_commit(path, 0)) == _created_shape(_commit(twin, 0))
     assert _checksum_shape(path, 0) == _checksum_shape(twin, 0)
     assert sorted(os.listdir(os.path.join(path, "_delta_log"))) == sorted(os.listdir(os.path.join(twin, "_delta_log")))
@@ -497,6 +502,7 @@ def test_a_first_produce_without_a_jvm_creates_its_table_as_delta_does(spark, tm
     assert [r.version for r in produce(by_topiclake, _records(by_topiclake, "first"), NOW)] == [0]
     assert not deferred.started
     path, twin = by_topiclake.partition(0).path, by_delta.partition(0).path
+    assert "Delta-Lake" in _commit(twin, 0)[0]["commitInfo"]["engineInfo"]  # the pin is Delta's
     assert _created_shape(_commit(path, 0)) == _created_shape(_commit(twin, 0))
     assert _checksum_shape(path, 0) == _checksum_shape(twin, 0)
     assert _read_records(spark, path) == _read_records(spark, twin)

@@ -571,7 +571,6 @@ def test_a_first_produce_whose_commit_another_creator_cleared_plans_again(spark,
     assert len(list(Path(path).glob("_segment=*/*.parquet"))) == 2  # the loser's first file went
 
 
-
 def _commits(path: str) -> dict[int, dict]:
     """Each commit file of the table at ``path`` by version: its :func:`_actions`."""
     return {int(commit.name.split(".")[0]): _actions(commit)
