@@ -47,17 +47,16 @@ def started_sessions_commit_through_delta(monkeypatch):
     """The commits these tests pin topiclake's own to are Delta's: here a started session's
     (``spark``'s) creates go through Delta's transaction API, as they did before stop 104
     made them topiclake's own with the session up too (``tests/test_tables.py`` pins that
-    way to Delta's builder and transaction as well), and its produces, as they do anyway.
-    A deferred session's are topiclake's own."""
-    for name in ("claimed", "created"):
-        real = getattr(own_commits, name)
-        signature = inspect.signature(real)
+    way to Delta's builder and transaction as well); its produces go there anyway. A
+    deferred session's are topiclake's own. (``claimed`` passes ``spark`` by position.)"""
+    real = own_commits.created
+    signature = inspect.signature(real)
 
-        def refusing_started(*args, real=real, signature=signature, **options):
-            spark = signature.bind(*args, **options).arguments.get("spark")
-            return None if spark is not None and not not_started(spark) else real(*args, **options)
+    def refusing_started(*args, **options):
+        spark = signature.bind(*args, **options).arguments.get("spark")
+        return None if spark is not None and not not_started(spark) else real(*args, **options)
 
-        monkeypatch.setattr(own_commits, name, refusing_started)
+    monkeypatch.setattr(own_commits, "created", refusing_started)
 
 
 def _commit(path: str, version: int) -> list[dict]:

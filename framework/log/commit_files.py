@@ -150,7 +150,10 @@ def put_if_absent(folder: str, version: int, text: str) -> bool | None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        faults.reached("own_commit.temporary_written", path=temporary)
+    except FileNotFoundError:  # the log folder cleared meanwhile
+        return False
+    faults.reached("own_commit.temporary_written", path=temporary)
+    try:
         os.link(temporary, os.path.join(log, f"{version:020d}.json"))
         return True
     except (FileExistsError, FileNotFoundError):
