@@ -65,6 +65,7 @@ from framework.checks.guarantees import Guarantees
 from framework.checks.scope import consumed_removals_explained, head_start, max_lag_end, versions_to_read
 from framework.log.warehouse import delta_table_sql
 from framework.stages.stage_check import StageCheck
+from tests.support.delta_readers import delta_rs_query
 
 NOW = 10_000
 
@@ -338,7 +339,8 @@ def orders(spark, base, tmp_path):
 
 
 def offsets(log, version=None):
-    return sorted(r["offset"] for r in log.read(version).select("offset").collect())
+    """The offsets at ``version`` (else the latest), read by delta-rs (not through the engine)."""
+    return [r["offset"] for r in delta_rs_query(log.path, '"offset"', version)]
 
 
 def latest(log) -> int:
@@ -499,13 +501,17 @@ def _unpinned(check: StageCheck) -> StageCheck:
     """``check`` as a maintenance run hands a small partition's compaction over: the before
     version read from its files, and (for orders) without the spec's own expectations,
     which read every record: such a check may be counted in a batch."""
-    from dataclasses import replace
+    return dataclasses.replace(_without_spec_expectations(check), before=None)
 
+
+def _without_spec_expectations(check: StageCheck) -> StageCheck:
+    """``check`` of its partition under a spec without its own expectations (a Great
+    Expectations run over every record, which the guarantees' counts do not read)."""
     from framework.log.partition_log import PartitionLog
 
     log = check.log
     spec = log.spec.model_copy(update={"expectations": ()})
-    return replace(check, before=None, log=PartitionLog(log.spark, log.warehouse, spec, log.partition))
+    return dataclasses.replace(check, log=PartitionLog(log.spark, log.warehouse, spec, log.partition))
 
 
 @pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
@@ -1065,9 +1071,11 @@ def test_a_small_partition_s_deletion_vectors_are_read_for_g9_as_spark_reads_the
 # ------------------------------------- a scoped compaction check counted by Arrow
 def _counted_both_ways(spark, warehouse, check, monkeypatch):
     """``check`` counted by Arrow in the driver (``arrow_scope.counted``) and measured by
-    Spark's scoped route (the size floor lowered, Arrow's count turned off)."""
+    Spark's scoped route (the size floor lowered, Arrow's count turned off), both without
+    the spec's own expectations: the pin is on the guarantees' counts and context."""
     from framework.checks import arrow_scope, changes
 
+    check = _without_spec_expectations(check)
     start = changes.dirty_from("compact", check.state_before)
     found = arrow_scope.counted(check, check.state_after, start)
     with monkeypatch.context() as patched:

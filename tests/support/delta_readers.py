@@ -19,15 +19,15 @@ def duckdb_connection():
     return connection
 
 
-def delta_rs_query(path: str, columns: str = "*") -> list[dict]:
-    """A table's rows through delta-rs's own query engine (``QueryBuilder``, DataFusion),
-    which applies deletion vectors where ``to_pyarrow_table`` refuses them, in offset order
-    when the table has offsets. A read of a small table costs milliseconds, where a Spark
-    query costs two jobs."""
+def delta_rs_query(path: str, columns: str = "*", version: int | None = None) -> list[dict]:
+    """A table's rows (at ``version``, else the latest) through delta-rs's own query engine
+    (``QueryBuilder``, DataFusion), which applies deletion vectors where
+    ``to_pyarrow_table`` refuses them, in offset order when the table has offsets. A read of
+    a small table costs milliseconds, where a Spark query costs two jobs."""
     import deltalake
     import pyarrow as pa
 
-    table = deltalake.DeltaTable(path)
+    table = deltalake.DeltaTable(path, version=version)
     order = ' ORDER BY "offset"' if "offset" in table.schema().to_arrow().names else ""
     result = deltalake.QueryBuilder().register("t", table).execute(f"SELECT {columns} FROM t{order}").read_all()
     return pa.table(result).to_pylist()
