@@ -259,6 +259,10 @@
    Delta's REORG and VACUUM, the packing through Delta's transaction and the version
    before pinned through Delta (as before stop 109); every side must print the same
    decisions and leave the same records.
+36. ``size_oldest``: the ``size_cuts`` section's minutes, A B B A: the oldest files of a
+   local table read by Arrow in the driver (as shipped, ``retention._size_cut_locally``)
+   against by Spark's scan (as before stop 112); the same measures and checks. Run it with
+   a small ``--time-boundary-records`` for small partitions, whose fixed cost this is.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -292,7 +296,7 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
             "read_only_commands", "young_heads", "window_start", "staged_commands", "huge_pages",
-            "vector_commands")
+            "vector_commands", "size_oldest")
 
 
 def _timed(label, results, action):
@@ -1296,6 +1300,25 @@ def _consumed_boundary_by_a_whole_pass():
 SIZE_CUT_TWINS = TwinKind("size_cuts", ("the boundary from the oldest files", "the whole log read"),
                           "the size boundary from the oldest files / the whole log read",
                           lambda: _size_boundary_by_a_whole_pass())
+
+
+#: How size retention reads a local table's oldest files (``size_oldest``).
+SIZE_OLDEST_TWINS = TwinKind("size_oldest", ("the oldest files read by Arrow", "the oldest files read by Spark"),
+                             "the oldest files read by Arrow / by Spark", lambda: _size_oldest_by_spark())
+
+
+def _size_oldest_by_spark():
+    """Size retention's oldest files read by Spark's scan, as before stop 112 (the cut's own
+    counts are read as shipped)."""
+    from framework.stages import retention, retention_counts
+
+    shipped = retention._size_boundary_from_oldest
+
+    def by_spark(*args):
+        with mock.patch.object(retention_counts, "local_rows", lambda files: None):
+            return shipped(*args)
+
+    return mock.patch.object(retention, "_size_boundary_from_oldest", by_spark)
 
 
 def _size_boundary_by_a_whole_pass():
@@ -3015,8 +3038,8 @@ def run(argv) -> int:
     parser.add_argument("--window-delta-commits", type=int, default=400,
                         help="produces into the window_start section's real table")
     parser.add_argument("--time-boundary-records", type=int, default=500_000,
-                        help="records a minute of the time_boundary, retention_packing, consumed_retention "
-                             "and size_cuts sections")
+                        help="records a minute of the time_boundary, retention_packing, consumed_retention, "
+                             "size_cuts and size_oldest sections")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
@@ -3097,6 +3120,9 @@ def run(argv) -> int:
         if "size_cuts" in sections:
             others["size_cuts"] = bench_cuts(spark, warehouse, args.cut_runs, now, results, SIZE_CUT_TWINS,
                                              args.time_boundary_records, rule="size")
+        if "size_oldest" in sections:
+            others["size_oldest"] = bench_cuts(spark, warehouse, args.cut_runs, now, results, SIZE_OLDEST_TWINS,
+                                               args.time_boundary_records, rule="size")
         if "size_retention" in sections:
             others["size_retention"] = bench_size_retention(spark, warehouse, args.cut_runs, now, results)
         if "pages" in sections:
@@ -3145,7 +3171,8 @@ def run(argv) -> int:
             ratios[f"median idle maintain after cuts, {CUT_TWINS.ratio}"] = CUT_TWINS.ratio_of(
                 others["cuts"]["median_label"], results)
         for name, kind in (("time_boundary", TIME_BOUNDARY_TWINS), ("retention_packing", RETENTION_PACKING_TWINS),
-                           ("consumed_retention", CONSUMED_TWINS), ("size_cuts", SIZE_CUT_TWINS)):
+                           ("consumed_retention", CONSUMED_TWINS), ("size_cuts", SIZE_CUT_TWINS),
+                           ("size_oldest", SIZE_OLDEST_TWINS)):
             for key in ("label", "idle_label", "median_label", "plan_label") if name in others else ():
                 ratios[f"{others[name][key]}, {kind.ratio}"] = kind.ratio_of(others[name][key], results)
         if "size_retention" in others:
@@ -3191,7 +3218,7 @@ def run(argv) -> int:
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
     for name in ("cuts", "pages", "size_retention", "time_boundary", "retention_packing", "consumed_retention",
-                 "size_cuts"):
+                 "size_cuts", "size_oldest"):
         section = others.get(name, {})
         failed = failed or not all(section.get(same, True) for same in ("same_offsets", "same_sizes", "same_plans"))
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)

@@ -113,38 +113,44 @@ def test_size_retention_removes_the_oldest_until_it_fits(spark, warehouse):
     assert offsets(topic) == [2, 3]
 
 
-def test_size_retention_reads_no_record_while_the_metadata_says_the_log_fits(spark, warehouse):
+def test_size_retention_reads_no_record_while_the_metadata_says_the_log_fits(spark, warehouse, monkeypatch):
     """The log's bytes come from the commit metadata (the appends; after a cut inside an
-    append, the cut's own count): while they fit, size retention's plan needs no Spark job,
-    and whenever it plans, it plans what a scan plans."""
+    append, the cut's own count): while they fit, size retention's plan needs no Spark job;
+    over them, a local table's oldest files are read by Arrow in the driver (no Spark job
+    either); and whenever it plans, it plans what a scan plans."""
     from dataclasses import replace
 
-    from framework.stages import retention
+    from framework.stages import retention, retention_counts
     from tests.support.spark_jobs import spark_jobs
 
     topic = make_topic(spark, warehouse, **{"retention.bytes": 7})
     log = topic.partition(0)
+    local, read_locally = retention_counts.local_rows, []
 
     def agrees(now_ms):
+        """The plan, its Spark jobs, and its reads of a local table's files by Arrow."""
         snapshot = log.snapshot()
-        planned, jobs = spark_jobs(spark, lambda: retention.plan(log, now_ms, None, snapshot=snapshot))
+        read_locally.clear()
+        with monkeypatch.context() as counting:
+            counting.setattr(retention_counts, "local_rows", lambda files: read_locally.append(1) or local(files))
+            planned, jobs = spark_jobs(spark, lambda: retention.plan(log, now_ms, None, snapshot=snapshot))
         unknown = replace(snapshot, past_checkpoint=None, after_cut=None)
         scanned = retention.plan(log, now_ms, None, snapshot=unknown)
         assert (planned.new_log_start, planned.boundaries) == (scanned.new_log_start, scanned.boundaries)
-        return planned, jobs
+        return planned, jobs, len(read_locally)
 
     # sizes: 2, 3, 2 bytes (key + value), one append
     send(topic, [{"key": "a", "value": "1", "timestamp": 0}, {"key": "b", "value": "22", "timestamp": 0},
                  {"key": "c", "value": "3", "timestamp": 0}])
-    planned, jobs = agrees(10)
-    assert not planned.due and jobs == 0
+    planned, jobs, read = agrees(10)
+    assert not planned.due and jobs == read == 0
     send(topic, [{"key": "d", "value": "4", "timestamp": 0}])  # 9 bytes: over
-    planned, jobs = agrees(10)
-    assert planned.due and planned.new_log_start == 1 and jobs > 0
+    planned, jobs, read = agrees(10)
+    assert planned.due and planned.new_log_start == 1 and jobs == 0 and read > 0
     maintain(spark, topic, 10)  # a cut inside the first append, which counts what it keeps
     assert offsets(topic) == [1, 2, 3] and log.snapshot().past_checkpoint is None
-    planned, jobs = agrees(10)
-    assert not planned.due and jobs == 0
+    planned, jobs, read = agrees(10)
+    assert not planned.due and jobs == read == 0
 
 
 def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts(spark, warehouse, monkeypatch):
@@ -360,17 +366,46 @@ def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(sp
     assert compared == 2 * 3 * len(limits)
 
 
+def test_size_retention_over_arrays_cuts_where_the_pure_rule_cuts():
+    """Size retention's numpy expression (``retention._first_kept_by_size``, over a local
+    table's oldest files read by Arrow) is ``cleaner.size_boundary`` on random logs: offsets
+    with gaps, records of no bytes, no records, and every limit from 0 past their bytes."""
+    import random
+
+    import numpy as np
+
+    from framework.cleaner import rules as cleaner
+    from framework.stages import retention
+
+    rng = random.Random(112)
+    compared = 0
+    for _ in range(200):
+        first = rng.randint(0, 50)
+        offsets = sorted(rng.sample(range(first, first + 60), rng.randint(0, 12)))
+        sizes = [rng.choice([0, 1, 5, 17, 200]) for _ in offsets]
+        log_end = (offsets[-1] + 1 if offsets else first) + rng.randint(0, 3)
+        total = sum(sizes)
+        for max_bytes in sorted({0, 1, max(total - 1, 0), total, total + 1, rng.randint(0, total + 2)}):
+            by_arrays = retention._first_kept_by_size(np.array(offsets, dtype=np.int64),
+                                                      np.array(sizes, dtype=np.int64), max_bytes, log_end)
+            assert by_arrays == cleaner.size_boundary(list(zip(offsets, sizes)), max_bytes, log_end), (
+                offsets, sizes, max_bytes)
+            compared += 1
+    assert compared > 600
+
+
 def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, warehouse, monkeypatch):
     """Over ``retention.bytes``, the log's bytes known from the commits, size retention's
     boundary reads only the files below a candidate offset past what the excess would take
     (and moves the candidate further out when that was too near): for every limit, start
     and end it is ``cleaner.size_boundary``'s over the records, it reads no file when the log
-    fits, and the oldest files only when a little is over; and without the statistics the
+    fits, and the oldest files only when a little is over, the same files whether Arrow reads
+    them in the driver (a local table's) or Spark does; and without the statistics the
     plan falls back to the pass over the log and plans the same. (A boundary with no record
     below it cuts nothing, whatever its offset.)"""
     from framework.cleaner import rules as cleaner
     from framework.log import version_checksum
-    from framework.stages import retention
+    from framework.stages import retention, retention_counts
 
     topic = make_topic(spark, warehouse)
     log = topic.partition(0)
@@ -391,22 +426,30 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
         boundary = min(end, cleaner.size_boundary(tail, max_bytes, 12))
         return boundary, any(start <= o < boundary for o, _ in sizes)
 
+    local = retention_counts.local_rows
     files_read, compared = {}, 0
     # limits at and just below what keeps the records from a file's start, its middle, the last
     suffixes = {sum(size for o, size in sizes if o >= first) for first in (2, 3, 8, 11)}
     for max_bytes in sorted({0, 1, *suffixes, *(b - 1 for b in suffixes), total - 1, total, total + 1}):
         for start, end in ((0, 12), (0, 5), (7, 12)):
-            seen = []
-            monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files: (
-                seen.append(len(files.paths)), read(spark, files))[1])
-            got = retention._size_boundary_from_oldest(log, snapshot, start, end, listing, max_bytes)
-            monkeypatch.setattr(version_checksum, "frame_of", read)
-            boundary, moved = expected(max_bytes, start, end)
-            # the boundary is a cut only when a record lies below it
-            assert got == (boundary, True) if moved else not got[1], (max_bytes, start, end, got)
-            files_read[max_bytes, start, end] = seen
-            compared += 1
-    assert compared == len(files_read) == 13 * 3
+            # the files read by Arrow in the driver (a local table's), and by Spark: the same ones
+            for route in ("Arrow", "Spark"):
+                seen = []
+                monkeypatch.setattr(version_checksum, "frame_of", lambda spark, files, seen=seen: (
+                    seen.append(("Spark", len(files.paths))), read(spark, files))[1])
+                monkeypatch.setattr(retention_counts, "local_rows", lambda files, seen=seen, route=route: (
+                    seen.append(("Arrow", len(files.paths))), local(files) if route == "Arrow" else None)[1])
+                got = retention._size_boundary_from_oldest(log, snapshot, start, end, listing, max_bytes)
+                monkeypatch.setattr(version_checksum, "frame_of", read)
+                monkeypatch.setattr(retention_counts, "local_rows", local)
+                boundary, moved = expected(max_bytes, start, end)
+                case = (max_bytes, start, end, route, got)
+                # the boundary is a cut only when a record lies below it
+                assert got == (boundary, True) if moved else not got[1], case
+                read_here = [files for way, files in seen if way == route]
+                assert files_read.setdefault((max_bytes, start, end), read_here) == read_here, case
+                compared += 1
+    assert compared == 2 * len(files_read) == 2 * 13 * 3
     # the log fits: nothing read
     assert files_read[total, 0, 12] == [] and files_read[total + 1, 7, 12] == []
     # one byte over: the first file, and the one after it that may straddle

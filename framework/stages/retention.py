@@ -166,7 +166,8 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     a file's lowest offset past what the excess would take by the files' record counts. Every
     record below C lies in them; the bytes from C to the end are the log's less theirs, so
     :func:`_size_boundary` over [start, C) finds the boundary, or shows it lies at or past C
-    (then C moves further out). Reads nothing when the log fits; None when there is no file
+    (then C moves further out); a local table's files are read by Arrow in the driver
+    (:func:`_size_cut_locally`, no Spark job). Reads nothing when the log fits; None when there is no file
     list (deletion vectors), a file's statistics lack its offsets or record count, or the
     commits do not say the log's size (then the caller's pass over the log). Like
     :func:`_size_boundary`'s, the boundary is a cut only when a record lies below it.
@@ -192,19 +193,56 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
             taken += 1
         below = files[:taken + 1]  # ... and one more, which may straddle the boundary
         cut_at = files[taken + 1][0].min_offset if taken + 1 < len(files) else None
-        frame = version_checksum.frame_of(log.spark, listed.only((path, add) for _, path, add in below))
-        if cut_at is None:
-            return _size_boundary(frame.where(f"`offset` >= {int(start)}"), max_bytes, end, snap.state.log_end_offset)
-        rest = frame.where(f"`offset` >= {int(start)} AND `offset` < {int(cut_at)}")
-        ranges = _byte_ranges(rest)
-        # the bytes below C: [start, C)'s ranges, and from the log start what an earlier rule cuts
-        below_start = 0 if start == log_start else frame.where(
-            f"`offset` >= {int(log_start)} AND `offset` < {int(start)}").selectExpr(
-            "coalesce(sum(_size), 0) AS b").collect()[0]["b"]
-        fits = max_bytes - (total - below_start - sum(r["bytes"] for r in ranges))  # [start, C) may keep this
-        if fits >= 0:
-            return _size_boundary(rest, fits, end, cut_at, ranges=ranges)
+        chosen = listed.only((path, add) for _, path, add in below)
+        rows = retention_counts.local_rows(chosen)  # a local table's, by Arrow in the driver: no Spark job
+        if rows is not None:
+            found = _size_cut_locally(rows, start, log_start, cut_at, total, max_bytes, end, snap.state.log_end_offset)
+        else:
+            frame = version_checksum.frame_of(log.spark, chosen)
+            if cut_at is None:
+                return _size_boundary(frame.where(f"`offset` >= {int(start)}"), max_bytes, end,
+                                      snap.state.log_end_offset)
+            rest = frame.where(f"`offset` >= {int(start)} AND `offset` < {int(cut_at)}")
+            ranges = _byte_ranges(rest)
+            # the bytes below C: [start, C)'s ranges, and from the log start what an earlier rule cuts
+            below_start = 0 if start == log_start else frame.where(
+                f"`offset` >= {int(log_start)} AND `offset` < {int(start)}").selectExpr(
+                "coalesce(sum(_size), 0) AS b").collect()[0]["b"]
+            fits = max_bytes - (total - below_start - sum(r["bytes"] for r in ranges))  # [start, C) may keep this
+            found = _size_boundary(rest, fits, end, cut_at, ranges=ranges) if fits >= 0 else None
+        if found is not None:
+            return found
         wanted = 2 * counted + 1  # C was too near: the boundary lies past it
+
+
+def _size_cut_locally(rows, start: int, log_start: int, cut_at: int | None, total: int, max_bytes: int,
+                      end: int, log_end_offset: int) -> tuple[int, bool] | None:
+    """:func:`_size_boundary_from_oldest`'s Spark passes over the oldest files' ``rows``
+    (``retention_counts.local_rows``): the boundary in [start, C), or None when it lies past C."""
+    import numpy as np
+
+    offsets = rows["offset"].to_numpy()
+    order = np.argsort(offsets, kind="stable")
+    offsets, sizes = offsets[order], rows["_size"].fill_null(0).to_numpy()[order]
+    inside = offsets >= start if cut_at is None else (offsets >= start) & (offsets < cut_at)
+    fits = max_bytes
+    if cut_at is not None:  # the bytes below C: [start, C)'s, and what an earlier rule cuts from the log start
+        below_start = 0 if start == log_start else int(sizes[(offsets >= log_start) & (offsets < start)].sum())
+        fits = max_bytes - (total - below_start - int(sizes[inside].sum()))
+        if fits < 0:
+            return None
+    kept = _first_kept_by_size(offsets[inside], sizes[inside], fits, log_end_offset if cut_at is None else cut_at)
+    boundary = min(end, kept)
+    return boundary, bool(inside.any()) and int(offsets[inside][0]) < boundary
+
+
+def _first_kept_by_size(offsets, sizes, max_bytes: int, log_end_offset: int) -> int:
+    """``cleaner.size_boundary`` over numpy arrays of records' offsets and sizes in offset
+    order (``tests/test_retention.py`` pins the two together)."""
+    import numpy as np
+
+    fits = np.flatnonzero(np.cumsum(sizes[::-1])[::-1] <= max_bytes)  # each record's bytes to the end
+    return int(offsets[fits[0]]) if len(fits) else log_end_offset
 
 
 def _bytes_from(snap: Snapshot, records, start: int) -> int:
