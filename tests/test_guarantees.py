@@ -65,7 +65,7 @@ from framework.checks.guarantees import Guarantees
 from framework.checks.scope import consumed_removals_explained, head_start, max_lag_end, versions_to_read
 from framework.log.warehouse import delta_table_sql
 from framework.stages.stage_check import StageCheck
-from tests.support.delta_readers import delta_rs_query
+from tests.support.delta_readers import delta_rs_offsets
 
 NOW = 10_000
 
@@ -339,8 +339,7 @@ def orders(spark, base, tmp_path):
 
 
 def offsets(log, version=None):
-    """The offsets at ``version`` (else the latest), read by delta-rs (not through the engine)."""
-    return [r["offset"] for r in delta_rs_query(log.path, '"offset"', version)]
+    return delta_rs_offsets(log.path, version)
 
 
 def latest(log) -> int:

@@ -18,7 +18,7 @@ import pytest
 from framework import faults
 from framework.cli.main import main
 from framework.log.warehouse import delta_table_sql
-from tests.support.delta_readers import delta_rs_query
+from tests.support.delta_readers import delta_rs_offsets
 from tests.support.table_files import data_files_on_disk
 
 # --------------------------------------------------------------------- helpers
@@ -33,12 +33,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     code = main(list(args))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def delta_offsets(path: str) -> list[int]:
-    """The offsets in a partition table, read with plain Delta, not through the engine: by
-    delta-rs, an independent reader (milliseconds, where a Spark query costs two jobs)."""
-    return [row["offset"] for row in delta_rs_query(path, '"offset"')]
 
 
 def delta_log_files(path: str) -> list[str]:
@@ -78,12 +72,12 @@ def isolated(spark, tmp_path, capsys):
                        write_jsonl(tmp_path / "in.jsonl", records), "--now", "0")
     assert code == 0, err
     paths = {p: str(warehouse / f"iso-{p}") for p in RECORDS}
-    assert {p: delta_offsets(path) for p, path in paths.items()} == {0: [0, 1, 2], 1: [0, 1, 2], 2: [0, 1, 2, 3]}
+    assert {p: delta_rs_offsets(path) for p, path in paths.items()} == {0: [0, 1, 2], 1: [0, 1, 2], 2: [0, 1, 2, 3]}
     return common, paths
 
 
 def assert_others_compacted(spark, paths) -> None:
-    assert {p: delta_offsets(paths[p]) for p in (0, 2)} == COMPACTED
+    assert {p: delta_rs_offsets(paths[p]) for p in (0, 2)} == COMPACTED
 
 
 @pytest.mark.parametrize("threads", ["1", "2"], ids=["one cleaner thread", "two cleaner threads"])
@@ -106,7 +100,7 @@ def test_a_partition_that_fails_does_not_stop_the_others(spark, isolated, capsys
     assert lines[1].startswith("iso-1: FAILED") and "injected failure in partition 1" in lines[1], out
     assert len(lines) == 3, out
     assert_others_compacted(spark, paths)
-    assert delta_offsets(paths[1]) == [0, 1, 2]
+    assert delta_rs_offsets(paths[1]) == [0, 1, 2]
     assert delta_log_files(paths[1]) == version_files  # nothing committed to partition 1
 
 
@@ -160,7 +154,7 @@ def test_a_check_that_cannot_run_fails_its_partition_and_its_committed_stage_is_
     assert lines[1] == ("iso-1: FAILED (the check of compact could not run: iso-1: cannot read that version: "
                         "injected refusal)"), out
     # partition 1's compaction committed (keys a, a, b: offsets 1 and 2 stay), and so did the others'
-    assert delta_offsets(paths[1]) == [1, 2]
+    assert delta_rs_offsets(paths[1]) == [1, 2]
     assert_others_compacted(spark, paths)
     history = compact_rows(spark, common)
     assert [(r["partition"], r["committed"], r["validation"]) for r in history] == [
@@ -210,7 +204,7 @@ def test_small_partitions_checks_are_measured_in_one_batch_a_stage_when_their_fi
     assert [(r["partition"], r["committed"], r["validation"]) for r in stage_rows(spark, common, stages)] == [
         (p, True, "passed") for p in (0, 1, 2) for _ in stages]
     if policy != "compact":
-        assert {p: delta_offsets(path) for p, path in paths.items()} == {0: [], 1: [], 2: []}
+        assert {p: delta_rs_offsets(path) for p, path in paths.items()} == {0: [], 1: [], 2: []}
 
 
 def compact_rows(spark, common: list[str]) -> list:
@@ -246,7 +240,7 @@ def test_checks_that_cannot_be_judged_fail_their_partitions_and_their_committed_
     assert [(r["partition"], r["committed"], r["validation"]) for r in history] == [
         (0, True, "error"), (1, True, "error"), (2, True, "error")]
     assert all("injected" in r["message"] for r in history)
-    assert delta_offsets(paths[1]) == [1, 2]
+    assert delta_rs_offsets(paths[1]) == [1, 2]
     assert_others_compacted(spark, paths)
 
 
@@ -382,7 +376,7 @@ def test_cleaner_threads_maintain_partitions_side_by_side_as_one_thread_would(sp
     survivors = {}
     for common in (one, two):
         folder = common[1]
-        survivors[folder] = {name: delta_offsets(os.path.join(folder, name))
+        survivors[folder] = {name: delta_rs_offsets(os.path.join(folder, name))
                              for name in sorted(os.listdir(folder)) if not name.startswith("_")}
     assert survivors[one[1]] == {**{f"kept-{p}": [2, 3, 4] for p in range(4)},
                                  **{f"timed-{p}": [2] for p in range(2)}}
@@ -446,14 +440,14 @@ def test_a_stage_on_deletion_vectors_is_checked_with_no_time_travel_window(spark
         code, out, err = cli(capsys, "compact", *common, "--now", str(now + 10))
         assert code == 0 and "marked-0: ok" in out, out + err
     # 0-4 then 5-9; the first compaction kept 2, 3, 4, the second the last a, b, c: 7, 8, 9
-    assert delta_offsets(path) == [7, 8, 9]
+    assert delta_rs_offsets(path) == [7, 8, 9]
     # the second compaction deleted rows by deletion vectors on the files the first left
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {delta_table_sql(path)}").collect()]
     assert operations.count("MERGE") == 2, operations
     # retention at 7003 keeps from the first record at most 5000 ms old: offset 8 (timestamp 2003)
     code, out, err = cli(capsys, "retain", *common, "--now", "7003")
     assert code == 0 and "marked-0: ok" in out, out + err
-    assert delta_offsets(path) == [8, 9]
+    assert delta_rs_offsets(path) == [8, 9]
     history = spark.sql(f"SELECT stage, committed, validation FROM "
                         f"{delta_table_sql(str(tmp_path / 'warehouse' / '_topiclake' / 'maintenance_history'))} "
                         "WHERE committed ORDER BY run_started_ms").collect()
@@ -506,7 +500,7 @@ def test_a_forced_compaction_of_an_empty_partition_logs_no_error(spark, tmp_path
     assert code == 0, err
     code, out, err = cli(capsys, "maintain", *common, "--now", "100000", "--no-report")
     assert code == 0, out + err
-    assert delta_offsets(str(tmp_path / "warehouse" / "emptied-0")) == []
+    assert delta_rs_offsets(str(tmp_path / "warehouse" / "emptied-0")) == []
 
     logged: list[logging.LogRecord] = []
 
@@ -633,7 +627,7 @@ def test_the_history_records_each_trigger_and_the_numbers_behind_it(spark, tmp_p
     assert [(now, r["committed"], r["files_before"], r["files_after"]) for now, r in sorted(packing.items())] == [
         (5000, False, 1, 1), (20000, True, 2, 1), (105000, False, 1, 1)]
     assert packing[20000]["version_before"] == 3 and packing[20000]["version_after"] == 4
-    assert delta_offsets(table) == [2, 4]
+    assert delta_rs_offsets(table) == [2, 4]
 
 
 def test_a_runs_history_rows_are_appended_together_and_soon_after_each_change(spark, tmp_path, monkeypatch):
@@ -711,7 +705,7 @@ def test_the_history_says_a_killed_run_did_not_finish(spark, tmp_path, capsys):
          "--now", "1000"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300,
         env={**os.environ, faults.ENVIRONMENT: "compact.after_commit"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    assert delta_offsets(f"{warehouse}/t-0") == [3]  # the compaction committed, whole
+    assert delta_rs_offsets(f"{warehouse}/t-0") == [3]  # the compaction committed, whole
 
     code, out, err = cli(capsys, "--warehouse", warehouse, "--specs", str(specs), "--json", "maintain", "--now", "2000")
     assert code == 0, err

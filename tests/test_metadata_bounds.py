@@ -46,7 +46,7 @@ def age_log(path: str, seconds: int) -> None:
             os.utime(name, (stat.st_atime - seconds, stat.st_mtime - seconds))
 
 
-def live_files(spark, path: str) -> int:
+def live_files(path: str) -> int:
     """The files the table's latest version holds (as ``DESCRIBE DETAIL``'s ``numFiles``),
     read by delta-rs: milliseconds, where Spark's command costs jobs."""
     import deltalake
@@ -106,7 +106,7 @@ def test_the_historys_files_are_packed_once_pack_at_are_live(spark, warehouse, m
                                    topic="t", partition=0, stage="compact")])
         if run in (3, 7, 11) and route == "by Arrow":  # the appends that pack
             assert set(tracker.getJobIdsForGroup()) == jobs, f"a Spark job in run {run}'s append and pack"
-        most = max(most, live_files(spark, history.path))
+        most = max(most, live_files(history.path))
     assert most == 3, f"at most {most} live files between packs of 4"
     assert sorted(r["run_id"] for r in history.read().collect()) == sorted(f"r{run}" for run in range(12))
     operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY {delta_table_sql(history.path)}").collect()]
@@ -217,11 +217,11 @@ def test_a_prune_vacuums_topiclakes_own_tables_inside_their_window(spark, wareho
                   f"('delta.deletedFileRetentionDuration' = '{window}')")
     for run in range(2, 6):
         history.append(_history_rows([(f"r{run}", 0, run, False)]))
-    assert len(data_files_on_disk(offsets.path)) > live_files(spark, offsets.path)
+    assert len(data_files_on_disk(offsets.path)) > live_files(offsets.path)
     time.sleep(1)  # the replaced files are older than a window of 0 hours, by the clock VACUUM reads
     assert history.prune_if_due(runs_kept=1, every=5) == 3  # r2..r4 go; r1 is the latest commit, r5 the newest
     for path in (history.path, offsets.path):
-        left, live = len(data_files_on_disk(path)), live_files(spark, path)
+        left, live = len(data_files_on_disk(path)), live_files(path)
         assert (left == live) if replaced_files_go else (left > live), (path, left, live)
         # a VACUUM that could delete nothing yet (a week's window) is not run at all
         vacuums = [name for name in commit_files(path) if '"VACUUM START"' in Path(name).read_text()]

@@ -18,7 +18,7 @@ from framework.log.warehouse import delta_table_sql
 from framework.spec import load_specs, parse_spec
 from framework.stages.maintenance import Maintenance
 from framework.stages.retention import delete_records
-from tests.support.delta_readers import delta_rs_query
+from tests.support.delta_readers import delta_rs_offsets
 from tests.support.table_files import data_files_on_disk
 
 
@@ -37,8 +37,7 @@ def send(topic, records):
 
 
 def offsets(topic):
-    """Partition 0's offsets, read by delta-rs (not through the engine)."""
-    return [r["offset"] for r in delta_rs_query(topic.partition(0).path, '"offset"')]
+    return delta_rs_offsets(topic.partition(0).path)
 
 
 def maintain(spark, topic, now, **kwargs):

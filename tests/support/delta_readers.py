@@ -31,3 +31,9 @@ def delta_rs_query(path: str, columns: str = "*", version: int | None = None) ->
     order = ' ORDER BY "offset"' if "offset" in table.schema().to_arrow().names else ""
     result = deltalake.QueryBuilder().register("t", table).execute(f"SELECT {columns} FROM t{order}").read_all()
     return pa.table(result).to_pylist()
+
+
+def delta_rs_offsets(path: str, version: int | None = None) -> list[int]:
+    """A partition table's offsets in order (at ``version``, else the latest), read by
+    delta-rs: plain Delta, not through the engine."""
+    return [row["offset"] for row in delta_rs_query(path, '"offset"', version)]
