@@ -20,8 +20,10 @@ fast one); one scenario of every batch of eight also reads it through Spark, and
 readers must agree. That scenario also runs the Great Expectations guarantee checks
 after each committed stage; a failed guarantee is a finding like any mismatch. Another
 scenario of every second batch runs on tables with deletion vectors turned on (the
-owner's opt-in: the engine then commits Delta's MERGE and DELETE, which mark rows instead
-of rewriting files), read through Spark (delta-rs refuses deletion vectors); such a
+owner's opt-in: a compaction then marks rows in vectors instead of rewriting files,
+committed by topiclake itself where Arrow decided it, else by Delta's MERGE, and
+retention's cut is Delta's DELETE, which marks rows too), read through Spark
+(delta-rs's ``to_pyarrow_table`` refuses deletion vectors); such a
 scenario costs about twice another (one in eight: 281 s against 228 s for the whole test
 on a quiet machine, 2026-11-28), so one in sixteen. The rules
 each scenario exercised are counted, and the test fails unless every rule in
