@@ -188,10 +188,14 @@
    the commits (as shipped, ``retention._size_boundary_from_oldest``), against one pass
    over the whole log's offsets and sizes (as before stop 80); the same measures and checks.
 28. ``prunes``: ``--prunes`` prunes of the maintenance history (one every six appends of a
-   run's rows, each append beside a consumer-offset commit), A B B A: topiclake's own
-   tables vacuumed only when their commits show something a VACUUM could delete (as
-   shipped, ``cleaner.vacuum_due`` over each table's commits) against at every prune (as
-   before stop 82); each pair must keep the same history rows.
+   run's rows, each append beside a consumer-offset commit; each prune deletes runs), A B B
+   A: decided by Arrow and committed as one overwrite (as shipped,
+   ``framework/log/history_prune.py``) against Spark's query and a MERGE (as before stop
+   113); each pair must keep the same history rows. Then an idle ``topiclake maintain`` of
+   ``--partitions`` partitions, each a new process, whose history append reaches a prune's
+   multiple (nothing old enough to delete, as at every prune until a partition has 500
+   runs), A B B A: as shipped (no JVM) against the prune by Spark's MERGE (as before stop
+   113); every side's history the same after it.
 29. ``report_commands``: ``topiclake report`` of a warehouse whose ``--partitions`` partitions
    had a first maintain, each report a new process, A B B A: the history and the dirty-ratio
    thresholds read by Arrow from the newest versions' checksums, with no JVM (as shipped,
@@ -745,9 +749,12 @@ OFFSETS_TWINS = TwinKind("offsets", ("read and written by Arrow", "written and r
                          "by Arrow / by Spark", lambda: _offsets_by_spark())
 OFFSETS_LABEL = "offset commits and reads"
 #: The ways a history prune vacuums topiclake's own tables (the ``prunes`` section).
-PRUNE_TWINS = TwinKind("prunes", ("own tables vacuumed when due", "own tables vacuumed at every prune"),
-                       "vacuumed when due / at every prune", lambda: _own_tables_always_vacuumed())
+PRUNE_TWINS = TwinKind("prunes", ("pruned by Arrow", "pruned by Spark's MERGE"),
+                       "by Arrow / by Spark's MERGE", lambda: _pruned_by_spark())
 PRUNES_LABEL = "history appends and prunes"
+#: How an idle ``topiclake maintain`` in a new process prunes or packs the history (the
+#: ``prunes`` section's commands).
+HISTORY_COMMAND_TWINS = TwinKind("prunes", ("without the JVM", "through the JVM"), "without / through the JVM")
 #: How a small partition's measure is scanned when its commits cannot settle it.
 YOUNG_HEAD_TWINS = TwinKind("young_heads", ("read by Arrow", "scanned by Spark"), "read by Arrow / scanned by Spark",
                             lambda: _scanned_by_spark())
@@ -1599,20 +1606,72 @@ def bench_prunes(spark, warehouse, prunes: int, results: dict) -> dict:
             _timed(f"{label}, {kind.sides[as_before]} ({name})", results, append_and_prune)
     _mean_of_twins(results, label, kind.sides)
     kept = {name: sorted(r["run_id"] for r in history.read().collect()) for name, (history, _) in twins.items()}
-    # the cadence counts the history's versions, so the VACUUM's own two commits (as before)
-    # brought each next prune sooner: the same appends, more prunes
     return {"appends": 6 * prunes, "prunes_done": pruned,
             "same_history": kept["a1"] == kept["b1"] == kept["b2"] == kept["a2"]}
 
 
 @contextlib.contextmanager
-def _own_tables_always_vacuumed():
-    """Vacuum topiclake's own tables at every prune, as until stop 82, whether or not their
-    commits show anything a VACUUM could delete."""
-    from framework.log import warehouse as warehouse_module
+def _pruned_by_spark():
+    """The history pruned as until stop 113: the doomed runs found by Spark's query, their
+    rows deleted by a MERGE."""
+    from framework.log import history_prune
 
-    with mock.patch.object(warehouse_module, "deleted_file_window_ms", lambda *args: None):
+    with mock.patch.object(history_prune, "pruned_locally", lambda *args: None):
         yield
+
+
+#: Side B of the ``prunes`` section's commands, by what the timed append reaches: the prune
+#: by Spark's query and a MERGE, the pack through Delta's transaction (as before stop 113).
+_HISTORY_AS_BEFORE_PRELUDES = {
+    "prune": "from framework.log import history_prune\nhistory_prune.pruned_locally = lambda *a: None",
+    "pack": "from framework.log import local_append\nlocal_append._packed_without_jvm = lambda path: None",
+}
+
+
+def bench_prune_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """The ``prunes`` section's commands (the module's text), for a timed append that reaches
+    a prune's multiple, then for one that makes the history's files ``PACK_AT`` (a pack):
+    each twin a warehouse of one topic of ``partitions`` partitions, produced and maintained
+    (untimed), its history appended to in this process until the next append reaches it."""
+    from framework.log import version_checksum
+    from framework.log.commit_log import read_commits
+    from framework.log.history import PACK_AT, PRUNE_EVERY, HistoryRow, MaintenanceHistory
+    from framework.log.warehouse import Warehouse
+
+    kind, found, ok = HISTORY_COMMAND_TWINS, {}, True
+    for reached, prelude in _HISTORY_AS_BEFORE_PRELUDES.items():
+        label = f"idle topiclake maintain whose history append {reached}s, {partitions} partitions"
+        kept = set()
+        for name in ("a1", "b1", "b2", "a2"):
+            as_before = name.startswith("b")
+            with tempfile.TemporaryDirectory(prefix="topiclake-prunes-") as scratch:
+                lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
+                for args in (("produce", "--topic", "fresh", "--input", lines, "--now", str(now)),
+                             ("maintain", "--topic", "fresh", "--now", str(now), "--no-report")):
+                    ok &= _command({}, args[0], scratch, args)
+                history = MaintenanceHistory(spark, Warehouse.resolve(os.path.join(scratch, "w")))
+
+                def next_append_reaches(history=history, reached=reached):
+                    version = read_commits(spark, history.path, 1)[0].version
+                    prunes, packs = (version + 1) % PRUNE_EVERY == 0, version_checksum.file_count(
+                        history.path, version) == PACK_AT - 1
+                    return (prunes and not packs) if reached == "prune" else (packs and not prunes)
+
+                for run in range(10 * PRUNE_EVERY):
+                    if next_append_reaches():
+                        break
+                    history.append([HistoryRow(run_id=f"x{run}", run_started_ms=run, now_ms=run, topic="fresh",
+                                               partition=0, stage="compact")])
+                ok &= next_append_reaches()
+                ok &= _command(results, f"{label}, {kind.sides[as_before]} ({name})", scratch,
+                               ("maintain", "--topic", "fresh", "--now", str(now), "--no-report"),
+                               prelude=prelude if as_before else None)
+                # (a run's id is new each run: what every twin's history must hold is the same stages)
+                kept.add(tuple(sorted((r["partition"], r["stage"], r["committed"]) for r in history.read().collect())))
+        _mean_of_twins(results, label, kind.sides)
+        found[reached] = {"label": label, "same_history_every_way": ok and len(kept) == 1}
+    return {"partitions": partitions, "commands_succeeded": ok, **found,
+            "same_history_every_way": ok and all(one["same_history_every_way"] for one in found.values())}
 
 
 @contextlib.contextmanager
@@ -2982,6 +3041,9 @@ def _ratios(results: dict, cases: list[dict], partitions: int, produce_count: in
     prunes = PRUNE_TWINS.ratio_of(PRUNES_LABEL, results)
     if prunes is not None:
         ratios[f"history appends and prunes, {PRUNE_TWINS.ratio}"] = prunes
+        for reached in _HISTORY_AS_BEFORE_PRELUDES:
+            commands = f"idle topiclake maintain whose history append {reached}s, {partitions} partitions"
+            ratios[f"{commands}, {HISTORY_COMMAND_TWINS.ratio}"] = HISTORY_COMMAND_TWINS.ratio_of(commands, results)
     produced = results.get(f"produce {produce_count} records (DataFrame)")
     if produced:
         ratios["produce, records per s"] = round(produce_count / produced)
@@ -3142,6 +3204,7 @@ def run(argv) -> int:
             others["offsets"] = bench_offsets(spark, warehouse, args.runs, results)
         if "prunes" in sections:
             others["prunes"] = bench_prunes(spark, warehouse, args.prunes, results)
+            others["prunes"]["commands"] = bench_prune_commands(spark, results, args.partitions, now)
         if "window_start" in sections:
             others["window_start"] = bench_window_start(spark, warehouse, args.window_commits,
                                                         args.window_delta_commits, now, results)
@@ -3240,6 +3303,9 @@ def run(argv) -> int:
     failed = failed or not all(vectors.get(k, True) for k in ("commands_succeeded", "same_decisions_every_way",
                                                                "same_records_every_way"))
     failed = failed or not others.get("window_start", {}).get("same_answers", True)
+    prunes = others.get("prunes", {})
+    failed = failed or not (prunes.get("same_history", True)
+                            and prunes.get("commands", {}).get("same_history_every_way", True))
     return 0 if exact and not failed else 1
 
 

@@ -12,7 +12,9 @@ and the VACUUM of both own tables that comes with it.
 from __future__ import annotations
 
 import glob
+import json
 import os
+import random
 import time
 from pathlib import Path
 
@@ -120,6 +122,41 @@ def test_the_historys_files_are_packed_once_pack_at_are_live(spark, warehouse, m
         assert changes and not any(changes), (version, actions)
 
 
+def test_the_historys_pack_with_no_session_commits_what_deltas_transaction_commits(spark, tmp_path, monkeypatch):
+    """A verb's deferred session that has not started (an idle ``maintain`` in a new
+    process) packs the history by Arrow and commits the OPTIMIZE itself, as the transaction
+    API commits it with the session up: the same operation, parameters and isolation, every
+    action's dataChange false, the same rows; nothing asks Spark."""
+    from framework.deferred_session import DeferredSession
+    from framework.log.warehouse import Warehouse
+
+    monkeypatch.setattr(history_module, "PACK_AT", 4)
+    packs, rows = {}, {}
+    for way in ("no session", "through Delta's transaction"):
+        place = Warehouse.resolve(str(tmp_path / way))
+        os.makedirs(place.root)  # (a warehouse folder not there yet is asked of the running session)
+        session = DeferredSession(lambda: pytest.fail("the pack started a session")) if way == "no session" else spark
+        history = MaintenanceHistory(session, place)
+        for run in range(4):
+            history.append([HistoryRow(run_id=f"r{run}", run_started_ms=run, now_ms=run, topic="t", partition=0,
+                                       stage="compact")])
+        for name in commit_files(history.path):
+            with open(name) as handle:
+                actions = [json.loads(line) for line in handle]
+            info = next(action["commitInfo"] for action in actions if "commitInfo" in action)
+            if info["operation"] == "OPTIMIZE":
+                packs[way] = (info, [body["dataChange"] for action in actions for kind, body in action.items()
+                                     if kind in ("add", "remove")])
+        rows[way] = sorted(row["run_id"] for row in delta_rs_query(history.path, "run_id"))
+        assert live_files(history.path) == 1, way
+    ours, theirs = (packs[way][0] for way in ("no session", "through Delta's transaction"))
+    assert "(no JVM)" in ours["engineInfo"] and "(no JVM)" not in theirs["engineInfo"]
+    same = ("operation", "operationParameters", "isolationLevel", "isBlindAppend", "operationMetrics")
+    assert {k: ours.get(k) for k in same} == {k: theirs.get(k) for k in same}, (ours, theirs)
+    assert all(len(changes) == 5 and not any(changes) for _, changes in packs.values()), packs
+    assert rows["no session"] == rows["through Delta's transaction"] == ["r0", "r1", "r2", "r3"]
+
+
 def test_the_highest_recorded_versions_read_by_arrow_are_sparks(spark, warehouse):
     history = MaintenanceHistory(spark, warehouse)
     history.append(_history_rows([("a1", 0, 1, True), ("a2", 1, 2, False)]))
@@ -168,13 +205,30 @@ def _history_rows(runs: list[tuple[str, int, int, bool]]) -> list[HistoryRow]:
             for run_id, partition, started, committed in runs]
 
 
-def test_a_prune_keeps_each_partitions_newest_runs_and_its_latest_committed_one(spark, warehouse):
+@pytest.mark.parametrize("route", ["by Arrow", "by Spark's MERGE"])
+def test_a_prune_keeps_each_partitions_newest_runs_and_its_latest_committed_one(spark, warehouse, route,
+                                                                               monkeypatch):
+    """A local history is pruned by Arrow, with no Spark job, in one overwrite commit; any
+    other by Spark's expression of the rule and a MERGE. Both keep the same runs."""
+    from framework.log import history_prune
+    from tests.support.spark_jobs import spark_jobs
+
+    if route != "by Arrow":
+        monkeypatch.setattr(history_prune, "pruned_locally", lambda *args: None)
     history = MaintenanceHistory(spark, warehouse)
     # partition 0: one committed run (a1), then five idle ones; partition 1: three committed runs
     history.append(_history_rows([("a1", 0, 1, True), ("a2", 0, 2, False), ("a3", 0, 3, False), ("a4", 0, 4, False),
                                   ("a5", 0, 5, False), ("a6", 0, 6, False),
                                   ("b1", 1, 1, True), ("b2", 1, 2, True), ("b3", 1, 3, True)]))
-    assert history.prune(runs_kept=2) == 4  # a2, a3, a4 and b1; a1 stays as partition 0's latest commit
+    pruned, jobs = spark_jobs(spark, lambda: history.prune(runs_kept=2))
+    assert pruned == 4  # a2, a3, a4 and b1; a1 stays as partition 0's latest commit
+    with open(commit_files(history.path)[-1]) as handle:
+        newest = next(json.loads(line)["commitInfo"] for line in handle if '"commitInfo"' in line)
+    if route == "by Arrow":
+        assert jobs == 0 and newest["operation"] == "WRITE", (jobs, newest)
+        assert newest["operationParameters"]["mode"] == "Overwrite", newest
+    else:
+        assert newest["operation"] == "MERGE", newest
     kept = sorted((r["partition"], r["run_id"]) for r in history.read().collect())
     assert kept == [(0, "a1"), (0, "a5"), (0, "a6"), (1, "b2"), (1, "b3")], kept
     assert history.last_run("t", 0)["run_id"] == "a1"
@@ -202,6 +256,49 @@ def test_the_history_is_pruned_every_so_many_commits_and_stays_bounded(spark, wa
     versions = len(commit_files(history.path))
     assert history.prune(runs_kept=100) == 0
     assert len(commit_files(history.path)) == versions, "a prune that deletes nothing commits nothing"
+
+
+def test_the_prune_rule_in_python_is_the_one_spark_runs(spark):
+    """``history_prune.doomed_runs`` (a local history's prune) against ``doomed_frame``
+    (Spark's, for any other) on 120 random histories, with ties in start times, runs of
+    several stages that committed in some, and NULL starts and commits (Spark orders them
+    last; a partition's first committed run whose ``committed`` are all NULL is kept, as
+    SQL's ``NOT (NULL AND TRUE)`` deletes nothing). One Spark job per ``runs_kept``: each
+    history is a topic of its own."""
+    from framework.log.history_prune import RUN_COLUMNS, doomed_frame, doomed_runs
+
+    rng = random.Random(113)
+    for runs_kept in (1, 2, 3):
+        rows = []
+        for case in range(40):
+            for partition in range(rng.randint(1, 3)):
+                for run in range(rng.randint(0, 7)):
+                    started = rng.choice([None, *range(1, 6)]) if rng.random() < 0.9 else None
+                    for stage in range(rng.randint(1, 3)):
+                        committed = rng.choice([True, False, False, None])
+                        rows.append((f"c{case}", partition, rng.choice([f"r{run}", None]) if run == 0 else f"r{run}",
+                                     started if stage == 0 else rng.choice([started, None, 3]), committed))
+        frame = spark.createDataFrame(rows, "topic string, `partition` int, run_id string, run_started_ms long, "
+                                            "committed boolean")
+        by_spark = {tuple(row) for row in doomed_frame(frame, runs_kept).collect()}
+        assert doomed_runs(rows, runs_kept) == by_spark, runs_kept
+        assert by_spark, "the histories doom some runs"
+    assert RUN_COLUMNS == list(frame.columns)
+
+
+def test_a_prune_of_a_local_history_starts_no_session(spark, warehouse):
+    """A history written and pruned with a verb's deferred session that has not started
+    (an idle ``maintain`` in a new process, its history at a prune's multiple): the prune,
+    its commit and the vacuum of topiclake's own tables ask nothing of Spark."""
+    from framework.deferred_session import DeferredSession
+
+    os.makedirs(warehouse.root)  # (a warehouse folder not there yet, in a process that runs a session, is asked of it)
+    history = MaintenanceHistory(DeferredSession(lambda: pytest.fail("the prune started a session")), warehouse)
+    for run in range(1, 7):
+        history.append(_history_rows([(f"r{run}", 0, run, run == 2)]))
+    assert history.prune_if_due(runs_kept=2, every=6) == 3  # r1, r3 and r4; r2 is the latest commit
+    assert sorted(row["run_id"] for row in delta_rs_query(history.path, "run_id")) == ["r2", "r5", "r6"]
+    assert history.prune_if_due(runs_kept=2, every=1) is None  # it appended nothing since
 
 
 @pytest.mark.parametrize("window, replaced_files_go", [("interval 7 days", False), ("interval 0 hours", True)])

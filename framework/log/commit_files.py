@@ -18,8 +18,9 @@ from framework import __version__, faults
 from framework.log import arrow_files, deletion_vectors
 from framework.log.commit_log import DELTA_LOG
 
-__all__ = ["Operation", "commit", "commit_lines", "data_files", "new_checksum", "next_checksum", "put_if_absent",
-           "removed_metrics", "removes", "remove_files", "schema_string", "write_checksum"]
+__all__ = ["OPTIMIZE_RECORDED", "Operation", "commit", "commit_lines", "data_files", "new_checksum",
+           "next_checksum", "put_if_absent", "removed_metrics", "removes", "remove_files", "schema_string",
+           "write_checksum"]
 
 class Operation(NamedTuple):
     """A commit's operation as Delta's command records it: its name, parameters and metrics
@@ -29,6 +30,12 @@ class Operation(NamedTuple):
     parameters: dict
     metrics: dict
     isolation: str = "Serializable"
+
+
+#: Delta's OPTIMIZE (bin-packing, no predicate, no Z-order, not auto compaction) as its
+#: commit records it: no metrics of its own through the transaction API, snapshot isolation.
+OPTIMIZE_RECORDED = Operation(
+    "OPTIMIZE", {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": False}, {}, "SnapshotIsolation")
 
 
 _MB = 1 << 20

@@ -26,11 +26,12 @@ from framework.log import version_checksum
 from framework.log.commit_log import read_commits
 from framework.log.delta_commits import unless_conflicted
 from framework.log.local_append import appended_locally, pack_small_files, read_locally
-from framework.log.warehouse import Warehouse, create_own_table, delta_table_sql, vacuum_own_tables
+from framework.log.warehouse import Warehouse, create_own_table, vacuum_own_tables
 
 #: The newest runs of each partition the history keeps (the report reads as many).
 RUNS_KEPT = 500
-#: How many history commits go by between two prunes (a prune is a small shuffle and a MERGE).
+#: How many history commits go by between two prunes (``history_prune``: by Arrow on a local
+#: history, else a small shuffle and a MERGE).
 PRUNE_EVERY = 50
 #: How many live files make an append bin-pack the history: fewer than the 50 a version
 #: checksum lists (``spark.databricks.delta.allFilesInCrc.thresholdNumFiles``), so that the
@@ -200,22 +201,17 @@ class MaintenanceHistory:
 
     def prune(self, runs_kept: int) -> int:
         """Delete each partition's runs older than its newest ``runs_kept``, except its latest
-        committed run, in one Delta commit; the number of rows deleted."""
+        committed run, in one Delta commit (none when nothing is doomed); the number of rows
+        deleted. A local history is pruned by Arrow (``history_prune.pruned_locally``), any
+        other by Spark's expression of the rule and a MERGE."""
         from delta.tables import DeltaTable
 
-        doomed = self.spark.sql(f"""
-            WITH runs AS (
-              SELECT topic, `partition`, run_id, max(run_started_ms) AS started,
-                     max(CAST(committed AS INT)) AS committed
-              FROM {delta_table_sql(self.path)} GROUP BY topic, `partition`, run_id),
-            ranked AS (
-              SELECT *, row_number() OVER (PARTITION BY topic, `partition`
-                                           ORDER BY started DESC, run_id DESC) AS newest,
-                        row_number() OVER (PARTITION BY topic, `partition`
-                                           ORDER BY committed DESC, started DESC, run_id DESC) AS newest_committed
-              FROM runs)
-            SELECT topic, `partition`, run_id FROM ranked
-            WHERE newest > {int(runs_kept)} AND NOT (committed = 1 AND newest_committed = 1)""")
+        from framework.log import history_prune
+
+        pruned = history_prune.pruned_locally(self.spark, self.path, runs_kept, history_schema())
+        if pruned is not None:
+            return pruned
+        doomed = history_prune.doomed_frame(self.read(), runs_kept)
         merged = (DeltaTable.forPath(self.spark, self.path).alias("h")
                   .merge(doomed.alias("d"),
                          "h.topic <=> d.topic AND h.`partition` <=> d.`partition` AND h.run_id <=> d.run_id")

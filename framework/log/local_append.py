@@ -16,8 +16,9 @@ Spark job is seconds in a new process (docs/performance-log.md, stop 72).
 
 While no session has started (a verb's deferred session, ``framework.deferred_session``),
 an append or a replace whose table allows it is committed without a JVM
-(``framework.log.own_commits``): an idle ``maintain``'s history rows, its only write, and a
-``commit-offset``. Otherwise this applies when the table
+(``framework.log.own_commits``): an idle ``maintain``'s history rows, its only write, their
+packing once ``history.PACK_AT`` files are live (an OPTIMIZE commit, :func:`packed_locally`),
+and a ``commit-offset``. Otherwise this applies when the table
 is on the local file system, the session has a JVM and the table takes Arrow's files
 (:mod:`framework.log.arrow_files`: no feature a rewrite may not meet, its columns the
 rows'; a replace also needs a table without partition columns), all read from the
@@ -145,7 +146,31 @@ def packed_locally(spark, path: str) -> bool | None:
     folder = local_folder(path)
     if folder is None:
         return None
+    if not_started(spark) and _packed_without_jvm(path):
+        return True  # committed without a JVM (else: as below, through Delta)
     return through_the_jvm(spark, lambda delta: _packed_in(delta, path, folder), lambda: None)
+
+
+def _packed_without_jvm(path: str) -> bool | None:
+    """:func:`_packed_in`'s commit made by topiclake itself (``own_commits``), where the
+    table lets it: True once committed; None when this way does not apply or another
+    writer took the version (nothing is left written)."""
+    base = own_commits.rewrite_base(path)
+    files = None if base is None else version_checksum.plain_files(path, base[1])
+    if (files is None or not version_checksum.rewritable(files) or base[2]["metadata"].get("partitionColumns")
+            or not own_commits.rewritable(base[2], base[1], 1 - len(files.adds), False)):
+        return None
+    folder, version, checksum = base
+    adds = commit_files.data_files(folder, checksum["metadata"], _rows_of(files, files.schema), single=True)
+    if adds is None:
+        return None
+    packed = [{**add, "dataChange": False} for add in adds]
+    made = commit_files.commit(folder, version + 1, checksum, packed, commit_files.removes(files.adds, False),
+                               operation=commit_files.OPTIMIZE_RECORDED)
+    if not made:
+        commit_files.remove_files(folder, adds)
+        return None
+    return True
 
 
 def _packed_in(delta: DeltaJvm, path: str, folder: str) -> bool | None:

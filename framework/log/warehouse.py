@@ -52,11 +52,10 @@ def vacuum_own_tables(spark, warehouse: "Warehouse") -> None:
     from framework.log import own_vacuum
     from framework.log.abandoned_temporaries import delete_abandoned
     from framework.log.commit_log import HISTORY_PAGE, read_commits
-    from framework.log.delta_create import is_delta_table
 
     wall_now = int(time.time() * 1000)  # Delta's commit times are wall-clock
     for path in (warehouse.maintenance_history_path, warehouse.consumer_offsets_path):
-        if not is_delta_table(spark, path):
+        if not warehouse.table_exists(spark, path):  # (read from a local warehouse's folders: no JVM)
             continue
         delete_abandoned(path, wall_now, spark)  # what killed commits left (committed offsets are topiclake's own)
         commits = read_commits(spark, path, HISTORY_PAGE)

@@ -281,12 +281,6 @@ def execute(log: PartitionLog, packing: PackPlan, run_id: str = "") -> PackResul
         return _execute_in(delta, log, packing, run_id)
 
 
-#: Delta's OPTIMIZE (bin-packing, no predicate, no Z-order, not auto compaction) as its
-#: commit records it: no metrics of its own through the transaction API, snapshot isolation.
-OPTIMIZE_RECORDED = commit_files.Operation(
-    "OPTIMIZE", {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": False}, {}, "SnapshotIsolation")
-
-
 def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackResult | None:
     """:func:`_execute_in` without the JVM (a local table topiclake can commit to): its
     result, or None when this way does not apply or loses its race (nothing is written)."""
@@ -325,7 +319,7 @@ def _execute_locally(log: PartitionLog, packing: PackPlan, run_id: str) -> PackR
     removes = commit_files.removes(removed, data_change=False)
     for _ in range(MAX_COMMIT_ATTEMPTS):
         made = commit_files.commit(folder, version + 1, checksum, written, removes, user_metadata=metadata,
-                                   operation=OPTIMIZE_RECORDED)
+                                   operation=commit_files.OPTIMIZE_RECORDED)
         if made:
             faults.reached("optimize.after_commit", log=log, version=version + 1)
             return PackResult(packing, snap.version, version + 1, files_after, kept_bytes + added_bytes)
