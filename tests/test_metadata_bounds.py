@@ -262,9 +262,9 @@ def test_the_prune_rule_in_python_is_the_one_spark_runs(spark):
     """``history_prune.doomed_runs`` (a local history's prune) against ``doomed_frame``
     (Spark's, for any other) on 120 random histories, with ties in start times, runs of
     several stages that committed in some, and NULL starts and commits (Spark orders them
-    last; a partition's first committed run whose ``committed`` are all NULL is kept, as
-    SQL's ``NOT (NULL AND TRUE)`` deletes nothing). One Spark job per ``runs_kept``: each
-    history is a topic of its own."""
+    last), and a fixed one whose oldest run did not commit and whose newer ones do not say
+    (none is kept for a commit). One Spark job per ``runs_kept``: each history is a topic of
+    its own."""
     from framework.log.history_prune import RUN_COLUMNS, doomed_frame, doomed_runs
 
     rng = random.Random(113)
@@ -278,11 +278,13 @@ def test_the_prune_rule_in_python_is_the_one_spark_runs(spark):
                         committed = rng.choice([True, False, False, None])
                         rows.append((f"c{case}", partition, rng.choice([f"r{run}", None]) if run == 0 else f"r{run}",
                                      started if stage == 0 else rng.choice([started, None, 3]), committed))
+        # the oldest run did not commit and no newer one says: none is kept for a commit
+        rows += [("unsaid", 0, "r0", 0, False), *(("unsaid", 0, f"r{run}", run, None) for run in range(1, 5))]
         frame = spark.createDataFrame(rows, "topic string, `partition` int, run_id string, run_started_ms long, "
                                             "committed boolean")
         by_spark = {tuple(row) for row in doomed_frame(frame, runs_kept).collect()}
         assert doomed_runs(rows, runs_kept) == by_spark, runs_kept
-        assert by_spark, "the histories doom some runs"
+        assert {("unsaid", 0, f"r{run}") for run in range(5 - runs_kept)} <= by_spark, by_spark
     assert RUN_COLUMNS == list(frame.columns)
 
 

@@ -34,10 +34,11 @@ RUN_COLUMNS = ["topic", "partition", "run_id", "run_started_ms", "committed"]
 def doomed_runs(rows: Iterable[tuple], runs_kept: int) -> set[tuple]:
     """The (topic, partition, run id) of each run a prune keeping ``runs_kept`` deletes, of
     the history ``rows`` (tuples of :data:`RUN_COLUMNS`, a run's stages one row each). A
-    run's start is its rows' latest, and it committed if any row did; runs are ranked
-    newest first as Spark orders them descending (NULLs last), and a partition's first
-    committed run is kept unless its rows' ``committed`` are all false (all NULL keeps it,
-    as SQL's ``NOT (NULL AND TRUE)`` does not delete)."""
+    run's start is its rows' latest, and it committed if any row did (NULL if none says);
+    runs are ranked newest first as Spark orders them descending (NULLs last). A
+    partition's first run by (committed, start, run id), its latest committed run, is kept
+    unless it committed nothing (as SQL's ``NOT (committed = 1 AND ...)`` reads, where
+    NULL keeps it)."""
     runs: dict[tuple, list] = {}
     for topic, partition, run_id, started, committed in rows:
         run = runs.setdefault((topic, partition, run_id), [None, None])
