@@ -52,7 +52,7 @@ def doomed_runs(rows: Iterable[tuple], runs_kept: int) -> set[tuple]:
     doomed = set()
     for (topic, partition), members in by_partition.items():
         newest = sorted(members, key=_descending(lambda m: (m[1], m[0])))
-        latest_committed = sorted(members, key=_descending(lambda m: (m[2], m[1], m[0])))[0]
+        latest_committed = min(members, key=_descending(lambda m: (m[2], m[1], m[0])))
         for run in newest[runs_kept:]:
             if not (run is latest_committed and run[2] != 0):
                 doomed.add((topic, partition, run[0]))
@@ -102,18 +102,22 @@ def pruned_locally(spark, path: str, runs_kept: int, schema) -> int | None:
     runs = read_locally(path, schema, RUN_COLUMNS)
     if runs is None:
         return None
-    if not doomed_runs(zip(*(runs[name].to_pylist() for name in RUN_COLUMNS), strict=True), runs_kept):
+    if not doomed_runs(_tuples(runs, RUN_COLUMNS), runs_kept):
         return 0
     deleted = []
 
     def replace(rows):
         # decided again from the rows the commit replaces (another writer's append may be among them)
-        doomed = doomed_runs(zip(*(rows[name].to_pylist() for name in RUN_COLUMNS), strict=True), runs_kept)
-        keys = zip(*(rows[name].to_pylist() for name in ("topic", "partition", "run_id")), strict=True)
-        kept = pa.array([key not in doomed for key in keys], pa.bool_())
+        doomed = doomed_runs(_tuples(rows, RUN_COLUMNS), runs_kept)
+        kept = pa.array([key not in doomed for key in _tuples(rows, RUN_COLUMNS[:3])], pa.bool_())
         deleted.append(rows.num_rows - kept.true_count)
         return rows.filter(kept)
 
     if not replaced_locally(spark, path, replace, schema):
         return None
     return deleted[-1]
+
+
+def _tuples(table, names: list[str]):
+    """The rows of an Arrow ``table`` as tuples of its ``names`` columns."""
+    return zip(*(table[name].to_pylist() for name in names), strict=True)

@@ -151,26 +151,12 @@ def packed_locally(spark, path: str) -> bool | None:
     return through_the_jvm(spark, lambda delta: _packed_in(delta, path, folder), lambda: None)
 
 
-def _packed_without_jvm(path: str) -> bool | None:
-    """:func:`_packed_in`'s commit made by topiclake itself (``own_commits``), where the
-    table lets it: True once committed; None when this way does not apply or another
-    writer took the version (nothing is left written)."""
-    base = own_commits.rewrite_base(path)
-    files = None if base is None else version_checksum.plain_files(path, base[1])
-    if (files is None or not version_checksum.rewritable(files) or base[2]["metadata"].get("partitionColumns")
-            or not own_commits.rewritable(base[2], base[1], 1 - len(files.adds), False)):
-        return None
-    folder, version, checksum = base
-    adds = commit_files.data_files(folder, checksum["metadata"], _rows_of(files, files.schema), single=True)
-    if adds is None:
-        return None
-    packed = [{**add, "dataChange": False} for add in adds]
-    made = commit_files.commit(folder, version + 1, checksum, packed, commit_files.removes(files.adds, False),
-                               operation=commit_files.OPTIMIZE_RECORDED)
-    if not made:
-        commit_files.remove_files(folder, adds)
-        return None
-    return True
+def _packed_without_jvm(path: str) -> bool:
+    """:func:`_packed_in`'s commit made by topiclake itself (``own_commits.replaced``, as a
+    bin-packing), where the table lets it: whether it was committed (if not, nothing is
+    left written)."""
+    packed = own_commits.replaced(path, lambda files: _rows_of(files, files.schema), commit_files.OPTIMIZE_RECORDED)
+    return packed is not None
 
 
 def _packed_in(delta: DeltaJvm, path: str, folder: str) -> bool | None:

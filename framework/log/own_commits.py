@@ -1,31 +1,29 @@
-"""Delta commits of local tables made by topiclake itself, without a JVM: a blind append,
-a produce's claimed append, a new table's first commit, and a replace of every row of a
-small table; the checks a maintenance stage's rewrite takes here too (:func:`committable`).
-(What each commit writes, and how: ``framework.log.commit_files``.) An append and a replace
-take this way only while no session has started; a create and a maintenance stage's
-rewrite whether or not it has (:func:`session_codec`).
+"""Delta commits of local tables made by topiclake itself, without a JVM: a blind append, a
+produce's claimed append, a new table's first commit, a replace (or packing) of every row
+of a small table, and a maintenance stage's rewrite's checks (:func:`committable`; what each
+commit writes: ``commit_files``). An append and a replace take this way only while no
+session has started; a create and a stage's rewrite either way (:func:`session_codec`).
 
-An idle ``maintain`` in a new process decides everything from the Delta logs' files, and
-its only write is its history rows: one Parquet file and one commit. A ``commit-offset``
-reads the committed offsets by Arrow and writes them back as one file and one commit. A
-``produce`` of JSON lines has its records on the driver, numbered from the log end it read
-from the commits, and written by Arrow. Through Delta's transaction API each commit cost
-the JVM and a session, 4 to 7 s of a command that had nothing else to do
-(docs/performance-log.md, stops 88 and 89). Here the commit is made as the Delta protocol
-defines it: the new Parquet files (written by Arrow, as the JVM route writes them,
-``arrow_files.add_actions``), then the next version's commit file (an ``add`` for each new
-file, a ``remove`` for each file a replace drops, a produce's ``txn`` claim and its
-bookkeeping in ``commitInfo.userMetadata``), created only if absent, so that of two writers
-racing for a version exactly one wins; then that version's checksum, Delta's previous one
-carried forward (sizes, counts, file-size histogram, claims, and the file list while Delta
-keeps one), so the local reads that list a version from its checksum keep doing so.
+An idle ``maintain`` in a new process decides everything from the Delta logs' files; its
+only writes are its history rows (one file and one commit) and, now and then, their packing.
+A ``commit-offset`` reads the committed offsets by Arrow and writes them back as one file
+and one commit. A ``produce`` of JSON lines has its records on the driver, numbered from the
+log end the commits give, and written by Arrow. Through Delta's transaction API each commit
+cost the JVM and a session, 4 to 7 s of a command with nothing else to do (stops 88, 89).
+Here the commit is made as the Delta protocol defines it: the new Parquet files (written by
+Arrow, as the JVM route writes them, ``arrow_files.add_actions``), then the next version's
+commit file (an ``add`` for each new file, a ``remove`` for each file a replace drops, a
+produce's ``txn`` claim and its bookkeeping in ``commitInfo.userMetadata``), created only if
+absent, so that of two writers racing for a version one wins; then that version's checksum,
+Delta's previous one carried forward (sizes, counts, file-size histogram, claims, and the
+file list while Delta keeps one), so local reads keep listing a version from it.
 
 A blind append reads nothing: losing a version to another writer, it tries the next one,
 unless the winner changed the table itself. A produce planned its offsets from the version
 it read: losing, it raises ``LostCommitRace`` and plans again, as after Delta's conflict;
 a claim the table already holds writes nothing (:data:`CLAIM_TAKEN`), as Delta skips it. A
-replace reads every row: losing, it reads the winner's rows and writes its file again, as
-Delta's conflict check would make it.
+replace (a packing too) reads every row: losing, it reads the winner's rows and writes its
+file again, as Delta's conflict check would make it.
 
 Only a table this writer can commit to exactly as Delta would takes this way: on the local
 file system; its newest version's checksum readable and complete (no field this writer
@@ -47,8 +45,8 @@ protocol Delta would derive from its properties is known here (a partition table
 other Delta property), the table is local and its warehouse's folder there, and the
 session this process would start gives new tables no defaults of its own (no Delta
 setting in ``spark-defaults.conf``, PySpark's submit arguments, or ``spark-submit``).
-``tests/test_own_commits.py`` pins each commit and its checksum to those Delta writes for
-the same rows, and reads the table through Delta and delta-rs after it.
+``tests/test_own_commits.py`` pins each commit and its checksum to Delta's for the same
+rows, and reads the table through Delta and delta-rs after it.
 
 A crash after the Parquet files leaves files no version lists (VACUUM removes them); after
 the commit file, a version without a checksum (readers then ask Delta, as for any table
@@ -57,10 +55,10 @@ store on a local disk checks that a version is absent and then renames its commi
 place, and Hadoop's local rename replaces a file that is there: a commit made here between
 the two was overwritten (and its checksum, written after it, then described another
 commit). The embedded session's local file system (``framework.local_file_system``) makes
-that rename a hard link too, which fails on a taken name, so Delta's commit then meets the
-conflict it expects and retries; only where the session keeps Hadoop's (no JDK to build
-the classes, ``TOPICLAKE_LOCAL_FS=hadoop``) are a JVM writer and this one no safer against
-each other than two JVM processes on one local disk are.
+that rename a hard link too, which fails on a taken name, so Delta's commit meets the
+conflict it expects and retries; only where the session keeps Hadoop's (no JDK to build the
+classes, ``TOPICLAKE_LOCAL_FS=hadoop``) is a JVM writer no safer beside this one than two
+JVM processes on one local disk are.
 """
 
 from __future__ import annotations
@@ -368,11 +366,11 @@ def vectors_protocol(protocol) -> bool:
             and set(protocol["writerFeatures"]) <= APPEND_WRITER_FEATURES | {"deletionVectors"})
 
 
-def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]) -> int | None:
-    """Every row of the local Delta table at ``path`` replaced by ``replace(files)`` (an
-    Arrow table in the table's columns, made from the rows of the version's ``files``) in
-    one overwrite commit: every live file removed, the new rows written as one file. The
-    version committed, or None when this way does not apply (nothing is committed)."""
+def replaced(path: str, replace: Callable, packing: commit_files.Operation | None = None) -> int | None:
+    """Every row of the local table at ``path`` replaced by ``replace(files)`` (an Arrow table
+    in its columns, made from the rows of the version's ``files``) in one overwrite commit
+    (``packing``: a bin-packing's operation, every action dataChange false): every live file
+    removed, the new rows one file. The version committed, or None (nothing committed)."""
     found = newest(path)
     if found is None:
         return None
@@ -386,7 +384,9 @@ def replaced(path: str, replace: Callable[[version_checksum.PlainFiles], object]
         adds = commit_files.data_files(folder, checksum["metadata"], replace(files), single=True)
         if adds is None:
             return None
-        made = commit_files.commit(folder, version + 1, checksum, adds, commit_files.removes(files.adds), "Overwrite")
+        adds = adds if packing is None else [{**add, "dataChange": False} for add in adds]
+        made = commit_files.commit(folder, version + 1, checksum, adds, commit_files.removes(files.adds, not packing),
+                                   "Overwrite", operation=packing)
         if made:
             return version + 1
         commit_files.remove_files(folder, adds)
