@@ -268,6 +268,12 @@
    local table read by Arrow in the driver (as shipped, ``retention._size_cut_locally``)
    against by Spark's scan (as before stop 112); the same measures and checks. Run it with
    a small ``--time-boundary-records`` for small partitions, whose fixed cost this is.
+37. ``checkpoint_commands``: ``topiclake produce`` of 5,000 lines into ``--partitions``
+   partitions whose next commit is a checkpoint's (as every hundredth produce meets it),
+   each a new process, A B B A: committed by topiclake and checkpointed by delta-rs (as
+   shipped, ``framework/log/own_checkpoints.py``) against committed and checkpointed
+   through Delta's transaction, which starts the JVM (as before stop 114); every side's
+   tables must hold the same records and a checkpoint of the new version.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -301,7 +307,7 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
             "read_only_commands", "young_heads", "window_start", "staged_commands", "huge_pages",
-            "vector_commands", "size_oldest")
+            "vector_commands", "size_oldest", "checkpoint_commands")
 
 
 def _timed(label, results, action):
@@ -2556,11 +2562,13 @@ def bench_produce_commands(spark, results: dict, partitions: int, now: int) -> d
 
 
 def _commands_a_b_b_a(spark, results: dict, kind: TwinKind, prelude: str, partitions: int, now: int, label: str,
-                      measured: Callable[[str], tuple], produced_first: bool = False) -> dict:
+                      measured: Callable[[str], tuple], produced_first: bool = False,
+                      then: Callable[[str], None] | None = None, after: Callable[[str], None] | None = None) -> dict:
     """``measured(lines)``, a ``topiclake`` command on topic "fresh" of ``partitions`` new
-    partitions and 5,000 lines (produced first, untimed, when ``produced_first``), each a new
-    process, A B B A: side B's process runs ``prelude`` first (as before). Each side's figure
-    is its mean; every side's tables must hold the same records after it."""
+    partitions and 5,000 lines (produced first, untimed, when ``produced_first``, and then
+    ``then(warehouse)``), each a new process, A B B A: side B's process runs ``prelude``
+    first (as before). Each side's figure is its mean; every side's tables must hold the
+    same records after it (and ``after(warehouse)`` looks at them)."""
     contents, ok = set(), True
     for name in ("a1", "b1", "b2", "a2"):
         as_before = name.startswith("b")
@@ -2569,12 +2577,51 @@ def _commands_a_b_b_a(spark, results: dict, kind: TwinKind, prelude: str, partit
             if produced_first:
                 ok &= _command({}, "produce", scratch, ("produce", "--topic", "fresh", "--input", lines, "--now",
                                                         str(now)))
+            if then is not None:
+                then(os.path.join(scratch, "w"))
             ok &= _command(results, f"{label}, {kind.sides[as_before]} ({name})", scratch, measured(lines),
                            prelude=prelude if as_before else None)
             contents.add(_warehouse_contents(spark, os.path.join(scratch, "w"), "fresh", partitions))
+            if after is not None:
+                after(os.path.join(scratch, "w"))
     _mean_of_twins(results, label, kind.sides)
     return {"partitions": partitions, "label": label, "commands_succeeded": ok,
             "same_tables_every_way": ok and len(contents) == 1}
+
+
+#: How a command's own commit at a checkpoint version is checkpointed (``checkpoint_commands``).
+CHECKPOINT_COMMAND_TWINS = TwinKind("checkpoint_commands", ("checkpointed by delta-rs", "committed through Delta"),
+                                    "checkpointed by delta-rs / committed through Delta")
+#: Side B's process has no delta-rs to write checkpoints, so a commit at a checkpoint version
+#: is Delta's transaction, which starts the JVM (as before stop 114).
+_NO_OWN_CHECKPOINT_PRELUDE = "from framework.log import own_checkpoints\nown_checkpoints.available = lambda: False"
+
+
+def bench_checkpoint_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """``topiclake produce`` of 5,000 lines into ``partitions`` partitions whose next commit
+    is a checkpoint's (each table's interval set to 2 after a first produce and the ALTER's
+    commit, as every hundredth produce meets it as shipped), each a new process, A B B A:
+    committed by topiclake and checkpointed by delta-rs (as shipped, stop 114) against
+    committed and checkpointed through Delta's transaction (as before). Every side's tables
+    must hold the same records, and each a checkpoint at version 2."""
+    checkpointed = []
+
+    def due_next(warehouse: str) -> None:
+        for partition in range(partitions):
+            spark.sql(f"ALTER TABLE delta.`{warehouse}/fresh-{partition}` "
+                      "SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+
+    def measured(lines: str) -> tuple:
+        return ("produce", "--topic", "fresh", "--input", lines, "--now", str(now + 1))
+
+    def kept(warehouse: str) -> None:
+        checkpointed.extend(os.path.exists(f"{warehouse}/fresh-{p}/_delta_log/{2:020d}.checkpoint.parquet")
+                            for p in range(partitions))
+
+    outcome = _commands_a_b_b_a(spark, results, CHECKPOINT_COMMAND_TWINS, _NO_OWN_CHECKPOINT_PRELUDE, partitions,
+                                now, f"topiclake produce at a checkpoint version, {partitions} partitions", measured,
+                                produced_first=True, then=due_next, after=kept)
+    return {**outcome, "every_table_checkpointed": len(checkpointed) == 4 * partitions and all(checkpointed)}
 
 
 #: How a first maintain decides its small partitions' compactions (the ``batch_commands`` section).
@@ -3160,6 +3207,8 @@ def run(argv) -> int:
             others["produce_commands"] = bench_produce_commands(spark, results, args.partitions, now)
         if "batch_commands" in sections:
             others["batch_commands"] = bench_batch_commands(spark, results, args.partitions, now)
+        if "checkpoint_commands" in sections:
+            others["checkpoint_commands"] = bench_checkpoint_commands(spark, results, args.partitions, now)
         if "staged_commands" in sections:
             others["staged_commands"] = bench_staged_commands(spark, results, args.partitions, now)
         if "report_commands" in sections:
@@ -3254,6 +3303,9 @@ def run(argv) -> int:
         if "pages" in others:
             ratios[f"maintain after many appends, {PAGE_TWINS.ratio}"] = PAGE_TWINS.ratio_of(
                 others["pages"]["label"], results)
+        if "checkpoint_commands" in others:
+            ratio = CHECKPOINT_COMMAND_TWINS.ratio_of(others["checkpoint_commands"]["label"], results)
+            ratios[f"topiclake produce at a checkpoint version, {CHECKPOINT_COMMAND_TWINS.ratio}"] = ratio
         if "batch_commands" in others:
             ratio = BATCH_COMMAND_TWINS.ratio_of(others["batch_commands"]["label"], results)
             ratios[f"topiclake maintain, first, {BATCH_COMMAND_TWINS.ratio}"] = ratio

@@ -18,7 +18,7 @@ from framework.clients.produce import produce
 from framework.clients.records import parse_records
 from framework.deferred_session import DeferredSession, not_started
 from framework.local_rows import arrow_rows
-from framework.log import commit_files, own_commits, version_checksum
+from framework.log import commit_files, own_checkpoints, own_commits, version_checksum
 from framework.log.commit_log import local_commits
 from framework.log.consumer_offsets import ConsumerOffsets
 from framework.log.history import HistoryRow, MaintenanceHistory, history_schema
@@ -145,12 +145,14 @@ def test_two_writers_racing_for_a_version_each_commit_once(spark, tmp_path, monk
     assert listed is not None and len(listed.paths) == 3  # each checksum carried the other's file
 
 
-@pytest.mark.parametrize("case", ["a checkpoint is due", "a table feature", "no checksum", "rows of another shape"])
-def test_a_table_it_cannot_append_to_as_delta_would_is_left_to_delta(spark, tmp_path, case):
+@pytest.mark.parametrize("case", ["a checkpoint is due, no delta-rs to write it", "a table feature", "no checksum",
+                                  "rows of another shape"])
+def test_a_table_it_cannot_append_to_as_delta_would_is_left_to_delta(spark, tmp_path, case, monkeypatch):
     path = _history(spark, tmp_path)
     table = delta_table_sql(path)
-    if case == "a checkpoint is due":  # version 2 would be one
+    if case.startswith("a checkpoint is due"):  # version 2 would be one (tests/test_own_checkpoints.py: with delta-rs)
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+        monkeypatch.setattr(own_checkpoints, "available", lambda: False)
     elif case == "a table feature":  # one an append does not meet as Delta's writer does
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
     elif case == "no checksum":

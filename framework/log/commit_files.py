@@ -15,7 +15,7 @@ import uuid
 from typing import NamedTuple
 
 from framework import __version__, faults
-from framework.log import arrow_files, deletion_vectors
+from framework.log import arrow_files, deletion_vectors, own_checkpoints
 from framework.log.commit_log import DELTA_LOG
 
 __all__ = ["OPTIMIZE_RECORDED", "Operation", "commit", "commit_lines", "data_files", "new_checksum",
@@ -140,6 +140,9 @@ def commit(folder: str, version: int, checksum: dict, adds: list[dict], removes:
     made = put_if_absent(folder, version, lines)
     if made:
         write_checksum(folder, version, next_checksum(checksum, adds, removes, txn_id, txn))
+        # as Delta's writer does after such a commit (own_commits.committable took it knowing)
+        if own_checkpoints.due(checksum["metadata"].get("configuration") or {}, version):
+            own_checkpoints.write(folder, version)
     return made
 
 

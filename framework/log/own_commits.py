@@ -34,9 +34,9 @@ bin-packing's) writer 7 with only :data:`APPEND_WRITER_FEATURES` (a partition ta
 a rewrite, not append-only), and for an append also that with deletion vectors (reader 3:
 a partition table whose owner turned them on; the new files carry none, and their
 statistics say their bounds are tight, as Delta's writer says); no partition columns (an
-append or a rewrite may have them), column mapping or column invariants; the new version
-not one at which Delta writes a checkpoint (``delta.checkpointInterval``); and a file
-system that makes hard links (the put-if-absent). Anything else returns None with nothing
+append or a rewrite may have them), column mapping or column invariants; at a version at
+which Delta writes a checkpoint, delta-rs here to write it (``own_checkpoints``); and a
+file system that makes hard links (the put-if-absent). Anything else returns None with nothing
 committed, and the caller commits through Delta.
 
 A new table (a ``create``, or a produce's first append into a partition) is declared by
@@ -70,7 +70,7 @@ import uuid
 from typing import Callable
 
 from framework.deferred_session import not_started
-from framework.log import arrow_files, commit_files, version_checksum
+from framework.log import arrow_files, commit_files, own_checkpoints, version_checksum
 from framework.log import deletion_vectors as deletion_vector_files
 from framework.log.commit_log import DELTA_LOG, STAGED_COMMITS, local_commits, local_folder
 from framework.log.delta_commits import MAX_COMMIT_ATTEMPTS, LostCommitRace
@@ -86,8 +86,6 @@ PLAIN_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 #: schema that declares none (checked too). A partition table has these three.
 TABLE_FEATURES_WRITER = 7
 APPEND_WRITER_FEATURES = frozenset({"appendOnly", "changeDataFeed", "invariants"})
-#: Delta's default ``delta.checkpointInterval``.
-DEFAULT_CHECKPOINT_INTERVAL = 10
 #: Delta lists a version's files in its checksum while it has at most this many
 #: (``spark.databricks.delta.allFilesInCrc.thresholdNumFiles``'s default).
 ALL_FILES_THRESHOLD = 50
@@ -135,14 +133,11 @@ def committable(checksum: dict | None, version: int, new_files: int = 1, append:
         listed = isinstance(files, list) and len(files) == count and count + new_files <= ALL_FILES_THRESHOLD
     configuration = metadata.get("configuration") or {}
     schema = metadata.get("schemaString")
-    try:
-        interval = int(configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
-    except ValueError:
-        return False
+    checkpoint = own_checkpoints.due(configuration, version + 1)
     return (listed and isinstance(schema, str) and "delta.invariants" not in schema
             and (append or rewrite or not metadata.get("partitionColumns"))
             and configuration.get("delta.columnMapping.mode", "none") == "none"
-            and interval > 0 and (version + 1) % interval != 0)
+            and checkpoint is not None and (not checkpoint or own_checkpoints.available()))
 
 
 def _protocol_taken(protocol, features_taken: bool) -> bool:
