@@ -615,7 +615,11 @@ def test_temporary_files_of_a_table_elsewhere_are_deleted_through_hadoops_file_s
     same answer on the same files."""
     import time
 
-    from framework.log.abandoned_temporaries import delete_abandoned, delete_abandoned_through_hadoop
+    from framework.log.abandoned_temporaries import (
+        ABANDONED_AFTER_MS,
+        delete_abandoned,
+        delete_abandoned_through_hadoop,
+    )
 
     spec = parse_spec({"topic": "t", "partitions": 1, "config": {"cleanup.policy": "delete", "retention.ms": -1}},
                       "t.yaml")
@@ -631,10 +635,17 @@ def test_temporary_files_of_a_table_elsewhere_are_deleted_through_hadoops_file_s
         assert delete_abandoned_through_hadoop(spark, path, now) == 0  # nothing old is left
         for name in (n for n, old in planted.items() if not old):
             os.remove(os.path.join(delta_log, name))
-    # the local listing, on the same files, gives the same answer
+    # the local listing, on the same files, gives the same answer; and it also finds the
+    # staging files of delta-rs's checkpoint writes (only local tables' commits have them)
     planted = _plant_temporaries(delta_log)
-    assert delete_abandoned(log.path, now) == 3
+    staged = {name: os.path.join(delta_log, name) for name in (f"{0:020d}.checkpoint.parquet#1", "_last_checkpoint#1")}
+    for file in staged.values():
+        with open(file, "w") as handle:
+            handle.write("{}")
+        os.utime(file, ((now - ABANDONED_AFTER_MS) / 1000 - 60,) * 2)
+    assert delete_abandoned(log.path, now) == 5
     assert {n for n in os.listdir(delta_log) if n.startswith(".")} == {n for n, old in planted.items() if not old}
+    assert not [name for name in staged if os.path.exists(staged[name])]
     assert log.snapshot().version == 0 and log.read().count() == 1
     # a table not there yet: nothing to list, nothing deleted
     assert delete_abandoned_through_hadoop(spark, str(tmp_path / "none"), now) == 0

@@ -71,6 +71,10 @@ UUID = "182a3ba1-e791-47f2-a19a-6373013651dc"
     (f".00000000000000000002.json.{UUID}.tmp", True),  # a commit on its way (own commits, Delta's log store)
     (f".00000000000000000002.crc.{UUID}.tmp", True),
     (f".00000000000000000010.checkpoint.parquet.{UUID}.tmp", True),
+    ("00000000000000000100.checkpoint.parquet#1", True),  # delta-rs's (framework/log/own_checkpoints.py)
+    ("_last_checkpoint#12", True),
+    ("00000000000000000100.checkpoint.parquet#", False),
+    ("00000000000000000100.json#1", False),
     ("00000000000000000002.json", False),  # a version
     (f".00000000000000000002.json.{UUID}", False),
     (f".0002.json.{UUID}.tmp", False),  # not a version's 20 digits

@@ -4,8 +4,10 @@ A commit file is written under a temporary name and then linked (topiclake's own
 ``commit_files.put_if_absent``) or renamed (Delta's log store) to its version's name; the
 version's checksum likewise. A process killed between the write and the link leaves the
 temporary file behind (``.<version>.json.<uuid>.tmp``, ``.<version>.crc.<uuid>.tmp``,
-Delta's ``.<version>.checkpoint.parquet.<uuid>.tmp``). No reader looks at it, and Delta's
-log cleanup lists only versions and checkpoints, so nothing else ever removes it.
+Delta's ``.<version>.checkpoint.parquet.<uuid>.tmp``; delta-rs, which writes the checkpoints
+of topiclake's own commits, stages ``<version>.checkpoint.parquet#<n>`` and
+``_last_checkpoint#<n>``). No reader looks at it, and Delta's log cleanup lists only
+versions and checkpoints, so nothing else ever removes it.
 
 A commit holds its temporary file for milliseconds; one older than
 :data:`ABANDONED_AFTER_MS` belongs to a process that is gone. The vacuum stage deletes
@@ -28,7 +30,9 @@ __all__ = ["ABANDONED_AFTER_MS", "abandoned", "delete_abandoned", "delete_abando
 ABANDONED_AFTER_MS = 3_600_000
 #: ``.<20-digit version>.<kind>.<uuid>.tmp``, the way Delta's log stores and topiclake's own
 #: commits name a file on its way to ``<version>.<kind>``.
-_TEMPORARY = re.compile(r"\.\d{20}\.[a-z.]+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp")
+_TEMPORARY = re.compile(r"\.\d{20}\.[a-z.]+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp"
+                        # delta-rs's staging file (a local put writes it, then renames it into place)
+                        r"|(\d{20}\.checkpoint\.parquet|_last_checkpoint)#\d+")
 #: The Hadoop glob of the names that may be one (the rule still judges each match).
 _TEMPORARY_GLOB = ".*.tmp"
 
@@ -52,7 +56,7 @@ def delete_abandoned(path: str, now_ms: int, spark=None) -> int:
     except FileNotFoundError:
         return 0
     for entry in entries:
-        if not entry.name.startswith("."):
+        if not entry.name.startswith(".") and "#" not in entry.name:
             continue
         try:
             if abandoned(entry.name, int(entry.stat().st_mtime * 1000), now_ms):
