@@ -162,15 +162,17 @@ def test_an_own_append_at_a_checkpoint_version_is_committed_and_checkpointed(spa
     assert len(spark.read.format("delta").load(path).collect()) == 9
 
 
-def test_an_own_checkpoint_cleans_the_expired_log(spark, tmp_path):
+@pytest.mark.parametrize("cleanup", ["on", "turned off"])
+def test_an_own_checkpoint_cleans_the_expired_log(spark, tmp_path, cleanup):
     """Commits older than ``delta.logRetentionDuration``, below the newest checkpoint that
     old, go at the next checkpoint with their checksums (as delta-rs's cleanup removes them,
     and Delta's after its own checkpoints); the versions left inside the retention read as
-    they read before."""
+    they read before. A table whose owner turned Delta's cleanup off keeps every commit."""
     path = str(tmp_path / "t")
     spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta TBLPROPERTIES "
               "('delta.checkpointInterval' = '4', 'delta.logRetentionDuration' = 'interval 86400000 milliseconds', "
-              "'delta.deletedFileRetentionDuration' = 'interval 3600000 milliseconds')")
+              "'delta.deletedFileRetentionDuration' = 'interval 86400000 milliseconds', "
+              f"'delta.enableExpiredLogCleanup' = '{str(cleanup == 'on').lower()}')")
     for start in range(0, 21, 3):  # versions 1 to 7; Delta's checkpoint at 4
         _append(spark, path, range(start, start + 3))
     before = {version: _rows(spark, path, version) for version in (6, 7)}
@@ -184,7 +186,8 @@ def test_an_own_checkpoint_cleans_the_expired_log(spark, tmp_path):
     def versions(suffix):
         return sorted(int(n[:20]) for n in os.listdir(_log(path)) if n.endswith(suffix))
 
-    assert versions(".json") == versions(".crc") == [4, 5, 6, 7, 8]
+    kept = [4, 5, 6, 7, 8] if cleanup == "on" else list(range(9))
+    assert versions(".json") == versions(".crc") == kept
     assert versions(".checkpoint.parquet") == [4, 8] and _last_checkpoint(path)["version"] == 8
     # (the aged versions are past the files' retention: Delta refuses to travel there)
     assert {version: _rows(spark, path, version) for version in (6, 7)} == before

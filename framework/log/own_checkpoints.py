@@ -21,7 +21,8 @@ a null field the other's schema leaves out; ``_last_checkpoint`` names no schema
 Then the log's expired files go, as Delta's cleanup after a checkpoint removes them: delta-rs
 removes the commits and checkpoints older than ``delta.logRetentionDuration`` and below the
 newest checkpoint that old (:func:`_clean_expired_log`), and this module the checksums of
-the versions it removed, which delta-rs leaves.
+the versions it removed, which delta-rs leaves; nothing where the table's owner set
+``delta.enableExpiredLogCleanup`` to false, as Delta keeps it.
 
 A crash after the commit and before its checkpoint leaves a version without one, as a
 crash of Delta's writer there does: readers replay the commits since the checkpoint before.
@@ -84,7 +85,10 @@ def write(folder: str, version: int) -> bool:
 
 def _clean_expired_log(table, folder: str) -> None:
     """delta-rs's cleanup of the expired commits and checkpoints, then the checksums of the
-    versions it removed (Delta's cleanup removes those too)."""
+    versions it removed (Delta's cleanup removes those too); none where the table's owner
+    turned Delta's cleanup off (delta-rs 1.6.6's ``cleanup_metadata`` does not ask)."""
+    if str(table.metadata().configuration.get("delta.enableExpiredLogCleanup", "true")).lower() == "false":
+        return
     table.cleanup_metadata()
     log = os.path.join(folder, DELTA_LOG)
     names = os.listdir(log)
