@@ -2,7 +2,8 @@
 holds what Delta's checkpoint of the same commits holds, Delta and delta-rs read the table
 from it, Delta's next commits go on from it, and the log's expired files go as Delta's
 cleanup removes them. An own commit at a checkpoint version, which went to Delta's
-transaction (and started the JVM) before, is now topiclake's, in a new process too."""
+transaction (and started the JVM) before, is now topiclake's, in a new process too; killed
+between the commit and its checkpoint, it leaves a table every reader reads."""
 
 from __future__ import annotations
 
@@ -217,3 +218,25 @@ def test_a_produce_whose_commits_fall_on_checkpoints_starts_no_jvm(spark, tmp_pa
     assert sum(len(_rows(spark, path)) for path in paths) == 20
     assert sorted(r["offset"] for path in paths for r in delta_rs_query(path, "offset")) == sorted(
         r[0] for path in paths for r in _rows(spark, path))
+
+
+def test_a_crash_between_the_commit_and_its_checkpoint_leaves_a_table_every_reader_reads(spark, tmp_path, monkeypatch):
+    """Killed after the commit at a checkpoint version and before its checkpoint (as a Delta
+    writer may be): the version stands without one, Delta and delta-rs read it by replaying
+    the commits, and the commits after it go on, the next checkpoint written at its turn."""
+    path = _history(spark, tmp_path, interval=3)
+
+    def killed(*args):
+        raise KeyboardInterrupt("killed after the commit")
+
+    monkeypatch.setattr(own_checkpoints, "write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        own_commits.appended(path, arrow_rows(_history_rows("second"), history_schema()))
+    monkeypatch.undo()
+    assert not os.path.exists(os.path.join(_log(path), f"{3:020d}.checkpoint.parquet"))
+    assert sorted(r["run_id"] for r in delta_rs_query(path, "run_id")) == ["first"] * 3 + ["second"] * 3
+    for run, version in (("third", 4), ("fourth", 5), ("fifth", 6)):
+        assert own_commits.appended(path, arrow_rows(_history_rows(run), history_schema())) == version
+    assert _last_checkpoint(path)["version"] == 6
+    runs = sorted(r["run_id"] for r in spark.read.format("delta").load(path).select("run_id").collect())
+    assert runs == sorted(["first", "second", "third", "fourth", "fifth"] * 3)
