@@ -56,7 +56,7 @@ def due(configuration: dict, version: int) -> bool | None:
 
 
 def available() -> bool:
-    """Whether delta-rs is here to write checkpoints (the ``engine`` extra installs it)."""
+    """Whether delta-rs is here to write checkpoints (the ``spark`` extra, the embedded engine, installs it)."""
     try:
         import deltalake  # noqa: F401
     except ImportError:
