@@ -538,7 +538,8 @@ def test_an_idle_maintain_of_a_local_warehouse_starts_no_jvm(spark, specs, tmp_p
     history rows itself (framework/log/own_commits.py): in a new process no JVM starts, it
     prints what the same run prints in the tests' session, and Delta then reads its rows.
     With a record too young to compact, the commit metadata cannot rule out a head, and the
-    partition is scanned: by Arrow (framework/stages/local_measure.py)."""
+    partition is scanned: by Arrow (framework/stages/local_measure.py). Settled, the history
+    append is at a checkpoint version, whose checkpoint delta-rs writes."""
     from framework.log.history import MaintenanceHistory
     from framework.log.warehouse import Warehouse
 
@@ -553,10 +554,19 @@ def test_an_idle_maintain_of_a_local_warehouse_starts_no_jvm(spark, specs, tmp_p
     heads = [s["first_uncleanable_offset"] < s["log_end_offset"] for p in json.loads(here)["partitions"]
              for s in p["stages"] if s["stage"] == "compact"]
     assert any(heads) == young, here
+    history = MaintenanceHistory(spark, Warehouse.resolve(wh))
+    if not young:  # the new process's history append is a checkpoint's (framework/log/own_checkpoints.py)
+        from framework.log.commit_log import local_commits
+
+        checkpoint_at = local_commits(history.path, 1)[0].version + 2  # (the ALTER is the next)
+        spark.sql(f"ALTER TABLE delta.`{history.path}` SET TBLPROPERTIES "
+                  f"('delta.checkpointInterval' = '{checkpoint_at}')")
     printed = printed_with_no_jvm(*command)
     assert _decided(printed) == _decided(here)
+    if not young:
+        with open(os.path.join(history.path, "_delta_log", "_last_checkpoint")) as handle:
+            assert json.load(handle)["version"] == checkpoint_at
     run_id = json.loads(printed)["run_id"]
-    history = MaintenanceHistory(spark, Warehouse.resolve(wh))
     rows = history.read().where(f"run_id = '{run_id}'").select("topic", "partition", "stage").collect()
     assert sorted(tuple(r) for r in rows) == sorted(
         (p["topic"], p["partition"], s["stage"]) for p in json.loads(printed)["partitions"]
