@@ -1,9 +1,9 @@
 """The checkpoint of a version topiclake committed itself (framework/log/own_checkpoints.py)
 holds what Delta's checkpoint of the same commits holds, Delta and delta-rs read the table
-from it, Delta's next commits go on from it, and the log's expired files go as Delta's
-cleanup removes them. An own commit at a checkpoint version, which went to Delta's
-transaction (and started the JVM) before, is now topiclake's, in a new process too; killed
-between the commit and its checkpoint, it leaves a table every reader reads."""
+from it, Delta's next commits go on from it, and the log's expired files go at it. An own
+commit at a checkpoint version, which went to Delta's transaction (and started the JVM)
+before, is now topiclake's, in a new process too; killed between the commit and its
+checkpoint, it leaves a table every reader reads."""
 
 from __future__ import annotations
 
@@ -179,9 +179,9 @@ def test_an_own_append_at_a_checkpoint_version_is_committed_and_checkpointed(spa
 @pytest.mark.parametrize("cleanup", ["on", "turned off"])
 def test_an_own_checkpoint_cleans_the_expired_log(spark, tmp_path, cleanup):
     """Commits older than ``delta.logRetentionDuration``, below the newest checkpoint that
-    old, go at the next checkpoint with their checksums (as delta-rs's cleanup removes them,
-    and Delta's after its own checkpoints); the versions left inside the retention read as
-    they read before. A table whose owner turned Delta's cleanup off keeps every commit."""
+    old, go at the next checkpoint with their checksums (delta-rs's rule; Delta's own cleanup
+    differs: the README, "What is not there yet"); the versions left inside the retention
+    read as they read before. A table whose owner turned Delta's cleanup off keeps every commit."""
     path = str(tmp_path / "t")
     spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta TBLPROPERTIES "
               "('delta.checkpointInterval' = '4', 'delta.logRetentionDuration' = 'interval 86400000 milliseconds', "

@@ -18,11 +18,13 @@ checkpoint is state, not a change); delta-rs keeps a ``remove``'s statistics; ea
 a null field the other's schema leaves out; ``_last_checkpoint`` names no schema or checksum
 (both optional).
 
-Then the log's expired files go, as Delta's cleanup after a checkpoint removes them: delta-rs
-removes the commits and checkpoints older than ``delta.logRetentionDuration`` and below the
-newest checkpoint that old (:func:`_clean_expired_log`), and this module the checksums of
-the versions it removed, which delta-rs leaves; nothing where the table's owner set
-``delta.enableExpiredLogCleanup`` to false, as Delta keeps it.
+Then the log's expired files go, as Delta cleans a log after its checkpoints, by delta-rs's
+rule: the commits and checkpoints older than ``delta.logRetentionDuration`` and below the
+newest checkpoint that old (:func:`_clean_expired_log`; Delta's own rule differs, and
+neither removes a commit younger than the retention: the README, "What is not there
+yet"); this module removes the checksums of the versions it removed, which delta-rs
+leaves; nothing where the table's owner set ``delta.enableExpiredLogCleanup`` to false, as
+Delta keeps it.
 
 A crash after the commit and before its checkpoint leaves a version without one, as a
 crash of Delta's writer there does: readers replay the commits since the checkpoint before.
