@@ -72,8 +72,12 @@ def _rows(spark, path: str, version: int | None = None) -> list[tuple]:
     return sorted(tuple(r) for r in reader.load(path).collect())
 
 
+def _records(offsets) -> list[tuple]:
+    return [(o, f"k{o % 3}", f"v{o}") for o in offsets]
+
+
 def _append(spark, path: str, offsets, txn: tuple[str, int] | None = None) -> None:
-    writer = spark.createDataFrame([(o, f"k{o % 3}", f"v{o}") for o in offsets], SCHEMA).write.format("delta")
+    writer = spark.createDataFrame(_records(offsets), SCHEMA).write.format("delta")
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
     writer.mode("append").save(path)
@@ -105,8 +109,9 @@ def test_a_checkpoint_by_delta_rs_holds_what_deltas_holds(spark, tmp_path, proto
             shutil.copy(os.path.join(by_delta, added), by_delta_rs)
 
     assert own_checkpoints.write(by_delta_rs, 5)
-    assert _checkpoint_actions(by_delta_rs, 5) == _checkpoint_actions(by_delta, 5)
-    kinds = {json.loads(a).popitem()[0] for a in _checkpoint_actions(by_delta, 5)}
+    deltas_actions = _checkpoint_actions(by_delta, 5)
+    assert _checkpoint_actions(by_delta_rs, 5) == deltas_actions
+    kinds = {json.loads(a).popitem()[0] for a in deltas_actions}
     assert {"protocol", "metaData", "add", "remove", "txn"} <= kinds, kinds  # none of them vacuous
     ours, deltas = _last_checkpoint(by_delta_rs), _last_checkpoint(by_delta)
     assert {k: ours[k] for k in ("version", "size", "numOfAddFiles")} == {
@@ -115,27 +120,29 @@ def test_a_checkpoint_by_delta_rs_holds_what_deltas_holds(spark, tmp_path, proto
     for name in os.listdir(_log(by_delta_rs)):
         if name.endswith(".json") and int(name[:20]) < 5:
             os.remove(os.path.join(_log(by_delta_rs), name))
-    assert _rows(spark, by_delta_rs) == _rows(spark, by_delta) and len(_rows(spark, by_delta)) == 9
+    read_by_delta = _rows(spark, by_delta)
+    assert _rows(spark, by_delta_rs) == read_by_delta and len(read_by_delta) == 9
     assert sorted(r["offset"] for r in delta_rs_query(by_delta_rs, "offset")) == [0, 2, 3, 4, 5, 6, 8, 9, 10]
     read_by_duckdb = duckdb_connection().execute(f"SELECT \"offset\", key, value FROM delta_scan('{by_delta_rs}')")
-    assert sorted(read_by_duckdb.fetchall()) == _rows(spark, by_delta)
+    assert sorted(read_by_duckdb.fetchall()) == read_by_delta
     # Delta goes on from it: its next commit, and (on the richest protocol) its next
     # checkpoint, built from this one after four commits of topiclake's own (no Spark job)
     schema = spark.read.format("delta").load(by_delta).schema
     for path in (by_delta, by_delta_rs):
         if protocol == "deletion vectors":
             for start in range(11, 23, 3):
-                rows = [(o, f"k{o % 3}", f"v{o}") for o in range(start, start + 3)]
-                assert own_commits.appended(path, arrow_rows(rows, schema)) is not None
+                assert own_commits.appended(path, arrow_rows(_records(range(start, start + 3)), schema)) is not None
         _append(spark, path, [30])
     assert _rows(spark, by_delta_rs) == _rows(spark, by_delta)
     if protocol == "deletion vectors":
         assert os.path.exists(os.path.join(_log(by_delta_rs), f"{10:020d}.checkpoint.parquet"))
         # (the appends since wrote files of their own names and times on each side)
         def written_alike(path):
-            return sorted(json.dumps({k: v for k, v in json.loads(a).get("add", {}).items()
-                                      if k not in ("path", "modificationTime")} or json.loads(a), sort_keys=True)
-                          for a in _checkpoint_actions(path, 10))
+            actions = [json.loads(a) for a in _checkpoint_actions(path, 10)]
+            for action in actions:
+                for name in ("path", "modificationTime"):
+                    action.get("add", {}).pop(name, None)
+            return sorted(json.dumps(action, sort_keys=True) for action in actions)
 
         assert written_alike(by_delta_rs) == written_alike(by_delta)
 
@@ -167,7 +174,8 @@ def test_an_own_append_at_a_checkpoint_version_is_committed_and_checkpointed(spa
     assert _last_checkpoint(path)["version"] == 3
     with open(os.path.join(_log(path), f"{3:020d}.crc")) as handle:
         listed = {f["path"] for f in json.load(handle)["allFiles"]}
-    checkpointed = {json.loads(a)["add"]["path"] for a in _checkpoint_actions(path, 3) if '"add"' in a[:8]}
+    checkpointed = {action["add"]["path"] for action in map(json.loads, _checkpoint_actions(path, 3))
+                    if "add" in action}
     assert checkpointed == listed and len(listed) == 2
     runs = sorted(r["run_id"] for r in spark.read.format("delta").load(path).select("run_id").collect())
     assert runs == ["first"] * 3 + ["second"] * 3
@@ -189,13 +197,13 @@ def test_an_own_checkpoint_cleans_the_expired_log(spark, tmp_path, cleanup):
               f"'delta.enableExpiredLogCleanup' = '{str(cleanup == 'on').lower()}')")
     schema = spark.read.format("delta").load(path).schema
     for start in range(0, 21, 3):  # versions 1 to 7 (topiclake's own appends, a checkpoint at 4)
-        own_commits.appended(path, arrow_rows([(o, f"k{o % 3}", f"v{o}") for o in range(start, start + 3)], schema))
+        own_commits.appended(path, arrow_rows(_records(range(start, start + 3)), schema))
     before = {version: _rows(spark, path, version) for version in (6, 7)}
     two_days_ago = time.time() - 2 * 86_400
     for name in os.listdir(_log(path)):
         if name[:20].isdigit() and int(name[:20]) <= 5:
             os.utime(os.path.join(_log(path), name), (two_days_ago, two_days_ago))
-    assert own_commits.appended(path, arrow_rows([(21, "k0", "v21")], schema)) == 8
+    assert own_commits.appended(path, arrow_rows(_records([21]), schema)) == 8
 
     def versions(suffix):
         return sorted(int(n[:20]) for n in os.listdir(_log(path)) if n.endswith(suffix))
