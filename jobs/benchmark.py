@@ -274,6 +274,14 @@
    shipped, ``framework/log/own_checkpoints.py``) against committed and checkpointed
    through Delta's transaction, which starts the JVM (as before stop 114); every side's
    tables must hold the same records and a checkpoint of the new version.
+38. ``vector_retention_commands``: a checked ``topiclake maintain`` of ``--partitions``
+   compact,delete partitions with deletion vectors on, compacted into files with vectors
+   by a first maintain, whose survivors are half past ``retention.ms``; each run a new
+   process, A B B A: the retention plan's files and vectors read by Arrow and the cut
+   committed as vectors by topiclake (as shipped, ``retention_rewrite.vector_cut``)
+   against the records read by Delta and the cut by Delta's DELETE, which starts the JVM
+   (as before stop 115); every side's tables must hold the same records, every partition
+   cut.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -292,6 +300,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 from unittest import mock
 
@@ -307,7 +316,7 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
             "read_only_commands", "young_heads", "window_start", "staged_commands", "huge_pages",
-            "vector_commands", "size_oldest", "checkpoint_commands")
+            "vector_commands", "size_oldest", "checkpoint_commands", "vector_retention_commands")
 
 
 def _timed(label, results, action):
@@ -2449,13 +2458,14 @@ def bench_start(results: dict, rounds: int = 2) -> dict:
 
 
 def _topic_spec_and_lines(scratch: str, topics: list[str], partitions: int, now: int,
-                          young: Sequence[str] = ()) -> str:
-    """Specs of ``topics`` (the partitions section's config; those in ``young`` with a
-    minimum compaction lag that leaves every line too young to compact) and its 5,000 JSON
-    lines in ``scratch``; the lines' path."""
+                          young: Sequence[str] = (), config: dict | None = None) -> str:
+    """Specs of ``topics`` (the partitions section's config, and ``config`` over it; those in
+    ``young`` with a minimum compaction lag that leaves every line too young to compact) and
+    its 5,000 JSON lines in ``scratch``; the lines' path."""
     import yaml
 
-    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS}
+    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "delete.retention.ms": DAY_MS,
+              **(config or {})}
     for topic in topics:
         lag = {"min.compaction.lag.ms": 2 * DAY_MS} if topic in young else {}
         with open(os.path.join(scratch, f"{topic}.yaml"), "w") as handle:
@@ -2563,17 +2573,19 @@ def bench_produce_commands(spark, results: dict, partitions: int, now: int) -> d
 
 def _commands_a_b_b_a(spark, results: dict, kind: TwinKind, prelude: str, partitions: int, now: int, label: str,
                       measured: Callable[[str], tuple], produced_first: bool = False,
-                      then: Callable[[str], None] | None = None, after: Callable[[str], None] | None = None) -> dict:
+                      then: Callable[[str], None] | None = None, after: Callable[[str], None] | None = None,
+                      config: dict | None = None) -> dict:
     """``measured(lines)``, a ``topiclake`` command on topic "fresh" of ``partitions`` new
     partitions and 5,000 lines (produced first, untimed, when ``produced_first``, and then
     ``then(warehouse)``), each a new process, A B B A: side B's process runs ``prelude``
     first (as before). Each side's figure is its mean; every side's tables must hold the
-    same records after it (and ``after(warehouse)`` looks at them)."""
+    same records after it (and ``after(warehouse)`` looks at them). ``config``: the topic's
+    own over the partitions section's (``_topic_spec_and_lines``)."""
     contents, ok = set(), True
     for name in ("a1", "b1", "b2", "a2"):
         as_before = name.startswith("b")
         with tempfile.TemporaryDirectory(prefix=f"topiclake-{kind.name}-") as scratch:
-            lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now)
+            lines = _topic_spec_and_lines(scratch, ["fresh"], partitions, now, config=config)
             if produced_first:
                 ok &= _command({}, "produce", scratch, ("produce", "--topic", "fresh", "--input", lines, "--now",
                                                         str(now)))
@@ -2622,6 +2634,57 @@ def bench_checkpoint_commands(spark, results: dict, partitions: int, now: int) -
                                 now, f"topiclake produce at a checkpoint version, {partitions} partitions", measured,
                                 produced_first=True, then=due_next, after=kept)
     return {**outcome, "every_table_checkpointed": len(checkpointed) == 4 * partitions and all(checkpointed)}
+
+
+#: How a retention cut over deletion vectors is planned and committed (``vector_retention_commands``).
+VECTOR_RETENTION_TWINS = TwinKind("vector_retention_commands", ("by topiclake", "by Delta"), "by topiclake / by Delta")
+#: Side B plans from no file list where a file has a vector (Delta reads the records) and
+#: cuts by Delta's DELETE, which starts the JVM (as before stop 115).
+_VECTOR_RETENTION_AS_BEFORE_PRELUDE = (
+    "from framework.log import file_stats, version_checksum\n"
+    "from framework.stages import retention, retention_rewrite\n"
+    "def _listed(log, snap):\n"
+    "    listed = version_checksum.plain_files(log.path, snap.version)\n"
+    "    return (None, None) if listed is None else (listed, [file_stats.of(add) for add in listed.adds])\n"
+    "retention._listed_with_stats = _listed\n"
+    "retention_rewrite.vector_cut = lambda log, listed, version, start, app, epoch, delete: delete()")
+
+
+def bench_vector_retention_commands(spark, results: dict, partitions: int, now: int) -> dict:
+    """A checked ``topiclake maintain`` of ``partitions`` compact,delete partitions with
+    deletion vectors on, whose first maintain (untimed, a new process) compacted them into
+    files with vectors and whose survivors are half past ``retention.ms``: each partition
+    cuts them. Each run a new process, A B B A: the plan's files and vectors read by Arrow
+    and the cut committed as vectors by topiclake (as shipped, stop 115) against the
+    records read by Delta and the cut by Delta's DELETE (as before). Every side's tables
+    must hold the same records, and every partition's cut must have removed records."""
+    cut_everywhere = []
+    config = {"cleanup.policy": "compact,delete", "retention.ms": DAY_MS, "segment.ms": 1}
+
+    def compacted(warehouse: str) -> None:
+        for partition in range(partitions):
+            spark.sql(f"ALTER TABLE delta.`{warehouse}/fresh-{partition}` "
+                      "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        _command({}, "first maintain", os.path.dirname(warehouse),
+                 ("maintain", "--topic", "fresh", "--now", str(now + 1), "--no-report"))
+
+    def measured(lines: str) -> tuple:
+        # the lines' survivors are the last 1,000 (timestamps now - 1 day + 4000 to 4999): half are past it
+        return ("--json", "maintain", "--topic", "fresh", "--now", str(now + 4500), "--no-report")
+
+    def cut(warehouse: str) -> None:
+        for partition in range(partitions):
+            log = f"{warehouse}/fresh-{partition}/_delta_log"
+            operations = [json.loads(line)["commitInfo"]["operation"] for name in sorted(os.listdir(log))
+                          if name.endswith(".json") for line in Path(log, name).read_text().splitlines()
+                          if '"commitInfo"' in line]
+            cut_everywhere.append("DELETE" in operations)  # (only a retention cut is one)
+
+    outcome = _commands_a_b_b_a(spark, results, VECTOR_RETENTION_TWINS, _VECTOR_RETENTION_AS_BEFORE_PRELUDE,
+                                partitions, now, f"topiclake maintain, a retention cut over deletion vectors, "
+                                f"{partitions} partitions", measured, produced_first=True, then=compacted,
+                                after=cut, config=config)
+    return {**outcome, "every_partition_cut": len(cut_everywhere) == 4 * partitions and all(cut_everywhere)}
 
 
 #: How a first maintain decides its small partitions' compactions (the ``batch_commands`` section).
@@ -3209,6 +3272,8 @@ def run(argv) -> int:
             others["batch_commands"] = bench_batch_commands(spark, results, args.partitions, now)
         if "checkpoint_commands" in sections:
             others["checkpoint_commands"] = bench_checkpoint_commands(spark, results, args.partitions, now)
+        if "vector_retention_commands" in sections:
+            others["vector_retention_commands"] = bench_vector_retention_commands(spark, results, args.partitions, now)
         if "staged_commands" in sections:
             others["staged_commands"] = bench_staged_commands(spark, results, args.partitions, now)
         if "report_commands" in sections:
@@ -3306,6 +3371,9 @@ def run(argv) -> int:
         if "checkpoint_commands" in others:
             ratio = CHECKPOINT_COMMAND_TWINS.ratio_of(others["checkpoint_commands"]["label"], results)
             ratios[f"topiclake produce at a checkpoint version, {CHECKPOINT_COMMAND_TWINS.ratio}"] = ratio
+        if "vector_retention_commands" in others:
+            label = others["vector_retention_commands"]["label"]
+            ratios[f"{label}, {VECTOR_RETENTION_TWINS.ratio}"] = VECTOR_RETENTION_TWINS.ratio_of(label, results)
         if "batch_commands" in others:
             ratio = BATCH_COMMAND_TWINS.ratio_of(others["batch_commands"]["label"], results)
             ratios[f"topiclake maintain, first, {BATCH_COMMAND_TWINS.ratio}"] = ratio
@@ -3355,6 +3423,10 @@ def run(argv) -> int:
     failed = failed or not all(vectors.get(k, True) for k in ("commands_succeeded", "same_decisions_every_way",
                                                                "same_records_every_way"))
     failed = failed or not others.get("window_start", {}).get("same_answers", True)
+    for name, kept in (("checkpoint_commands", "every_table_checkpointed"),
+                       ("vector_retention_commands", "every_partition_cut")):
+        section = others.get(name, {})
+        failed = failed or not all(section.get(k, True) for k in ("commands_succeeded", "same_tables_every_way", kept))
     prunes = others.get("prunes", {})
     failed = failed or not (prunes.get("same_history", True)
                             and prunes.get("commands", {}).get("same_history_every_way", True))

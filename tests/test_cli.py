@@ -277,6 +277,46 @@ def test_a_small_partition_with_deletion_vectors_is_read_and_maintained_without_
         assert records["no jvm"] == records["through spark"] and records["no jvm"]
 
 
+def test_a_retention_cut_over_deletion_vectors_starts_no_jvm(spark, tmp_path, capsys):
+    """A compact,delete partition with deletion vectors turned on: a ``maintain`` in a new
+    process compacts, plans its retention over files whose vectors hide rows, cuts what is
+    older than ``retention.ms`` as a DELETE of vectors and checks both, with no JVM; the
+    next one, with nothing due, neither. (``tests/test_deletion_vectors.py`` pins the cut
+    to Delta's DELETE.)"""
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "aged.yaml").write_text("topic: aged\npartitions: 1\nconfig:\n  cleanup.policy: compact,delete\n"
+                                      "  min.cleanable.dirty.ratio: 0.0\n  retention.ms: 50000\n"
+                                      "  segment.ms: 1000\n  time.travel.retention.ms: 0\n")
+    wh = str(tmp_path / "wh")
+    common = ["--warehouse", wh, "--specs", str(folder)]
+    for call in range(4):  # six keys a call, four of its ten records superseded within it
+        lines = write_jsonl(tmp_path / f"in-{call}.jsonl", [
+            {"key": f"k{call}-{i % 6}", "value": f"{call}.{i}", "timestamp": 20_000 * call + i} for i in range(10)])
+        assert run(capsys, *common, "produce", "--topic", "aged", "--input", lines, "--now", "60000")[0] == 0
+        if call == 0:
+            spark.sql(f"ALTER TABLE delta.`{wh}/aged-0` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+
+    def stages(now: int) -> dict:
+        printed = printed_with_no_jvm(*common, "--json", "maintain", "--topic", "aged", "--now", str(now),
+                                      "--no-report", timeout=300)
+        [partition] = json.loads(printed)["partitions"]
+        assert all(s["validation"] == "passed" for s in partition["stages"] if s["committed"]), partition
+        return {s["stage"]: s for s in partition["stages"]}
+
+    first = stages(100_000)  # keeps what is newer than 50 s: call 3's survivors, offsets 34 to 39
+    assert (first["compact"]["committed"], first["compact"]["removed_records"]) == (True, 16)
+    assert (first["retain"]["committed"], first["retain"]["removed_records"]) == (True, 18)
+    assert first["retain"]["log_start_after"] == 34
+    cut = Path(wh, "aged-0", "_delta_log", f"{first['retain']['version_after']:020d}.json").read_text()
+    commit = next(json.loads(line)["commitInfo"] for line in cut.splitlines() if "commitInfo" in line)
+    assert commit["operation"] == "DELETE" and "(no JVM)" in commit["engineInfo"]
+    again = stages(110_000)
+    assert not again["compact"]["committed"] and not again["retain"]["committed"]
+    offsets = sorted(r["offset"] for r in spark.read.format("delta").load(f"{wh}/aged-0").collect())
+    assert offsets == list(range(34, 40))
+
+
 def test_bad_records_write_nothing(spark, specs, tmp_path, capsys):
     wh = tmp_path / "wh"
     source = write_jsonl(tmp_path / "in.jsonl", [{"key": "a", "value": "1", "timestamp": 0},

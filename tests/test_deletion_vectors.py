@@ -344,3 +344,80 @@ def test_arrow_counts_a_check_over_deletion_vectors_as_spark_does(spark, tmp_pat
         assert context == by_spark.context, what
     assert any("value" not in names for names in read_names), "no deleted row read without its value"
     assert set(looked_up) == ({"deleted rows", "in scope"} if indexed else set())
+
+
+# ----------------------------------------------- a retention cut over deletion vectors
+RETAINED = {"topic": "retained", "partitions": 1,
+            "config": {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0,
+                       "delete.retention.ms": DAY_MS, "retention.ms": DAY_MS}}
+
+
+def test_a_retention_cut_over_deletion_vectors_plans_and_commits_what_delta_does(spark, tmp_path, monkeypatch):
+    """Twin partitions with deletion vectors on, compacted alike (the files their vectors
+    hide rows of have statistics that only bound their records), then cut by time, by size
+    and by deleteRecords inside a file with a vector. One twin plans and cuts as before
+    this route: its records read by Delta (no file list) and cut by Delta's DELETE, which
+    marks them in vectors. The other reads its files and their vectors by Arrow and
+    commits the DELETE itself, without the JVM (``retention_rewrite.vector_cut``). Each
+    cut: the same boundaries, counts and log state, the same records, the same change
+    data, Delta's DELETE's operation metrics and the same checksum counts."""
+    from framework.stages import retention, retention_rewrite
+
+    twins = {}
+    for way in ("delta", "arrow"):
+        topic = Topic(spark, Warehouse.resolve(str(tmp_path / way)), parse_spec(RETAINED, "test"))
+        topic.create()
+        spark.sql(f"ALTER TABLE {delta_table_sql(topic.partition(0).path)} SET TBLPROPERTIES ({ON})")
+        twins[way] = topic
+    for first, count, keys in ((0, 60, 13), (60, 20, 7)):
+        for topic in twins.values():
+            log = topic.partition(0)
+            _produce(topic, first, count, keys, NOW)
+            assert compaction.execute(log, compaction.plan(log, NOW, force=True)).committed
+            log.roll_segment(log.snapshot())  # a new segment: a cut may take the one before
+    assert any(not stats.tight for stats in retention._listed_with_stats(
+        twins["arrow"].partition(0), twins["arrow"].partition(0).snapshot())[1]), "no file with a vector"
+
+    def cut(way, spec, act):
+        log = Topic(spark, twins[way].warehouse, parse_spec(spec, "test")).partition(0)
+        with monkeypatch.context() as patch:
+            if way == "delta":
+                patch.setattr(retention, "_listed_with_stats", lambda log, snap: (None, None))
+                patch.setattr(retention_rewrite, "vector_cut", None)  # (never reached)
+            return log, act(log)
+
+    def same(spec, act, expected_boundaries):
+        (delta_log, theirs), (log, ours) = (cut(way, spec, act) for way in ("delta", "arrow"))
+        assert ours.committed and theirs.committed
+        if ours.plan is not None:
+            assert (ours.plan.boundaries, ours.plan.new_log_start) == (theirs.plan.boundaries,
+                                                                     theirs.plan.new_log_start)
+            assert set(ours.plan.boundaries) == expected_boundaries
+        assert (ours.removed_records, ours.removed_bytes, ours.state_after) == (
+            theirs.removed_records, theirs.removed_bytes, theirs.state_after)
+        assert ours.removed_records > 0
+        assert _rows(log) == _rows(delta_log)
+        assert _net_feed(spark, log, ours.version_after) == _net_feed(spark, delta_log, theirs.version_after)
+        infos = [next(a["commitInfo"] for a in _actions(each.path, version) if "commitInfo" in a)
+                 for each, version in ((log, ours.version_after), (delta_log, theirs.version_after))]
+        assert NO_JVM in infos[0]["engineInfo"] and "executionTimeMs" in infos[1]["operationMetrics"]
+        assert infos[0]["operation"] == infos[1]["operation"] == "DELETE"
+        metrics = infos[0]["operationMetrics"]
+        assert metrics == {k: v for k, v in infos[1]["operationMetrics"].items() if k in metrics}
+        counts = ("numFiles", "numDeletedRecordsOpt", "numDeletionVectorsOpt", "deletedRecordCountsHistogramOpt")
+        checksums = [_checksum(each.path, version) for each, version in ((log, ours.version_after),
+                                                                         (delta_log, theirs.version_after))]
+        assert [{k: c.get(k) for k in counts} for c in checksums] == [{k: checksums[1].get(k) for k in counts}] * 2
+        return metrics
+
+    # by time: what is older than a day at NOW + 55 (offset 55's timestamp on; compaction left 47 to 59 of the first 60)
+    metrics = same(RETAINED, lambda log: retention.execute(log, retention.plan(log, NOW + 55, None)), {"time"})
+    assert int(metrics["numRemovedFiles"]) > 0 or int(metrics["numDeletionVectorsAdded"]) > 0
+    # by size: half the bytes the log holds now
+    records, total = twins["arrow"].partition(0).snapshot().size_from_metadata()
+    by_size = {**RETAINED, "config": {**RETAINED["config"], "retention.ms": -1, "retention.bytes": total // 2}}
+    same(by_size, lambda log: retention.execute(log, retention.plan(log, NOW + 55, None)), {"size"})
+    # deleteRecords inside a file one of whose rows a vector hides already: its vector grows
+    kept = [row[0] for row in _rows(twins["arrow"].partition(0))]
+    metrics = same(RETAINED, lambda log: retention.delete_records(log, kept[len(kept) // 2]), set())
+    assert int(metrics["numDeletionVectorsUpdated"]) + int(metrics["numDeletionVectorsAdded"]) > 0

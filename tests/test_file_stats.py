@@ -37,6 +37,18 @@ def test_statistics_are_whole_numbers_or_nothing(stats, expected):
     assert file_stats.of({"stats": stats} if stats is not None else {}) == expected
 
 
+@pytest.mark.parametrize("add, tight", [
+    ({"stats": WHOLE}, True),
+    ({"stats": json.dumps({**json.loads(WHOLE), "tightBounds": True})}, True),
+    ({"stats": json.dumps({**json.loads(WHOLE), "tightBounds": False})}, False),  # as Delta's DELETE writes them
+    ({"stats": WHOLE, "deletionVector": {"cardinality": 1}}, False),  # a vector hides rows, whatever the string says
+])
+def test_bounds_are_tight_unless_a_deletion_vector_may_hide_the_records_they_came_from(add, tight):
+    stats = file_stats.of(add)
+    assert stats.tight is tight
+    assert (stats.min_offset, stats.max_offset, stats.records) == (4, 9, 3)  # still bounds, and the rows written
+
+
 @pytest.mark.parametrize("ms, text", [
     (NEWEST_MS, "2026-11-28T21:49:36.123Z"), (-1, "1969-12-31T23:59:59.999Z"), (0, "1970-01-01T00:00:00.000Z"),
     (-62_135_596_800_000, "0001-01-01T00:00:00.000Z"),

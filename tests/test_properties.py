@@ -94,7 +94,7 @@ MIN_COVERAGE = {
     "delete_records applied": 10, "delete_records refused": 10, "produce refused": 10,
     "clock went back": 5, "binary topic": 10, "LogAppendTime": 10,
     "scenarios checked by the guarantees": 20, "observations read by both delta-rs and Spark": 40,
-    "scenarios on deletion vectors": 10, "deletion vectors written": 3,
+    "scenarios on deletion vectors": 10, "deletion vectors written": 3, "retention cut as deletion vectors": 2,
 }
 #: Test-only settings of the worker sessions. They change how fast Spark and Delta work
 #: on tiny tables, never what the engine decides: whole-stage code generation costs more
@@ -442,21 +442,38 @@ def run_scenario(spark, scenario: dict, folder: str, seen: Counter | None = None
         seen["scenarios on deletion vectors"] += 1
         if any(_wrote_deletion_vectors(log.path) for log in topic.partitions()):
             seen["deletion vectors written"] += 1
+        if any(_cut_by_deletion_vectors(log.path) for log in topic.partitions()):
+            seen["retention cut as deletion vectors"] += 1
     return compared
 
 
-def _wrote_deletion_vectors(path: str) -> bool:
-    """Whether any commit of the table added a file with a deletion vector (read from its
-    Delta log's JSON, not through the engine)."""
+def _commits(path: str):
+    """Each commit of the table as its list of actions, read from its Delta log's JSON, not
+    through the engine."""
     log = os.path.join(path, "_delta_log")
     for name in sorted(os.listdir(log)) if os.path.isdir(log) else ():
         if name.endswith(".json"):
             with open(os.path.join(log, name), encoding="utf-8") as handle:
-                for line in handle:
-                    add = json.loads(line).get("add") if line.strip() else None
-                    if add and add.get("deletionVector"):
-                        return True
-    return False
+                yield [json.loads(line) for line in handle if line.strip()]
+
+
+def _with_vectors(commit: list[dict]) -> bool:
+    return any((action.get("add") or {}).get("deletionVector") for action in commit)
+
+
+def _wrote_deletion_vectors(path: str) -> bool:
+    """Whether any commit of the table added a file with a deletion vector."""
+    return any(_with_vectors(commit) for commit in _commits(path))
+
+
+def _cut_by_deletion_vectors(path: str) -> bool:
+    """Whether a retention cut or deleteRecords (a DELETE) was committed as deletion vectors
+    (by topiclake, ``retention_rewrite.vector_cut``: no rewritten file, nothing but removes
+    and files added back with a vector)."""
+    return any(any(a.get("commitInfo", {}).get("operation") == "DELETE" for a in commit)
+               and all((a.get("add") or {}).get("deletionVector", "add" not in a) for a in commit)
+               and "(no JVM)" in next(a["commitInfo"].get("engineInfo", "") for a in commit if "commitInfo" in a)
+               for commit in _commits(path))
 
 
 def _count_coverage(seen: Counter, decisions: list[dict], before: dict, model: ModelTopic, now: int,

@@ -283,8 +283,8 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
                         assert files_read.setdefault((since, keep_from, start, end), sum(seen)) == sum(seen), case
                     compared += 1
     for since, keep_from, start in [(101, None, 0), (850, 2, 1), (950, None, 1), (0, 4, 0)]:
-        with monkeypatch.context() as scanning:  # no statistics: one pass over the records
-            scanning.setattr(version_checksum, "plain_files", lambda *args: None)
+        with monkeypatch.context() as scanning:  # no file list: one pass over the records
+            scanning.setattr(version_checksum, "plain_files", lambda *args, **kwargs: None)
             whole = retention._first_kept(log, snapshot, start, 6, lambda: records, listing, since, keep_from)
         assert whole == expected(since, keep_from, start, 6), (since, keep_from, start)
     assert compared == 14 * (2 + 1 + 2 + 2)
@@ -309,15 +309,15 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
         for committed in ({"g": 3}, {"g": 5}):
             listings, searches = [], []
             with monkeypatch.context() as counting:
-                counting.setattr(version_checksum, "plain_files", lambda *args: (
-                    listings.append(args), list_files(*args))[1])
+                counting.setattr(version_checksum, "plain_files", lambda *args, **kwargs: (
+                    listings.append(args), list_files(*args, **kwargs))[1])
                 counting.setattr(retention, "_first_kept", lambda *args: (
                     searches.append(args), first_kept(*args))[1])
                 plan = retention.plan(log, now, committed, snapshot)
             assert len(listings) == (1 if searches else 0), (now, committed, listings, len(searches))
             both_read += len(searches) == 2
             with monkeypatch.context() as scanning:
-                scanning.setattr(version_checksum, "plain_files", lambda *args: None)
+                scanning.setattr(version_checksum, "plain_files", lambda *args, **kwargs: None)
                 assert retention.plan(log, now, committed, snapshot).boundaries == plan.boundaries, (now, committed)
             planned += "consumed" in plan.boundaries
     assert planned == 5 and both_read > 0, (planned, both_read)
@@ -326,7 +326,8 @@ def test_time_and_consumed_retention_read_only_the_files_that_straddle_their_bou
     # the version its transaction reads (the same one here: no writer came between)
     listings = []
     with monkeypatch.context() as counting:
-        counting.setattr(version_checksum, "plain_files", lambda *args: (listings.append(args), list_files(*args))[1])
+        counting.setattr(version_checksum, "plain_files",
+                         lambda *args, **kwargs: (listings.append(args), list_files(*args, **kwargs))[1])
         plan = retention.plan(log, 1050, {"g": 5}, log.snapshot())
         result = retention.execute(log, plan)
     assert plan.boundaries and result.committed and result.removed_records > 0, (plan.boundaries, result)
@@ -467,7 +468,7 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
             limited.setattr(cleaner, "retention_rules", lambda *args: dataclasses.replace(
                 rules_of(*args), max_bytes=max_bytes))
             plan = retention.plan(log, 100, None, snapshot)
-            limited.setattr(version_checksum, "plain_files", lambda *args: None)
+            limited.setattr(version_checksum, "plain_files", lambda *args, **kwargs: None)
             assert retention.plan(log, 100, None, snapshot).boundaries == plan.boundaries, max_bytes
         assert plan.new_log_start == expected(max_bytes, 0, 12)[0], max_bytes
 

@@ -11,7 +11,7 @@ cut reads the file, a rewrite's metrics count it as 0 records.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
@@ -29,6 +29,9 @@ class FileStats:
     max_timestamp_ms: int | None = None
     #: the oldest timestamp, likewise (truncated, it is ``unix_millis`` of the oldest)
     min_timestamp_ms: int | None = None
+    #: whether the bounds are values of the file's records (Delta's ``tightBounds``); once a
+    #: deletion vector hides rows they only bound them, and ``records`` counts hidden rows too
+    tight: bool = True
 
 
 def parse(stats_json: str | None) -> FileStats:
@@ -42,12 +45,14 @@ def parse(stats_json: str | None) -> FileStats:
     oldest, newest = stats.get("minValues"), stats.get("maxValues")
     return FileStats(records=_whole(stats.get("numRecords")), min_offset=_offset(oldest),
                      max_offset=_offset(newest), max_timestamp_ms=_timestamp_ms(newest),
-                     min_timestamp_ms=_timestamp_ms(oldest))
+                     min_timestamp_ms=_timestamp_ms(oldest), tight=stats.get("tightBounds") is not False)
 
 
 def of(add: dict) -> FileStats:
-    """The statistics of the file an add action (as the Delta log writes it) adds."""
-    return parse(add.get("stats"))
+    """The statistics of the file an add action (as the Delta log writes it) adds; not
+    tight when a deletion vector hides some of its rows, whatever the string says."""
+    stats = parse(add.get("stats"))
+    return replace(stats, tight=False) if add.get("deletionVector") and stats.tight else stats
 
 
 def may_hold_offsets(stats: FileStats, start: int | None, end: int | None) -> bool:

@@ -166,6 +166,24 @@ def decided(log, plan, cleanable_end: int, build_indexes: bool = False):
     return _fates(rows, config, now_ms)
 
 
+def below(files: version_checksum.PlainFiles, new_start: int):
+    """The records of ``files`` below ``new_start`` as :func:`changes` gives them, each
+    deleted: what a retention cut there deletes, for ``compaction_vectors.commit_locally``.
+    None when a file's columns are not what a partition table writes, or its deletion
+    vector is not read here."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tables = _read(files, ["offset"], lambda table: pc.less(table["offset"], int(new_start)))
+    if tables is None:
+        return None
+    rows = pa.concat_tables([pa.table({"offset": pa.array([], pa.int64()), "_row": pa.array([], pa.int64()),
+                                       "_file": pa.array([], pa.string())}), *tables], promote_options="permissive")
+    return pa.table({"offset": rows["offset"], "_action": pa.array([DELETE] * rows.num_rows, pa.string()),
+                     "_horizon": pa.nulls(rows.num_rows, pa.timestamp("ms", "UTC")),
+                     "_file": rows["_file"], "_row": rows["_row"]})
+
+
 def _read(files: version_checksum.PlainFiles, names: list[str], keep) -> list | None:
     """The ``names`` columns of the rows of ``files`` that ``keep`` marks and no deletion
     vector hides, a table a file (a file per core at once; :func:`_read_file`); None when a

@@ -30,6 +30,9 @@ touched file's vector at the newest version is the one the decision read (else i
 indexes may be stale), each is read here, and Arrow writes the table's files; anything
 else gives :data:`NOT_LOCAL` with nothing committed, and Delta's MERGE runs.
 ``tests/test_deletion_vectors.py`` pins it to Delta's MERGE run after run.
+
+A retention cut on such a table is committed the same way, as the DELETE Delta's own
+DELETE with deletion vectors commits (``retention_rewrite.vector_cut``).
 """
 
 from __future__ import annotations
@@ -50,17 +53,21 @@ from framework.stages.compaction import STAMP
 from framework.stages.compaction_rewrite import MERGE_RECORDED
 from framework.stages.file_rewrite import NOT_LOCAL, recorded_metrics
 
-__all__ = ["NOT_LOCAL", "commit_locally"]
+__all__ = ["NOT_LOCAL", "commit_locally", "merge_recorded", "vectors_counted"]
 
 
-def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int, changes) -> int | None | str:
+def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int, changes,
+                   recorded=None) -> int | None | str:
     """Commit ``changes`` (``arrow_actions.changes``: offset, _action, _horizon, _file, _row
     of each record the run deletes or stamps, decided from version ``read_version``) as
     deletion vectors, and each stamped record as a copy in a new file: the version
     committed; None when the table already holds maintenance epoch ``epoch`` (nothing is
     written); :data:`NOT_LOCAL` when this way does not apply or another writer took the
     version first (see the module's text). Run it inside the maintenance commit's
-    ``session_confs`` block: its user metadata is the block's."""
+    ``session_confs`` block: its user metadata is the block's. ``recorded``: the commit's
+    operation (a ``commit_files.Operation``) from (deleted, stamped, touched, emptied,
+    copies), as :func:`merge_recorded` gives a MERGE's (a retention cut's is a DELETE:
+    ``retention_rewrite.vector_cut``)."""
     from pyroaring import BitMap64
 
     user_metadata = block_conf(USER_METADATA_CONF)
@@ -114,12 +121,11 @@ def commit_locally(spark, path: str, app_id: str, epoch: int, read_version: int,
             for add, descriptor in zip(touched, descriptors, strict=True)] + copies
     if "numDeletedRecordsOpt" not in checksum:  # (Delta counts them on a table with deletion vectors)
         checksum = {**checksum, **deletion_vectors.counted(checksum["allFiles"])}
-    name, parameters = MERGE_RECORDED
     stamped_count = sum(len(rows) for _, _, rows in stamps)
-    metrics = _metrics(changes.num_rows - stamped_count, stamped_count, touched, emptied, copies)
+    operation = (recorded or merge_recorded)(changes.num_rows - stamped_count, stamped_count, touched, emptied,
+                                             copies)
     made = commit_files.commit(folder, version + 1, checksum, adds, removes, user_metadata=user_metadata,
-                               claim=(app_id, epoch),
-                               operation=commit_files.Operation(name, parameters, recorded_metrics(name, metrics)))
+                               claim=(app_id, epoch), operation=operation)
     if made:
         return version + 1
     commit_files.remove_files(folder, copies)
@@ -188,20 +194,30 @@ def _wide_bounds(text):
     return json.dumps({**stats, "tightBounds": False}, separators=(",", ":"))
 
 
-def _metrics(deleted: int, stamped: int, touched: list[dict], emptied: list[dict], copies: list[dict]) -> dict:
-    """The metrics Delta's MERGE of these changes with deletion vectors registers: a vector
-    added where a file had none, updated where it had one, removed with a file every row
-    of which is gone (``DMLWithDeletionVectorsHelper``'s count; a MERGE records an update
-    as both an addition and a removal); a stamped record is an updated row, its copy an
-    added file."""
+def vectors_counted(touched: list[dict], emptied: list[dict]) -> tuple[int, int, int]:
+    """The deletion vectors Delta's DML with them counts (``DMLWithDeletionVectorsHelper``):
+    added (one a touched file), removed and updated: a file's vector replaced is counted
+    updated and also removed, and so is one removed with a file every row of which is gone."""
     updated = sum(1 for add in touched if add.get("deletionVector"))
-    return {"numSourceRows": deleted + stamped, "numTargetRowsDeleted": deleted,
-            "numTargetRowsMatchedDeleted": deleted, "numTargetRowsInserted": 0, "numTargetRowsUpdated": stamped,
-            "numTargetRowsMatchedUpdated": stamped, "numTargetRowsNotMatchedBySourceUpdated": 0,
-            "numTargetRowsNotMatchedBySourceDeleted": 0, "numTargetRowsCopied": 0,
-            "numTargetFilesAdded": len(copies), "numTargetFilesRemoved": len(emptied),
-            "numTargetChangeFilesAdded": 0, "numTargetBytesAdded": sum(a["size"] for a in copies),
-            "numTargetBytesRemoved": sum(a["size"] for a in emptied),
-            "numTargetDeletionVectorsAdded": len(touched),
-            "numTargetDeletionVectorsRemoved": updated + sum(1 for add in emptied if add.get("deletionVector")),
-            "numTargetDeletionVectorsUpdated": updated}
+    return len(touched), updated + sum(1 for add in emptied if add.get("deletionVector")), updated
+
+
+def merge_recorded(deleted: int, stamped: int, touched: list[dict], emptied: list[dict],
+                   copies: list[dict]) -> commit_files.Operation:
+    """The operation Delta's MERGE of these changes with deletion vectors records: its
+    vectors as :func:`vectors_counted` counts them; a stamped record is an updated row, its
+    copy an added file."""
+    name, parameters = MERGE_RECORDED
+    added, removed, updated = vectors_counted(touched, emptied)
+    metrics = {
+        "numSourceRows": deleted + stamped, "numTargetRowsDeleted": deleted,
+        "numTargetRowsMatchedDeleted": deleted, "numTargetRowsInserted": 0, "numTargetRowsUpdated": stamped,
+        "numTargetRowsMatchedUpdated": stamped, "numTargetRowsNotMatchedBySourceUpdated": 0,
+        "numTargetRowsNotMatchedBySourceDeleted": 0, "numTargetRowsCopied": 0,
+        "numTargetFilesAdded": len(copies), "numTargetFilesRemoved": len(emptied),
+        "numTargetChangeFilesAdded": 0, "numTargetBytesAdded": sum(a["size"] for a in copies),
+        "numTargetBytesRemoved": sum(a["size"] for a in emptied),
+        "numTargetDeletionVectorsAdded": added, "numTargetDeletionVectorsRemoved": removed,
+        "numTargetDeletionVectorsUpdated": updated,
+    }
+    return commit_files.Operation(name, parameters, recorded_metrics(name, metrics))

@@ -16,7 +16,7 @@ from framework.cleaner import rules as cleaner
 from framework.cleaner import spark_sql
 from framework.cleaner.rules import RetentionRules
 from framework.errors import OffsetOutOfRangeError, PolicyViolationError
-from framework.log import file_stats, version_checksum
+from framework.log import deletion_vectors, file_stats, version_checksum
 from framework.log.file_stats import FileStats
 from framework.log.log_state import NO_RECORD_YET, CleanSection, LogState
 from framework.log.partition_log import MAINTENANCE_APP_ID, PartitionLog, Snapshot
@@ -67,11 +67,19 @@ def _boundary(records, keep: str, start: int, end: int, log_end_offset: int) -> 
 
 
 def _listed_with_stats(log: PartitionLog, snap: Snapshot) -> tuple[PlainFiles | None, list[FileStats] | None]:
-    """The version's files (``version_checksum.plain_files``) and each one's statistics, or
-    (None, None) when there is no such list (deletion vectors, no checksum). A plan asks at
-    most once (``plan``'s ``listing``), for whichever rules read files, and its cut reuses it."""
-    listed = version_checksum.plain_files(log.path, snap.version)
+    """The version's files (``version_checksum.plain_files``, with their deletion vectors)
+    and each one's statistics, or (None, None) when there is no such list (no checksum). A
+    plan asks at most once (``plan``'s ``listing``), for whichever rules read files, and its
+    cut reuses it. A file whose vector hides rows has statistics that only bound its records
+    (not ``tight``): a rule reads it where it needs a record's value."""
+    listed = version_checksum.plain_files(log.path, snap.version, deletion_vectors=True)
     return (None, None) if listed is None else (listed, [file_stats.of(add) for add in listed.adds])
+
+
+def _exact(stats: FileStats) -> bool:
+    """Whether ``stats`` give a file's lowest and highest offset and timestamp as records' values."""
+    return stats.tight and None not in (stats.min_offset, stats.max_offset, stats.min_timestamp_ms,
+                                        stats.max_timestamp_ms)
 
 
 def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, listing, keep_since_ms: int,
@@ -80,26 +88,31 @@ def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records
     only the files that may hold it: a file the rule keeps whole (by its lowest offset and
     oldest timestamp) gives its lowest offset unread, a file it keeps none of is skipped, and
     only the files with both below the lowest such offset are read, and any file that also
-    holds offsets below ``start``. One pass over ``records()`` when a file's statistics lack
-    its offsets or timestamps, or there is no file list (``listing()``, :func:`_listed_with_stats`)."""
+    holds offsets below ``start``, and any whose statistics are not :func:`_exact` (a
+    deletion vector's file, one without them). One pass over ``records()`` when there is no
+    file list (``listing()``, :func:`_listed_with_stats`)."""
     log_end_offset = snap.state.log_end_offset
     keep = spark_sql.retention_keeps_sql(keep_since_ms, keep_from_offset)
     listed, stats = listing()
-    if not stats or any(None in (s.min_offset, s.max_offset, s.min_timestamp_ms, s.max_timestamp_ms) for s in stats):
+    if listed is None:
         return _boundary(records(), keep, start, end, log_end_offset)
 
     def keeps(offset, timestamp_ms):
         return cleaner.retention_keeps(offset, timestamp_ms, keep_since_ms, keep_from_offset)
 
-    files = [(path, add, s) for path, add, s in zip(listed.paths, listed.adds, stats) if s.max_offset >= start]
-    whole = [s.min_offset for _, _, s in files if s.min_offset >= start and keeps(s.min_offset, s.min_timestamp_ms)]
+    # (a bound that only bounds still rules a file out: its records lie inside it)
+    files = [(path, add, s) for path, add, s in zip(listed.paths, listed.adds, stats)
+             if s.max_offset is None or s.max_offset >= start]
+    exact = [(path, add, s) for path, add, s in files if _exact(s)]
+    whole = [s.min_offset for _, _, s in exact if s.min_offset >= start and keeps(s.min_offset, s.min_timestamp_ms)]
     first_kept = min(whole, default=log_end_offset)
 
-    def straddles(s):  # records kept and records not, or records below the start
-        return s.min_offset < start or (keeps(s.max_offset, s.max_timestamp_ms)
-                                        and not keeps(s.min_offset, s.min_timestamp_ms))
+    def read_here(s):  # unknown records, or records kept and records not, or records below the start
+        return not _exact(s) or s.min_offset < start or (keeps(s.max_offset, s.max_timestamp_ms)
+                                                         and not keeps(s.min_offset, s.min_timestamp_ms))
 
-    read = [(path, add) for path, add, s in files if s.min_offset < first_kept and straddles(s)]
+    read = [(path, add) for path, add, s in files
+            if read_here(s) and (s.min_offset is None or s.min_offset < first_kept)]
     first_read = None
     if read:
         found = _first_offsets_locally(listed.only(read), start, keep_since_ms, keep_from_offset)
@@ -108,7 +121,7 @@ def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records
         first_kept = first_kept if kept is None else min(first_kept, kept)
     boundary = min(end, first_kept)
     # a file's lowest offset is a record's; a file across ``start`` was read
-    firsts = [s.min_offset for _, _, s in files if s.min_offset >= start] + [o for o in (first_read,) if o is not None]
+    firsts = [s.min_offset for _, _, s in exact if s.min_offset >= start] + [o for o in (first_read,) if o is not None]
     return boundary, any(o < boundary for o in firsts)
 
 
@@ -167,9 +180,10 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     record below C lies in them; the bytes from C to the end are the log's less theirs, so
     :func:`_size_boundary` over [start, C) finds the boundary, or shows it lies at or past C
     (then C moves further out); a local table's files are read by Arrow in the driver
-    (:func:`_size_cut_locally`, no Spark job). Reads nothing when the log fits; None when there is no file
-    list (deletion vectors), a file's statistics lack its offsets or record count, or the
-    commits do not say the log's size (then the caller's pass over the log). Like
+    (:func:`_size_cut_locally`, no Spark job). Reads nothing when the log fits. Every local
+    file is read when a file's statistics lack its offsets or record count or only bound
+    them (a deletion vector's file). None when there is no file list, such files are not
+    local, or the commits do not say the log's size (then the caller's pass over the log). Like
     :func:`_size_boundary`'s, the boundary is a cut only when a record lies below it.
     ``listing()``: :func:`_listed_with_stats`."""
     size = snap.size_from_metadata()
@@ -180,11 +194,16 @@ def _size_boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, en
     if excess <= 0:  # the whole log fits: so does every part of it
         return start, False
     listed, stats = listing()
-    if not stats or any(None in (s.min_offset, s.records) for s in stats):
+    if not stats:
         return None
+    log_start = snap.state.log_start_offset
+    if any(not s.tight or None in (s.min_offset, s.records) for s in stats):
+        # a candidate C must be a record's offset: with a bound in its place, every file is read
+        rows = retention_counts.local_rows(listed)
+        return None if rows is None else _size_cut_locally(rows, start, log_start, None, total, max_bytes, end,
+                                                           snap.state.log_end_offset)
     files = sorted(zip(stats, listed.paths, listed.adds), key=lambda f: f[0].min_offset)
     wanted = -(-excess * records // total)  # the excess in records at the log's mean size, rounded up
-    log_start = snap.state.log_start_offset
     while True:
         # the files up to the one whose record counts pass what is wanted, and C the next one's lowest offset
         taken, counted = 0, 0
@@ -373,9 +392,14 @@ def _cut(log: PartitionLog, snap: Snapshot, new_start: int, operation: str, run_
             log.delta_table().delete(retention_rewrite.predicate(new_start))
 
         action = delete
-        if file_rewrite.available(log.spark, log.path, snap.version, listing()[0]):
+        listed = listing()[0]
+        if file_rewrite.available(log.spark, log.path, snap.version, listed):
             def action():
                 return retention_rewrite.cut(log, new_start, MAINTENANCE_APP_ID, after.clean.epoch, row["n"], delete)
+        elif listed is not None and deletion_vectors.turned_on(listed.configuration):
+            def action():
+                return retention_rewrite.vector_cut(log, listed, snap.version, new_start, MAINTENANCE_APP_ID,
+                                                    after.clean.epoch, delete)
         version = log.commit_maintenance(after, operation, action, snap.version, **extra)
     else:
         version = log.commit_maintenance(after, operation, None, snap.version, **extra)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from framework.log import local_records, version_checksum
+from framework.log import deletion_vectors, local_records, version_checksum
 from framework.log.partition_log import PartitionLog, Snapshot
 from framework.log.version_checksum import PlainFiles
 
@@ -43,14 +43,23 @@ def counted(records, new_start: int, checkpoint: int) -> dict:
 
 
 def local_rows(files: PlainFiles):
-    """The offset, millisecond, size and delete horizon columns of ``files`` as one Arrow table
-    (int64), read in the driver (also retention's boundary search, ``retention``); None when a
-    file is not local or not a partition table's."""
+    """The offset, millisecond, size and delete horizon columns of ``files``' records (less
+    the rows a file's deletion vector hides) as one Arrow table (int64), read in the driver
+    (also retention's boundary search, ``retention``); None when a file is not local or not
+    a partition table's, or its vector is not read here."""
     import pyarrow as pa
 
     if not all(os.path.isfile(path) for path in files.paths):
         return None
-    tables = local_records.each_file(list(files.paths), lambda path: local_records.file_columns(path, _COLUMNS))
+
+    def read(file):
+        path, add = file
+        table = local_records.file_columns(path, _COLUMNS)
+        if table is None or not add.get("deletionVector"):
+            return table
+        return local_records.visible_rows(table, deletion_vectors.hidden_rows(files.folder, add["deletionVector"]))
+
+    tables = local_records.each_file(list(zip(files.paths, files.adds, strict=True)), read)
     if tables is None:
         return None
     schema = pa.schema([(name, pa.int64()) for name in _COLUMNS])
@@ -86,16 +95,19 @@ def cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: in
     size = snap.size_from_metadata()
     listed, stats = listing() if size is not None else (None, None)
     if listed is not None:
-        touched = version_checksum.holding_offsets(listed, None, new_start)
-        read = set(touched.paths)
-        oldest = [stat.min_timestamp_ms for path, stat in zip(listed.paths, stats, strict=True) if path not in read]
-        if None not in oldest:
-            row = counted_locally(touched, new_start, checkpoint)
-            if row is None:
-                row = counted(version_checksum.frame_of(log.spark, touched), new_start, checkpoint)
-            known = [t for t in (row["oldest_kept"], *oldest) if t is not None]
-            return {**row, "oldest_kept": min(known) if known else None,
-                    "kept_n": size[0] - row["n"], "kept_b": size[1] - row["b"]}
+        touched = set(version_checksum.holding_offsets(listed, None, new_start).paths)
+        # the rest give their oldest timestamp unread, unless their statistics lack it or only
+        # bound it (a deletion vector's file): those are read too (they hold no record below the cut)
+        read = listed.only((path, add) for path, add, stat in zip(listed.paths, listed.adds, stats, strict=True)
+                           if path in touched or not stat.tight or stat.min_timestamp_ms is None)
+        oldest = [stat.min_timestamp_ms for path, stat in zip(listed.paths, stats, strict=True)
+                  if path not in read.paths]
+        row = counted_locally(read, new_start, checkpoint)
+        if row is None:
+            row = counted(version_checksum.frame_of(log.spark, read), new_start, checkpoint)
+        known = [t for t in (row["oldest_kept"], *oldest) if t is not None]
+        return {**row, "oldest_kept": min(known) if known else None,
+                "kept_n": size[0] - row["n"], "kept_b": size[1] - row["b"]}
     return counted(log.read_snapshot(snap), new_start, checkpoint)
 
 

@@ -7,7 +7,8 @@ base (its ``_segment`` partition value) up, so only files of segments below the 
 start can, and of those, a file whose statistics put its first offset at or past it
 cannot. Each record of those files is kept or dropped (a ``delete`` change feed row); the
 commit is a ``DELETE`` operation with a DELETE's metrics, whose predicate is the one
-Delta's DELETE is given.
+Delta's DELETE is given. On a table with deletion vectors turned on the records are
+marked in vectors instead, as Delta's DELETE marks them (:func:`vector_cut`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,47 @@ def may_hold_below(add: dict, new_start: int) -> bool:
     if segment is None or int(segment) >= new_start:
         return segment is None  # a file outside the segment layout: read it
     return file_stats.may_hold_offsets(file_stats.of(add), None, new_start)
+
+
+def delete_recorded_with_vectors(new_start: int):
+    """The operation Delta's DELETE of :func:`predicate` with deletion vectors records, for
+    ``compaction_vectors.commit_locally`` (``recorded``): its vectors counted as a MERGE's
+    (``compaction_vectors.vectors_counted``), the files every row of which is gone removed,
+    and, as Delta 4.1 records it, no bytes removed (``tests/test_retention_rewrite.py`` pins
+    it to Delta's DELETE)."""
+    from framework.log.commit_files import Operation
+    from framework.stages.compaction_vectors import vectors_counted
+
+    name, parameters = delete_recorded(new_start)
+
+    def recorded(deleted: int, stamped: int, touched: list, emptied: list, copies: list) -> Operation:
+        added, vectors_removed, updated = vectors_counted(touched, emptied)
+        metrics = {"numRemovedFiles": len(emptied), "numRemovedBytes": 0, "numAddedFiles": 0, "numAddedBytes": 0,
+                   "numDeletedRows": deleted, "numCopiedRows": 0, "numAddedChangeFiles": 0,
+                   "numDeletionVectorsAdded": added, "numDeletionVectorsRemoved": vectors_removed,
+                   "numDeletionVectorsUpdated": updated}
+        return Operation(name, parameters, file_rewrite.recorded_metrics(name, metrics))
+
+    return recorded
+
+
+def vector_cut(log, listed, read_version: int, new_start: int, app_id: str, epoch: int,
+               delete: Callable[[], object]) -> int | None:
+    """Remove every record below ``new_start`` from a table with deletion vectors turned on,
+    as deletion vectors, in one commit claiming maintenance epoch ``epoch`` and made
+    without the JVM (``compaction_vectors.commit_locally``): its version, or None when the
+    table already holds the epoch. ``listed``: version ``read_version``'s files, with their
+    vectors (``version_checksum.plain_files``); only those that may hold such a record are
+    read. Where that way does not apply, ``delete`` (Delta's DELETE, which marks the same
+    rows) commits instead, and its answer is returned."""
+    from framework.stages import arrow_actions, compaction_vectors
+
+    holding = listed.only((path, add) for path, add in zip(listed.paths, listed.adds, strict=True)
+                          if may_hold_below(add, new_start))
+    changes = arrow_actions.below(holding, new_start)
+    version = compaction_vectors.commit_locally(log.spark, log.path, app_id, epoch, read_version, changes,
+                                                recorded=delete_recorded_with_vectors(new_start))
+    return delete() if version == compaction_vectors.NOT_LOCAL else version
 
 
 def cut(log, new_start: int, app_id: str, epoch: int, removed: int, delete: Callable[[], object]) -> int | None:
