@@ -1226,6 +1226,49 @@ def test_a_clean_compaction_check_is_counted_by_arrow_with_no_spark_job(spark, b
     assert arrow_scope.counted(young, young.state_after, changes.dirty_from("compact", young.state_before)) is None
 
 
+def test_a_file_across_the_clean_end_whose_young_records_lie_above_it_is_counted_by_arrow(spark, tmp_path,
+                                                                                         monkeypatch):
+    """A first compaction stops at the first young record and rewrites the one file, which
+    then holds old records below the clean end and young ones above it. A second
+    compaction, once some of those are old, is checked: the file's statistics cannot rule
+    out a young record below the clean end, so Arrow reads its offsets and timestamps,
+    finds none there, and counts the check as Spark does. With a young record below the
+    clean end (the clock went back) it leaves the count to Spark."""
+    from framework.checks import arrow_scope, changes
+    from framework.checks.guarantees import _context
+    from framework.log import file_stats, version_checksum
+    from framework.log.topic import Topic
+    from framework.log.warehouse import Warehouse
+    from framework.spec import parse_spec
+    from framework.stages import compaction
+
+    spec = parse_spec({"topic": "lagged", "partitions": 1, "config": {
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.0, "min.compaction.lag.ms": 1_000,
+        "delete.retention.ms": 100_000}}, "test")
+    warehouse = Warehouse.resolve(str(tmp_path / "w"))
+    log = Topic(spark, warehouse, spec).partition(0)
+    # old records 0 to 4, then 5 to 9 young at 10,000 and old at 10,600, then 10 to 14 young at both
+    _produce(spark, warehouse, spec, [(f"k{i % 3}", f"v{i}", 0 if i < 5 else 9_500 if i < 10 else 20_000)
+                                      for i in range(15)], 10_000)
+    first = compaction.execute(log, compaction.plan(log, 10_000))
+    assert first.committed and first.state_after.checkpoint == 5
+    planned = compaction.plan(log, 10_600)
+    done = compaction.execute(log, planned)
+    assert done.committed and done.state_after.checkpoint == 10
+    check = StageCheck(log=log, stage="compact", now_ms=10_600, version_before=done.version_before,
+                       version_after=done.version_after, before=None, state_before=planned.snapshot.state,
+                       state_after=done.state_after, first_uncleanable_offset=planned.measure.first_uncleanable_offset,
+                       cleaned_up_to=done.cleaned_up_to)
+    dirty_from = changes.dirty_from("compact", check.state_before)
+    before = version_checksum.plain_files(log.path, check.version_before)
+    assert file_stats.may_hold_newer([file_stats.of(add) for add in before.adds], dirty_from, 9_600)
+    found, by_spark = _counted_both_ways(spark, warehouse, check, monkeypatch)
+    assert found is not None and found[0] == by_spark.counts == {}
+    assert {"partition": 0, **_context("compact", found[2], found[1], check.now_ms)} == by_spark.context
+    went_back = dataclasses.replace(check, now_ms=900)  # the records below 5 (at 0) are young again
+    assert arrow_scope.counted(went_back, went_back.state_after, dirty_from) is None
+
+
 #: events' spec as shipped, and as other retention settings would judge the same versions:
 #: (what, the config's fields changed). Timestamps are 0, now 10,000: retention.ms 20,000
 #: keeps every record (time explains no removal), 5,000 none (it explains every one).

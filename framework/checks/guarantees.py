@@ -33,7 +33,17 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Sequence
 
-from framework.checks import arrow_scope, arrow_whole, batched, bounds, gx_project, gx_suites, rules, validation_plan
+from framework.checks import (
+    arrow_scope,
+    arrow_whole,
+    batched,
+    bounds,
+    gx_project,
+    gx_suites,
+    pandas_expectations,
+    rules,
+    validation_plan,
+)
 from framework.checks.catalogue import STAGE_GUARANTEES
 from framework.checks.changes import ChangeScope, change_scope, dirty_from, planned_up_front, worth_scoping
 from framework.checks.readability import VIOLATIONS_SCHEMA, unreadable
@@ -127,7 +137,8 @@ class Guarantees:
             return None
         _, data_bounds, scope = found
         measured = _measured(log, stage, scope, {}, {}, _context(stage, scope, data_bounds, check.now_ms))
-        return (replace(measured, spec_outcome=self._spec_suite(log, stage, log.read_files(check.version_after)))
+        return (replace(measured, spec_outcome=self._spec_suite(log, stage, lambda: log.read_files(check.version_after),
+                                                                check.version_after))
                 if log.spec.expectations else measured)
 
     def batchable(self, check: StageCheck, peers: int) -> bool:
@@ -236,7 +247,8 @@ class Guarantees:
                                      _context("validate", scope, data_bounds, check.now_ms)), notes=check.notes)
         if not log.spec.expectations:
             return measured
-        return replace(measured, spec_outcome=self._spec_suite(log, "validate", log.read(check.version_after)))
+        return replace(measured, spec_outcome=self._spec_suite(log, "validate", lambda: log.read(check.version_after),
+                                                               check.version_after))
 
     def _measured_validation(self, check: ValidateCheck) -> MeasuredCheck:
         """One partition's validation measured on its own, both versions read through Delta."""
@@ -342,15 +354,24 @@ class Guarantees:
         scope = Scope("vacuum", check.now_ms, check.version_before, check.version_after, 0, 0, 0, 0)
         return _measured(log, "vacuum", scope, *counted, context)
 
-    def _spec_suite(self, log: PartitionLog, stage: str, after) -> ValidationOutcome:
-        """The spec's own expectations over the after version's user columns."""
+    def _spec_suite(self, log: PartitionLog, stage: str, after, version: int | None = None) -> ValidationOutcome:
+        """The spec's own expectations over the after version's user columns: ``after`` (a
+        DataFrame, or a callable that gives one), or, when the after ``version`` is given and
+        is a small local one whose expectations pandas judges as Spark does, its records read
+        by Arrow into pandas (``pandas_expectations``: no Spark job, and no JVM in a new process)."""
+        local = None if version is None else pandas_expectations.records(log.spec, log.path, version)
+        if local is not None:
+            frame, datasource = local, gx_suites.METRICS_DATASOURCE
+        else:
+            frame, datasource = (after() if callable(after) else after).select(*RECORD_COLUMNS), gx_suites.DATASOURCE
         result = self.project.run(
             definition=f"topiclake.{log.name}.{stage}.expectations",
             suite_name=f"topiclake.{log.spec.topic}.expectations",
             expectations=gx_suites.spec_expectations(log.spec),
             asset=f"{log.spec.topic}.records",
-            frame=after.select(*RECORD_COLUMNS),
+            frame=frame,
             result_format="SUMMARY",
+            datasource=datasource,
             keep=gx_project.results_kept(log.spec.partitions),
         )
         failed: list[str] = []

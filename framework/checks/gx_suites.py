@@ -22,7 +22,8 @@ __all__ = ["DATASOURCE", "METRICS_DATASOURCE", "Project", "failed_rows", "guaran
 
 #: Each stage's validation definition runs the guarantees suite over the metrics frame.
 DATASOURCE = "topiclake"
-#: GE's pandas datasource, for the metrics frames the guarantees are judged on.
+#: GE's pandas datasource: the metrics frames the guarantees are judged on, and a small
+#: local partition's records when pandas judges its spec's expectations (``pandas_expectations``).
 METRICS_DATASOURCE = "topiclake-metrics"
 BATCH_DEFINITION = "whole frame"
 
