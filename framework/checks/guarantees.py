@@ -119,12 +119,12 @@ class Guarantees:
                     try:
                         return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
                                              run_spec_expectations=True, changes=changes,
-                                             expected=expected_bounds(check))
+                                             expected=expected_bounds(check), after_version=check.version_after)
                     finally:
                         changes.release()
         return self._compare(log, check.stage, before, after, state_after, scope_of, check.now_ms,
                              run_spec_expectations=True, one_task=_small(state_before, state_after),
-                             expected=expected_bounds(check))
+                             expected=expected_bounds(check), after_version=check.version_after)
 
     def _counted_by_arrow(self, check: StageCheck, state_after: LogState) -> MeasuredCheck | None:
         """A compaction or small retention check counted by Arrow in the driver (``arrow_scope``),
@@ -261,7 +261,8 @@ class Guarantees:
                                   check.state_after, bounds, appends_only=check.appends_only)
 
         measured = self._compare(log, "validate", before, after, check.state_after, scope_of, check.now_ms,
-                                 run_spec_expectations=True, one_task=_small(check.state_before, check.state_after))
+                                 run_spec_expectations=True, one_task=_small(check.state_before, check.state_after),
+                                 after_version=check.version_after)
         return replace(measured, notes=check.notes)
 
     def judge(self, measured: Sequence[MeasuredCheck]) -> list[ValidationOutcome]:
@@ -292,7 +293,8 @@ class Guarantees:
     # --------------------------------------------------------------- the work
     def _compare(self, log: PartitionLog, stage: str, before, after, state_after: LogState, scope_of,
                  now_ms: int, run_spec_expectations: bool, changes: ChangeScope | None = None,
-                 one_task: bool = False, expected: dict | None = None) -> MeasuredCheck:
+                 one_task: bool = False, expected: dict | None = None,
+                 after_version: int | None = None) -> MeasuredCheck:
         """Pair the two versions (only what ``changes`` leaves in scope, when given) and count
         the violations; ``one_task``: both versions are small, pair them in one Spark partition.
 
@@ -334,7 +336,7 @@ class Guarantees:
         finally:
             pairs.unpersist()
         if run_spec_expectations and log.spec.expectations:
-            return replace(measured, spec_outcome=self._spec_suite(log, stage, after))
+            return replace(measured, spec_outcome=self._spec_suite(log, stage, after, after_version))
         return measured
 
     def _check_vacuum(self, check: StageCheck) -> MeasuredCheck:
