@@ -55,7 +55,7 @@ def delete_recorded_with_vectors(new_start: int):
     """The operation Delta's DELETE of :func:`predicate` with deletion vectors records, for
     ``compaction_vectors.commit_locally`` (``recorded``): its vectors counted as a MERGE's
     (``compaction_vectors.vectors_counted``), the files every row of which is gone removed,
-    and, as Delta 4.1 records it, no bytes removed (``tests/test_retention_rewrite.py`` pins
+    and, as Delta 4.1 records it, no bytes removed (``tests/test_deletion_vectors.py`` pins
     it to Delta's DELETE)."""
     from framework.log.commit_files import Operation
     from framework.stages.compaction_vectors import vectors_counted
