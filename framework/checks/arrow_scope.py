@@ -195,7 +195,8 @@ def _young_below(files, dirty_from: int, young: int) -> bool:
                 if file_stats.may_hold_newer([file_stats.of(add)], dirty_from, young)]
     if not suspects:
         return False
-    if sum(file_stats.of(add).records or MAX_ROWS + 1 for _, add in suspects) > MAX_ROWS:
+    if (sum(file_stats.of(add).records or MAX_ROWS + 1 for _, add in suspects) > MAX_ROWS
+            or not all(os.path.isfile(path) for path, _ in suspects)):
         return True
     tables = local_records.each_file(suspects, lambda file: local_records.visible_rows(
         local_records.file_columns(file[0], ["offset", "timestamp"]),

@@ -100,8 +100,9 @@ def cut_counts(log: PartitionLog, snap: Snapshot, new_start: int, checkpoint: in
         # bound it (a deletion vector's file): those are read too (they hold no record below the cut)
         read = listed.only((path, add) for path, add, stat in zip(listed.paths, listed.adds, stats, strict=True)
                            if path in touched or not stat.tight or stat.min_timestamp_ms is None)
+        read_paths = set(read.paths)
         oldest = [stat.min_timestamp_ms for path, stat in zip(listed.paths, stats, strict=True)
-                  if path not in read.paths]
+                  if path not in read_paths]
         row = counted_locally(read, new_start, checkpoint)
         if row is None:
             row = counted(version_checksum.frame_of(log.spark, read), new_start, checkpoint)
