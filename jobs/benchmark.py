@@ -185,7 +185,7 @@
 27. ``size_cuts``: the same minutes and records under size retention (``retention.bytes``
    about five minutes of records, no time retention), so that every busy run cuts inside
    an append, A B B A: the boundary from the oldest files only, the log's bytes known from
-   the commits (as shipped, ``retention._size_boundary_from_oldest``), against one pass
+   the commits (as shipped, ``retention_size.boundary_from_oldest``), against one pass
    over the whole log's offsets and sizes (as before stop 80); the same measures and checks.
 28. ``prunes``: ``--prunes`` prunes of the maintenance history (one every six appends of a
    run's rows, each append beside a consumer-offset commit; each prune deletes runs), A B B
@@ -265,7 +265,7 @@
    before pinned through Delta (as before stop 109); every side must print the same
    decisions and leave the same records.
 36. ``size_oldest``: the ``size_cuts`` section's minutes, A B B A: the oldest files of a
-   local table read by Arrow in the driver (as shipped, ``retention._size_cut_locally``)
+   local table read by Arrow in the driver (as shipped, ``retention_size._cut_locally``)
    against by Spark's scan (as before stop 112); the same measures and checks. Run it with
    a small ``--time-boundary-records`` for small partitions, whose fixed cost this is.
 37. ``checkpoint_commands``: ``topiclake produce`` of 5,000 lines into ``--partitions``
@@ -1341,23 +1341,23 @@ SIZE_OLDEST_TWINS = TwinKind("size_oldest", ("the oldest files read by Arrow", "
 def _size_oldest_by_spark():
     """Size retention's oldest files read by Spark's scan, as before stop 112 (the cut's own
     counts are read as shipped)."""
-    from framework.stages import retention, retention_counts
+    from framework.stages import retention_counts, retention_size
 
-    shipped = retention._size_boundary_from_oldest
+    shipped = retention_size.boundary_from_oldest
 
     def by_spark(*args):
         with mock.patch.object(retention_counts, "local_rows", lambda files: None):
             return shipped(*args)
 
-    return mock.patch.object(retention, "_size_boundary_from_oldest", by_spark)
+    return mock.patch.object(retention_size, "boundary_from_oldest", by_spark)
 
 
 def _size_boundary_by_a_whole_pass():
     """Size retention over its limit as topiclake planned it before stop 80: one pass over the
     whole log's offsets and sizes, then a window over the range the boundary falls in."""
-    from framework.stages import retention
+    from framework.stages import retention_size
 
-    return mock.patch.object(retention, "_size_boundary_from_oldest", lambda *args: None)
+    return mock.patch.object(retention_size, "boundary_from_oldest", lambda *args: None)
 
 
 #: How bin-packing lays out a log under retention (``retention_packing``).

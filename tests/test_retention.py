@@ -340,7 +340,7 @@ def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(sp
     every limit, with ranges of one offset, of a few, and of more than the log, and with the
     records past the log start only."""
     from framework.cleaner import rules as cleaner
-    from framework.stages import retention
+    from framework.stages import retention_size
 
     topic = make_topic(spark, warehouse)
     log = topic.partition(0)
@@ -359,15 +359,15 @@ def test_size_retention_finds_its_boundary_in_one_range_as_the_pure_rule_does(sp
         for max_bytes in limits:
             expected = cleaner.size_boundary(tail, max_bytes, 7)
             for width in (1, 3, 1 << 16):
-                boundary, moved = retention._size_boundary(rest, max_bytes, 7, 7, width)
+                boundary, moved = retention_size.boundary(rest, max_bytes, 7, 7, width)
                 assert (boundary, moved) == (expected, expected > start), (start, max_bytes, width)
                 compared += 1
-        assert retention._size_boundary(rest, 0, 5, 7, 3) == (5, True)  # bounded by the end given
+        assert retention_size.boundary(rest, 0, 5, 7, 3) == (5, True)  # bounded by the end given
     assert compared == 2 * 3 * len(limits)
 
 
 def test_size_retention_over_arrays_cuts_where_the_pure_rule_cuts():
-    """Size retention's numpy expression (``retention._first_kept_by_size``, over a local
+    """Size retention's numpy expression (``retention_size.first_kept_by_size``, over a local
     table's oldest files read by Arrow) is ``cleaner.size_boundary`` on random logs: offsets
     with gaps, records of no bytes, no records, and every limit from 0 past their bytes."""
     import random
@@ -375,7 +375,7 @@ def test_size_retention_over_arrays_cuts_where_the_pure_rule_cuts():
     import numpy as np
 
     from framework.cleaner import rules as cleaner
-    from framework.stages import retention
+    from framework.stages import retention_size
 
     rng = random.Random(112)
     compared = 0
@@ -386,7 +386,7 @@ def test_size_retention_over_arrays_cuts_where_the_pure_rule_cuts():
         log_end = (offsets[-1] + 1 if offsets else first) + rng.randint(0, 3)
         total = sum(sizes)
         for max_bytes in sorted({0, 1, max(total - 1, 0), total, total + 1, rng.randint(0, total + 2)}):
-            by_arrays = retention._first_kept_by_size(np.array(offsets, dtype=np.int64),
+            by_arrays = retention_size.first_kept_by_size(np.array(offsets, dtype=np.int64),
                                                       np.array(sizes, dtype=np.int64), max_bytes, log_end)
             assert by_arrays == cleaner.size_boundary(list(zip(offsets, sizes)), max_bytes, log_end), (
                 offsets, sizes, max_bytes)
@@ -405,7 +405,7 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
     below it cuts nothing, whatever its offset.)"""
     from framework.cleaner import rules as cleaner
     from framework.log import version_checksum
-    from framework.stages import retention, retention_counts
+    from framework.stages import retention, retention_counts, retention_size
 
     topic = make_topic(spark, warehouse)
     log = topic.partition(0)
@@ -439,7 +439,7 @@ def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, wareho
                     seen.append(("Spark", len(files.paths))), read(spark, files))[1])
                 monkeypatch.setattr(retention_counts, "local_rows", lambda files, seen=seen, route=route: (
                     seen.append(("Arrow", len(files.paths))), local(files) if route == "Arrow" else None)[1])
-                got = retention._size_boundary_from_oldest(log, snapshot, start, end, listing, max_bytes)
+                got = retention_size.boundary_from_oldest(log, snapshot, start, end, listing, max_bytes)
                 monkeypatch.setattr(version_checksum, "frame_of", read)
                 monkeypatch.setattr(retention_counts, "local_rows", local)
                 boundary, moved = expected(max_bytes, start, end)

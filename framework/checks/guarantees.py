@@ -54,7 +54,6 @@ from framework.local_rows import local_frame
 from framework.log.log_state import LogState
 from framework.log.partition_log import PartitionLog
 from framework.log.small_partitions import is_small, small_partition_settings
-from framework.log.table_layout import RECORD_COLUMNS
 from framework.log.warehouse import Warehouse
 from framework.stages.stage_check import MeasuredCheck, StageCheck, ValidateCheck, ValidationOutcome
 
@@ -357,15 +356,10 @@ class Guarantees:
         return _measured(log, "vacuum", scope, *counted, context)
 
     def _spec_suite(self, log: PartitionLog, stage: str, after, version: int | None = None) -> ValidationOutcome:
-        """The spec's own expectations over the after version's user columns: ``after`` (a
-        DataFrame, or a callable that gives one), or, when the after ``version`` is given and
-        is a small local one whose expectations pandas judges as Spark does, its records read
-        by Arrow into pandas (``pandas_expectations``: no Spark job, and no JVM in a new process)."""
-        local = None if version is None else pandas_expectations.records(log.spec, log.path, version)
-        if local is not None:
-            frame, datasource = local, gx_suites.METRICS_DATASOURCE
-        else:
-            frame, datasource = (after() if callable(after) else after).select(*RECORD_COLUMNS), gx_suites.DATASOURCE
+        """The spec's own expectations over the after version's user columns: in pandas where
+        they can be (``pandas_expectations.frame_for``), else over ``after`` (a DataFrame, or
+        a callable that gives one)."""
+        frame, datasource = pandas_expectations.frame_for(log.spec, log.path, version, after)
         result = self.project.run(
             definition=f"topiclake.{log.name}.{stage}.expectations",
             suite_name=f"topiclake.{log.spec.topic}.expectations",

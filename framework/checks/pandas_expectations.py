@@ -29,11 +29,12 @@ import re
 import warnings
 from typing import Mapping
 
+from framework.checks import gx_suites
 from framework.log import local_records
 from framework.log.table_layout import RECORD_COLUMNS
 from framework.spec import TopicSpec
 
-__all__ = ["KWARGS", "judged_here", "portable_regex", "records"]
+__all__ = ["KWARGS", "frame_for", "judged_here", "portable_regex", "records"]
 
 _MAP = frozenset({"column", "mostly"})
 _BETWEEN = frozenset({"min_value", "max_value", "strict_min", "strict_max"})
@@ -166,3 +167,14 @@ def records(spec: TopicSpec, path: str, version: int):
             if not pc.all(pc.match_substring_regex(values.fill_null(""), _SAFE_TEXT), min_count=0).as_py():
                 return None
     return table.sort_by("offset").to_pandas()
+
+
+def frame_for(spec: TopicSpec, path: str, version: int | None, after):
+    """The frame ``spec``'s expectations judge for the after ``version`` of the partition
+    table at ``path``, and its Great Expectations datasource: :func:`records` in pandas
+    when it gives them, else ``after`` (Spark's frame, or a callable that gives it: called
+    only then) restricted to the record columns."""
+    local = None if version is None else records(spec, path, version)
+    if local is not None:
+        return local, gx_suites.METRICS_DATASOURCE
+    return (after() if callable(after) else after).select(*RECORD_COLUMNS), gx_suites.DATASOURCE
