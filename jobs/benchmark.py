@@ -1160,9 +1160,9 @@ SIZE_TWINS = TwinKind("size_retention", ("bytes from the metadata", "bytes scann
 def _bytes_scanned():
     """Size retention as topiclake planned it before stop 77: the log's bytes summed by a scan
     in every run, due or not."""
-    from framework.stages import retention
+    from framework.stages import retention_size
 
-    return mock.patch.object(retention, "_bytes_from", lambda snap, records, start: records().where(
+    return mock.patch.object(retention_size, "bytes_from", lambda snap, records, start: records().where(
         f"`offset` >= {int(start)}").selectExpr("sum(_size) AS b").collect()[0]["b"] or 0)
 
 
