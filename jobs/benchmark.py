@@ -3371,9 +3371,6 @@ def run(argv) -> int:
         if "checkpoint_commands" in others:
             ratio = CHECKPOINT_COMMAND_TWINS.ratio_of(others["checkpoint_commands"]["label"], results)
             ratios[f"topiclake produce at a checkpoint version, {CHECKPOINT_COMMAND_TWINS.ratio}"] = ratio
-        if "vector_retention_commands" in others:
-            label = others["vector_retention_commands"]["label"]
-            ratios[f"{label}, {VECTOR_RETENTION_TWINS.ratio}"] = VECTOR_RETENTION_TWINS.ratio_of(label, results)
         if "batch_commands" in others:
             ratio = BATCH_COMMAND_TWINS.ratio_of(others["batch_commands"]["label"], results)
             ratios[f"topiclake maintain, first, {BATCH_COMMAND_TWINS.ratio}"] = ratio
@@ -3383,9 +3380,11 @@ def run(argv) -> int:
         if "report_commands" in others:
             ratio = REPORT_COMMAND_TWINS.ratio_of(others["report_commands"]["label"], results)
             ratios[f"topiclake report, {REPORT_COMMAND_TWINS.ratio}"] = ratio
-        if "vector_commands" in others:
-            label = others["vector_commands"]["label"]
-            ratios[f"{label}, {VECTOR_COMMAND_TWINS.ratio}"] = VECTOR_COMMAND_TWINS.ratio_of(label, results)
+        for name, kind in (("vector_commands", VECTOR_COMMAND_TWINS),
+                           ("vector_retention_commands", VECTOR_RETENTION_TWINS)):
+            if name in others:  # (their labels name the command and its partitions)
+                label = others[name]["label"]
+                ratios[f"{label}, {kind.ratio}"] = kind.ratio_of(label, results)
         for label in others.get("read_only_commands", {}).get("labels", []):
             ratios[f"{label}, {READ_ONLY_COMMAND_TWINS.ratio}"] = READ_ONLY_COMMAND_TWINS.ratio_of(label, results)
         for label, sides in ((WINDOW_START_LABEL, WINDOW_START_SIDES), (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES),

@@ -198,9 +198,8 @@ def _young_below(files, dirty_from: int, young: int) -> bool:
     if (sum(file_stats.of(add).records or MAX_ROWS + 1 for _, add in suspects) > MAX_ROWS
             or not all(os.path.isfile(path) for path, _ in suspects)):
         return True
-    tables = local_records.each_file(suspects, lambda file: local_records.visible_rows(
-        local_records.file_columns(file[0], ["offset", "timestamp"]),
-        deletion_vectors.hidden_rows(files.folder, file[1].get("deletionVector"))))
+    tables = local_records.each_file(suspects, lambda file: local_records.visible_file_columns(
+        files.folder, *file, ["offset", "timestamp"]))
     return tables is None or any(
         pc.any(pc.and_(pc.less(table["offset"], dirty_from), pc.greater(table["timestamp"], young))).as_py()
         for table in tables)

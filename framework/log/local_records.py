@@ -27,7 +27,7 @@ from framework.log.commit_log import local_commits
 from framework.log.small_partitions import is_small
 
 __all__ = ["READ_COLUMNS", "columns", "each_file", "file_columns", "opened", "records", "row_groups_holding",
-           "small_plain_files", "visible_columns", "visible_rows"]
+           "small_plain_files", "visible_columns", "visible_file_columns", "visible_rows"]
 
 #: A partition table's timestamp columns, and the units its files hold them in (Arrow's,
 #: Spark's INT96 read as "us").
@@ -60,16 +60,23 @@ def columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None
 def visible_columns(files: version_checksum.PlainFiles, names: list[str]) -> list | None:
     """:func:`columns` of the version's records: each file's rows less those its deletion
     vector hides; None also when a vector is not read here."""
-    tables = columns(files, names)
-    if tables is None:
-        return None
     found = []
-    for table, add in zip(tables, files.adds, strict=True):
-        table = visible_rows(table, deletion_vectors.hidden_rows(files.folder, add.get("deletionVector")))
+    for path, add in zip(files.paths, files.adds, strict=True):
+        table = visible_file_columns(files.folder, path, add, names)
         if table is None:
             return None
         found.append(table)
     return found
+
+
+def visible_file_columns(folder: str, path: str, add: dict, names: list[str]):
+    """:func:`file_columns` of the file at ``path`` (its ``add`` action in the table at
+    ``folder``) less the rows its deletion vector hides; None when its columns are not a
+    partition table's or its vector is not read here."""
+    table = file_columns(path, names)
+    if table is None or not add.get("deletionVector"):
+        return table
+    return visible_rows(table, deletion_vectors.hidden_rows(folder, add["deletionVector"]))
 
 
 def visible_file(path: str, folder: str, descriptor: dict | None, names: list[str]):

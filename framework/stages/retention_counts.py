@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from framework.log import deletion_vectors, local_records, version_checksum
+from framework.log import local_records, version_checksum
 from framework.log.partition_log import PartitionLog, Snapshot
 from framework.log.version_checksum import PlainFiles
 
@@ -51,15 +51,8 @@ def local_rows(files: PlainFiles):
 
     if not all(os.path.isfile(path) for path in files.paths):
         return None
-
-    def read(file):
-        path, add = file
-        table = local_records.file_columns(path, _COLUMNS)
-        if table is None or not add.get("deletionVector"):
-            return table
-        return local_records.visible_rows(table, deletion_vectors.hidden_rows(files.folder, add["deletionVector"]))
-
-    tables = local_records.each_file(list(zip(files.paths, files.adds, strict=True)), read)
+    tables = local_records.each_file(list(zip(files.paths, files.adds, strict=True)), lambda file: (
+        local_records.visible_file_columns(files.folder, *file, _COLUMNS)))
     if tables is None:
         return None
     schema = pa.schema([(name, pa.int64()) for name in _COLUMNS])
