@@ -282,6 +282,13 @@
    against the records read by Delta and the cut by Delta's DELETE, which starts the JVM
    (as before stop 115); every side's tables must hold the same records, every partition
    cut.
+39. ``vector_boundary``: time retention's plan of one compact,delete partition of
+   ``--vector-boundary-records`` records in 40 appends, compacted with deletion vectors on
+   (so most files carry a vector and their statistics only bound their records), at a
+   clock where its oldest records have expired: A B B A, repeated, each side's median;
+   the files its bounds leave open read (as shipped, ``retention._first_kept``) against
+   every file with a vector read (as before stop 116). Both sides must find the same
+   boundary, and the plan must cut.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -316,7 +323,8 @@ SECTIONS = ("compaction", "partitions", "commands", "produce", "new_tables", "fi
             "produce_commands", "batch_commands", "checkpoints", "cuts", "pages", "size_retention",
             "time_boundary", "retention_packing", "consumed_retention", "size_cuts", "prunes", "report_commands",
             "read_only_commands", "young_heads", "window_start", "staged_commands", "huge_pages",
-            "vector_commands", "size_oldest", "checkpoint_commands", "vector_retention_commands")
+            "vector_commands", "size_oldest", "checkpoint_commands", "vector_retention_commands",
+            "vector_boundary")
 
 
 def _timed(label, results, action):
@@ -2687,6 +2695,64 @@ def bench_vector_retention_commands(spark, results: dict, partitions: int, now: 
     return {**outcome, "every_partition_cut": len(cut_everywhere) == 4 * partitions and all(cut_everywhere)}
 
 
+#: How time retention's plan reads a partition whose files carry deletion vectors (``vector_boundary``).
+VECTOR_BOUNDARY_SIDES = ("the files the bounds leave open read", "every file with a vector read")
+
+
+def _every_vector_file_read():
+    """Time retention's boundary as topiclake found it before stop 116: a file whose deletion
+    vector hides rows (statistics that only bound) read whatever its bounds say."""
+    from framework.stages import retention
+
+    return mock.patch.object(retention, "_bounded", lambda stats: stats.tight and None not in (
+        stats.min_offset, stats.max_offset, stats.min_timestamp_ms, stats.max_timestamp_ms))
+
+
+def bench_vector_boundary(spark, warehouse, records: int, now: int, results: dict, rounds: int = 5) -> dict:
+    """Time retention's plan (it writes nothing) of one compact,delete partition of
+    ``records`` records in 40 appends, keys drawn so that a later record supersedes about
+    half of each older file's, compacted by topiclake with deletion vectors on; the clock
+    puts the oldest 1 % past ``retention.ms``. A B B A ``rounds`` times, each side's median."""
+    import random
+
+    from framework.clients.produce import produce
+    from framework.clients.records import parse_records
+    from framework.log.topic import Topic
+    from framework.stages import compaction, retention
+
+    appends, span = 40, records  # one millisecond a record
+    topic = Topic(spark, warehouse, _spec("vector-boundary", 1, "compact,delete", retention_ms=DAY_MS))
+    log = topic.partition(0)
+    topic.create()
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    draw = random.Random(116)
+    oldest = now - DAY_MS - span // 100  # the first 1 % expired at ``now``
+    for number in range(appends):
+        first = number * records // appends
+        lines = [(i, {"key": f"user-{draw.randrange(records)}", "value": "v" * 100, "timestamp": oldest + first + i})
+                 for i in range(records // appends)]
+        produce(topic, parse_records(lines, topic.spec, "benchmark"), oldest + first)
+    planned = compaction.plan(log, oldest + span)
+    assert planned.decision.due, planned.decision
+    compaction.execute(log, planned, run_id="benchmark")
+    stats = retention._listed_with_stats(log, log.snapshot())[1]
+    label = f"time retention's plan of {records:,} records in {len(stats)} files, {sum(not s.tight for s in stats)} " \
+            "with a vector"
+    times, boundaries = {side: [] for side in VECTOR_BOUNDARY_SIDES}, set()
+    for _ in range(rounds):
+        for side in (*VECTOR_BOUNDARY_SIDES, *reversed(VECTOR_BOUNDARY_SIDES)):
+            with _every_vector_file_read() if side == VECTOR_BOUNDARY_SIDES[1] else contextlib.nullcontext():
+                started = time.perf_counter()
+                boundaries.add(tuple(sorted(retention.plan(log, now, None).boundaries.items())))
+                times[side].append(time.perf_counter() - started)
+    for side in VECTOR_BOUNDARY_SIDES:
+        results[f"{label}, {side}"] = round(statistics.median(times[side]), 4)
+        print(f"  {label}, {side}: {results[f'{label}, {side}']:.4f} s (runs: "
+              f"{', '.join(f'{t:.3f}' for t in times[side])})", file=sys.stderr, flush=True)
+    return {"label": label, "same_plans": len(boundaries) == 1,
+            "plan_cuts": bool(boundaries) and bool(dict(next(iter(boundaries))))}
+
+
 #: How a first maintain decides its small partitions' compactions (the ``batch_commands`` section).
 BATCH_COMMAND_TWINS = TwinKind("batch_commands", ("decided together", "decided alone"),
                                "decided together / alone")
@@ -3221,6 +3287,8 @@ def run(argv) -> int:
     parser.add_argument("--time-boundary-records", type=int, default=500_000,
                         help="records a minute of the time_boundary, retention_packing, consumed_retention, "
                              "size_cuts and size_oldest sections")
+    parser.add_argument("--vector-boundary-records", type=int, default=1_000_000,
+                        help="records of the vector_boundary section's partition")
     parser.add_argument("--check-runs", type=int, default=10, help="check runs per engine of the checks section")
     parser.add_argument("--heap-partitions", type=int, default=60, help="partitions of the heap section")
     parser.add_argument("--file-system-partitions", type=int, default=40,
@@ -3274,6 +3342,9 @@ def run(argv) -> int:
             others["checkpoint_commands"] = bench_checkpoint_commands(spark, results, args.partitions, now)
         if "vector_retention_commands" in sections:
             others["vector_retention_commands"] = bench_vector_retention_commands(spark, results, args.partitions, now)
+        if "vector_boundary" in sections:
+            others["vector_boundary"] = bench_vector_boundary(spark, warehouse, args.vector_boundary_records, now,
+                                                              results)
         if "staged_commands" in sections:
             others["staged_commands"] = bench_staged_commands(spark, results, args.partitions, now)
         if "report_commands" in sections:
@@ -3385,6 +3456,10 @@ def run(argv) -> int:
             if name in others:  # (their labels name the command and its partitions)
                 label = others[name]["label"]
                 ratios[f"{label}, {kind.ratio}"] = kind.ratio_of(label, results)
+        if "vector_boundary" in others:
+            label = others["vector_boundary"]["label"]
+            a, b = (results[f"{label}, {side}"] for side in VECTOR_BOUNDARY_SIDES)
+            ratios[f"{label}, {VECTOR_BOUNDARY_SIDES[0]} / {VECTOR_BOUNDARY_SIDES[1]}"] = round(a / b, 4) if b else None
         for label in others.get("read_only_commands", {}).get("labels", []):
             ratios[f"{label}, {READ_ONLY_COMMAND_TWINS.ratio}"] = READ_ONLY_COMMAND_TWINS.ratio_of(label, results)
         for label, sides in ((WINDOW_START_LABEL, WINDOW_START_SIDES), (NEWEST_COMMITS_LABEL, NEWEST_COMMITS_SIDES),
@@ -3409,7 +3484,7 @@ def run(argv) -> int:
     failed = failed or not others.get("new_tables", {}).get("same_offsets", True)
     failed = failed or not others.get("checkpoints", {}).get("same_offsets", True)
     for name in ("cuts", "pages", "size_retention", "time_boundary", "retention_packing", "consumed_retention",
-                 "size_cuts", "size_oldest"):
+                 "size_cuts", "size_oldest", "vector_boundary"):
         section = others.get(name, {})
         failed = failed or not all(section.get(same, True) for same in ("same_offsets", "same_sizes", "same_plans"))
     failed = failed or not others.get("collector_commands", {}).get("same_tables_every_way", True)
@@ -3422,6 +3497,7 @@ def run(argv) -> int:
     failed = failed or not all(vectors.get(k, True) for k in ("commands_succeeded", "same_decisions_every_way",
                                                                "same_records_every_way"))
     failed = failed or not others.get("window_start", {}).get("same_answers", True)
+    failed = failed or not others.get("vector_boundary", {}).get("plan_cuts", True)
     for name, kept in (("checkpoint_commands", "every_table_checkpointed"),
                        ("vector_retention_commands", "every_partition_cut")):
         section = others.get(name, {})

@@ -152,6 +152,77 @@ def test_size_retention_reads_no_record_while_the_metadata_says_the_log_fits(spa
     assert not planned.due and jobs == read == 0
 
 
+def test_over_deletion_vectors_time_and_consumed_retention_read_only_the_files_their_bounds_leave_open(
+        spark, warehouse, monkeypatch):
+    """Where deletion vectors hide rows, a file's statistics only bound the records it still
+    shows, and retention once read every such file at every plan: an idle partition whose
+    files all carry vectors read all its offsets and timestamps each run. The bounds still
+    decide most files: a file kept whole is read only when it is the lowest one left open,
+    a file with none kept only when it lies across the boundary, and the rows its vector
+    leaves say whether it shows a record at all. Wherever the thresholds, the start, the end
+    and the committed offset fall, the boundary and whether a record lies below it are the
+    pure rule's (``cleaner.retention_keeps``) over the records Delta shows."""
+    from framework.cleaner import rules as cleaner
+    from framework.stages import retention
+
+    topic = make_topic(spark, warehouse)
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    # four files of three records, timestamps out of order; vectors then hide a file's
+    # lowest offset, its oldest record and its newest, so its bounds only bound
+    for stamps in ((500, 100, 600), (700, 900, 650), (50, 800, 820), (1000, 950, 990)):
+        send(topic, [{"key": f"k{ms}", "value": "v", "timestamp": ms} for ms in stamps])
+    spark.sql(f"DELETE FROM {delta_table_sql(log.path)} WHERE `offset` IN (1, 3, 4, 8)")
+    snapshot = log.snapshot()
+    shown = {r["offset"]: r["ms"] for r in log.read_snapshot(snapshot).selectExpr(
+        "`offset`", "unix_millis(`timestamp`) AS ms").collect()}
+    assert shown == {0: 500, 2: 600, 5: 650, 6: 50, 7: 800, 9: 1000, 10: 950, 11: 990}
+    listing = functools.partial(retention._listed_with_stats, log, snapshot)
+    assert [s.tight for s in sorted(listing()[1], key=lambda s: s.min_offset)] == [False, False, False, True]
+
+    def expected(since, keep_from, start, end):
+        kept = min((o for o, ms in shown.items() if o >= start and cleaner.retention_keeps(o, ms, since, keep_from)),
+                   default=12)
+        boundary = min(end, kept)
+        return boundary, any(start <= o < boundary for o in shown)
+
+    files_read, local = {}, retention._first_offsets_locally
+    for since in sorted({0, 1200, *(ms + d for ms in (100, 500, 600, 650, 700, 800, 820, 900, 950) for d in (0, 1))}):
+        for keep_from in (None, 3, 6):
+            for start in (0, 1, 3, 6):
+                for end in (12, 7):
+                    seen = []
+
+                    def by_arrow(files, *args, seen=seen):
+                        seen.append(len(files.paths))
+                        return local(files, *args)
+
+                    monkeypatch.setattr(retention, "_first_offsets_locally", by_arrow)
+                    case = (since, keep_from, start, end)
+                    assert retention._first_kept(log, snapshot, start, end, None, listing, since,
+                                                 keep_from) == expected(*case), case
+                    monkeypatch.undo()
+                    files_read[case] = sum(seen)
+    # all kept: the lowest file kept whole is read for its lowest record, the two above it are not
+    assert files_read[0, None, 0, 12] == 1 and expected(0, None, 0, 12) == (0, False)
+    # none kept: the tight file's lowest offset shows a record below the end, none read
+    assert files_read[1200, None, 0, 12] == 0 and expected(1200, None, 0, 12) == (12, True)
+    # none kept, the boundary at 7: the first file's vector leaves two of its three rows, none read
+    assert files_read[1200, None, 0, 7] == 0
+    # none kept, from 6 to 7: the only file below the boundary lies across it, and is read
+    assert files_read[1200, None, 6, 7] == 1 and expected(1200, None, 6, 7) == (7, True)
+    # since 651: the second file's one record left is 650 (its bounds say up to 900), the
+    # third's 50 and 800: the third is read, then the second (below what the third gave)
+    assert expected(651, None, 3, 12) == (7, True) and files_read[651, None, 3, 12] == 2
+    # consumed up to 6: the files from 6 on are kept whole by their offsets; the lowest is read
+    assert files_read[1200, 6, 6, 12] == 1 and expected(1200, 6, 6, 12) == (6, False)
+    # the Spark route (a file that is not local) leaves out the hidden rows as Arrow does
+    monkeypatch.setattr(retention, "_first_offsets_locally", lambda *args: None)
+    for case in [(0, None, 0, 12), (651, None, 3, 12), (1200, None, 6, 7), (601, 3, 1, 12)]:
+        assert retention._first_kept(log, snapshot, case[2], case[3], None, listing, case[0],
+                                     case[1]) == expected(*case), case
+
+
 def test_a_cut_reads_only_the_files_below_it_and_counts_what_a_whole_pass_counts(spark, warehouse, monkeypatch):
     """A cut counts what it removes from the files that may hold a record below it; what it
     keeps comes from the other files' statistics (their oldest timestamps) and the log's size

@@ -76,21 +76,41 @@ def _listed_with_stats(log: PartitionLog, snap: Snapshot) -> tuple[PlainFiles | 
     return (None, None) if listed is None else (listed, [file_stats.of(add) for add in listed.adds])
 
 
-def _exact(stats: FileStats) -> bool:
-    """Whether ``stats`` give a file's lowest and highest offset and timestamp as records' values."""
-    return stats.tight and None not in (stats.min_offset, stats.max_offset, stats.min_timestamp_ms,
-                                        stats.max_timestamp_ms)
+def _bounded(stats: FileStats) -> bool:
+    """Whether ``stats`` bound a file's offsets and timestamps (as values of its records, or,
+    where a deletion vector hides rows, only as bounds of the records it still shows)."""
+    return None not in (stats.min_offset, stats.max_offset, stats.min_timestamp_ms, stats.max_timestamp_ms)
+
+
+def _shows_records(add: dict, stats: FileStats) -> bool | None:
+    """Whether a file holds a record its deletion vector does not hide (its row count less
+    the vector's cardinality); None where the statistics do not count its rows."""
+    if stats.records is None:
+        return None
+    return stats.records > ((add.get("deletionVector") or {}).get("cardinality") or 0)
 
 
 def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, listing, keep_since_ms: int,
                 keep_from_offset: int | None = None) -> tuple[int, bool]:
     """Time or consumed retention's :func:`_boundary` (``cleaner.retention_keeps``), reading
-    only the files that may hold it: a file the rule keeps whole (by its lowest offset and
-    oldest timestamp) gives its lowest offset unread, a file it keeps none of is skipped, and
-    only the files with both below the lowest such offset are read, and any file that also
-    holds offsets below ``start``, and any whose statistics are not :func:`_exact` (a
-    deletion vector's file, one without them). One pass over ``records()`` when there is no
-    file list (``listing()``, :func:`_listed_with_stats`)."""
+    only the files that may hold it. The rule only grows with the offset and the timestamp,
+    so a file's bounds decide most files unread, even where a deletion vector hides rows and
+    the bounds only bound the records left (not ``tight``):
+
+    * a file the rule keeps whole (by its lowest offset and oldest timestamp) gives its
+      lowest offset unread when the bounds are exact; with bounds that only bound, its
+      lowest record lies at or above that offset, so it is read only when that offset lies
+      below every kept record found elsewhere (the lowest such file, in an idle partition
+      whose files all carry vectors);
+    * a file the rule keeps none of is skipped; where its bounds only bound, the rows its
+      vector does not hide say whether it holds a record below the boundary, and it is read
+      only when it lies across the boundary;
+    * the rest are read: a file with both kept and unkept records below the lowest kept
+      offset found unread, any file that also holds offsets below ``start``, and any
+      without bounds.
+
+    One pass over ``records()`` when there is no file list (``listing()``,
+    :func:`_listed_with_stats`)."""
     log_end_offset = snap.state.log_end_offset
     keep = spark_sql.retention_keeps_sql(keep_since_ms, keep_from_offset)
     listed, stats = listing()
@@ -103,26 +123,42 @@ def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records
     # (a bound that only bounds still rules a file out: its records lie inside it)
     files = [(path, add, s) for path, add, s in zip(listed.paths, listed.adds, stats)
              if s.max_offset is None or s.max_offset >= start]
-    exact = [(path, add, s) for path, add, s in files if _exact(s)]
-    whole = [s.min_offset for _, _, s in exact if s.min_offset >= start and keeps(s.min_offset, s.min_timestamp_ms)]
-    first_kept = min(whole, default=log_end_offset)
+    above = [(path, add, s) for path, add, s in files if _bounded(s) and s.min_offset >= start]
+    kept_whole = [(path, add, s) for path, add, s in above if keeps(s.min_offset, s.min_timestamp_ms)]
+    kept_none = [(path, add, s) for path, add, s in above if not keeps(s.max_offset, s.max_timestamp_ms)]
+    decided = {path for path, _, _ in (*kept_whole, *kept_none)}
+    first_kept = min((s.min_offset for _, _, s in kept_whole if s.tight), default=log_end_offset)
+    # kept whole, with bounds that only bound: the lowest first, then whatever lies below what it gave
+    loose = sorted(((path, add, s) for path, add, s in kept_whole
+                    if not s.tight and _shows_records(add, s) is not False), key=lambda f: f[2].min_offset)
+    mixed = [(path, add, s) for path, add, s in files if path not in decided]
+    found: list[int] = []  # the first offset at or after the start of each read
 
-    def read_here(s):  # unknown records, or records kept and records not, or records below the start
-        return not _exact(s) or s.min_offset < start or (keeps(s.max_offset, s.max_timestamp_ms)
-                                                         and not keeps(s.min_offset, s.min_timestamp_ms))
-
-    read = [(path, add) for path, add, s in files
-            if read_here(s) and (s.min_offset is None or s.min_offset < first_kept)]
-    first_read = None
-    if read:
-        found = _first_offsets_locally(listed.only(read), start, keep_since_ms, keep_from_offset)
-        kept, first_read = found or _first_offsets(version_checksum.frame_of(log.spark, listed.only(read)), keep,
-                                                   start)
+    def read(chosen) -> None:
+        nonlocal first_kept
+        if not chosen:
+            return
+        done = _first_offsets_locally(listed.only(chosen), start, keep_since_ms, keep_from_offset)
+        kept, first = done or _first_offsets(version_checksum.frame_of(log.spark, listed.only(chosen)), keep, start)
         first_kept = first_kept if kept is None else min(first_kept, kept)
+        found.extend(o for o in (first,) if o is not None)
+
+    read([(path, add) for path, add, s in [*mixed, *loose[:1]] if s.min_offset is None or s.min_offset < first_kept])
+    read([(path, add) for path, add, s in loose[1:] if s.min_offset < first_kept])
     boundary = min(end, first_kept)
-    # a file's lowest offset is a record's; a file across ``start`` was read
-    firsts = [s.min_offset for _, _, s in exact if s.min_offset >= start] + [o for o in (first_read,) if o is not None]
-    return boundary, any(o < boundary for o in firsts)
+    # whether a record lies in [start, boundary): a file's lowest offset is a record's where
+    # its bounds are exact; a file of none kept whose vector leaves rows shows a record
+    # inside its bounds, and is read for it only across the boundary or uncounted
+    unsure = [(path, add, s) for path, add, s in kept_none if not s.tight and s.min_offset < boundary
+              and _shows_records(add, s) is not False]
+
+    def below() -> bool:
+        return (any(s.min_offset < boundary for _, _, s in above if s.tight) or any(o < boundary for o in found)
+                or any(s.max_offset < boundary and _shows_records(add, s) for _, add, s in unsure))
+
+    if not below():
+        read([(path, add) for path, add, _ in unsure])
+    return boundary, below()
 
 
 @dataclass(frozen=True)
