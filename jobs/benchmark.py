@@ -2710,8 +2710,8 @@ def _every_vector_file_read():
 
 def bench_vector_boundary(spark, warehouse, records: int, now: int, results: dict, rounds: int = 5) -> dict:
     """Time retention's plan (it writes nothing) of one compact,delete partition of
-    ``records`` records in 40 appends, keys drawn so that a later record supersedes about
-    half of each older file's, compacted by topiclake with deletion vectors on; the clock
+    ``records`` records in 40 appends, keys drawn over the whole key space, so that a later
+    record supersedes from about two-thirds of the oldest file's to a few of the newest's, compacted by topiclake with deletion vectors on; the clock
     puts the oldest 1 % past ``retention.ms``. A B B A ``rounds`` times, each side's median."""
     import random
 

@@ -203,6 +203,7 @@ def test_over_deletion_vectors_time_and_consumed_retention_read_only_the_files_t
                                                  keep_from) == expected(*case), case
                     monkeypatch.undo()
                     files_read[case] = sum(seen)
+    assert len(files_read) == 20 * 3 * 4 * 2
     # all kept: the lowest file kept whole is read for its lowest record, the two above it are not
     assert files_read[0, None, 0, 12] == 1 and expected(0, None, 0, 12) == (0, False)
     # none kept: the tight file's lowest offset shows a record below the end, none read
