@@ -282,13 +282,14 @@
    against the records read by Delta and the cut by Delta's DELETE, which starts the JVM
    (as before stop 115); every side's tables must hold the same records, every partition
    cut.
-39. ``vector_boundary``: time retention's plan of one compact,delete partition of
+39. ``vector_boundary``: retention's plan of one compact,delete partition of
    ``--vector-boundary-records`` records in 40 appends, compacted with deletion vectors on
-   (so most files carry a vector and their statistics only bound their records), at a
-   clock where its oldest records have expired: A B B A, repeated, each side's median;
-   the files its bounds leave open read (as shipped, ``retention._first_kept``) against
-   every file with a vector read (as before stop 116). Both sides must find the same
-   boundary, and the plan must cut.
+   (so most files carry a vector and their statistics only bound their records), by time
+   at a clock where its oldest 1 % have expired and by size with ``retention.bytes`` 99 %
+   of its bytes: A B B A, repeated, each side's median; the files the bounds leave open
+   read (as shipped, ``retention._first_kept``, ``retention_size.boundary_from_oldest``)
+   against every file with a vector read, or every file (as before stop 116). Both sides
+   must find the same boundary, and each plan must cut.
 
     python jobs/benchmark.py [--clean 500000,5000000] [--updates 50000] [--json out.json]
 """
@@ -2695,24 +2696,44 @@ def bench_vector_retention_commands(spark, results: dict, partitions: int, now: 
     return {**outcome, "every_partition_cut": len(cut_everywhere) == 4 * partitions and all(cut_everywhere)}
 
 
-#: How time retention's plan reads a partition whose files carry deletion vectors (``vector_boundary``).
+#: How retention's plan reads a partition whose files carry deletion vectors (``vector_boundary``).
 VECTOR_BOUNDARY_SIDES = ("the files the bounds leave open read", "every file with a vector read")
 
 
 def _every_vector_file_read():
-    """Time retention's boundary as topiclake found it before stop 116: a file whose deletion
-    vector hides rows (statistics that only bound) read whatever its bounds say."""
+    """Time and consumed retention's boundary as topiclake found it before stop 116: a file
+    whose deletion vector hides rows (statistics that only bound) read whatever its bounds say."""
     from framework.stages import retention
 
     return mock.patch.object(retention, "_bounded", lambda stats: stats.tight and None not in (
         stats.min_offset, stats.max_offset, stats.min_timestamp_ms, stats.max_timestamp_ms))
 
 
+def _every_file_read_by_size():
+    """Size retention's boundary as topiclake found it before stop 116: once any file has a
+    deletion vector, every file read."""
+    from framework.stages import retention_counts, retention_size
+
+    shipped = retention_size.boundary_from_oldest
+
+    def as_before(log, snap, start, end, listing, max_bytes):
+        size, (listed, stats) = snap.size_from_metadata(), listing()
+        if size is None or size[1] <= max_bytes or not stats or all(s.tight for s in stats):
+            return shipped(log, snap, start, end, listing, max_bytes)
+        rows = retention_counts.local_rows(listed)
+        return None if rows is None else retention_size._cut_locally(
+            rows, start, snap.state.log_start_offset, None, size[1], max_bytes, end, snap.state.log_end_offset)
+
+    return mock.patch.object(retention_size, "boundary_from_oldest", as_before)
+
+
 def bench_vector_boundary(spark, warehouse, records: int, now: int, results: dict, rounds: int = 5) -> dict:
-    """Time retention's plan (it writes nothing) of one compact,delete partition of
-    ``records`` records in 40 appends, keys drawn over the whole key space, so that a later
-    record supersedes from about two-thirds of the oldest file's to a few of the newest's, compacted by topiclake with deletion vectors on; the clock
-    puts the oldest 1 % past ``retention.ms``. A B B A ``rounds`` times, each side's median."""
+    """Retention's plan (it writes nothing) of one compact,delete partition of ``records``
+    records in 40 appends, keys drawn over the whole key space, so that a later record
+    supersedes from about two-thirds of the oldest file's to a few of the newest's,
+    compacted by topiclake with deletion vectors on: by time, the clock putting the oldest
+    1 % past ``retention.ms``, and by size, ``retention.bytes`` 99 % of the log's bytes. A B
+    B A ``rounds`` times a rule, each side's median."""
     import random
 
     from framework.clients.produce import produce
@@ -2736,21 +2757,28 @@ def bench_vector_boundary(spark, warehouse, records: int, now: int, results: dic
     assert planned.decision.due, planned.decision
     compaction.execute(log, planned, run_id="benchmark")
     stats = retention._listed_with_stats(log, log.snapshot())[1]
-    label = f"time retention's plan of {records:,} records in {len(stats)} files, {sum(not s.tight for s in stats)} " \
-            "with a vector"
-    times, boundaries = {side: [] for side in VECTOR_BOUNDARY_SIDES}, set()
-    for _ in range(rounds):
-        for side in (*VECTOR_BOUNDARY_SIDES, *reversed(VECTOR_BOUNDARY_SIDES)):
-            with _every_vector_file_read() if side == VECTOR_BOUNDARY_SIDES[1] else contextlib.nullcontext():
-                started = time.perf_counter()
-                boundaries.add(tuple(sorted(retention.plan(log, now, None).boundaries.items())))
-                times[side].append(time.perf_counter() - started)
-    for side in VECTOR_BOUNDARY_SIDES:
-        results[f"{label}, {side}"] = round(statistics.median(times[side]), 4)
-        print(f"  {label}, {side}: {results[f'{label}, {side}']:.4f} s (runs: "
-              f"{', '.join(f'{t:.3f}' for t in times[side])})", file=sys.stderr, flush=True)
-    return {"label": label, "same_plans": len(boundaries) == 1,
-            "plan_cuts": bool(boundaries) and bool(dict(next(iter(boundaries))))}
+    files = f"{records:,} records in {len(stats)} files, {sum(not s.tight for s in stats)} with a vector"
+    by_size = _spec("vector-boundary", 1, "compact,delete", retention_ms=-1,
+                    **{"retention.bytes": log.snapshot().size_from_metadata()[1] * 99 // 100})
+    outcome = {"labels": [], "same_plans": True, "plan_cuts": True}
+    for rule, partition, before in (("time", log, _every_vector_file_read),
+                                    ("size", Topic(spark, warehouse, by_size).partition(0), _every_file_read_by_size)):
+        label = f"{rule} retention's plan of {files}"
+        times, boundaries = {side: [] for side in VECTOR_BOUNDARY_SIDES}, set()
+        for _ in range(rounds):
+            for side in (*VECTOR_BOUNDARY_SIDES, *reversed(VECTOR_BOUNDARY_SIDES)):
+                with before() if side == VECTOR_BOUNDARY_SIDES[1] else contextlib.nullcontext():
+                    started = time.perf_counter()
+                    boundaries.add(tuple(sorted(retention.plan(partition, now, None).boundaries.items())))
+                    times[side].append(time.perf_counter() - started)
+        for side in VECTOR_BOUNDARY_SIDES:
+            results[f"{label}, {side}"] = round(statistics.median(times[side]), 4)
+            print(f"  {label}, {side}: {results[f'{label}, {side}']:.4f} s (runs: "
+                  f"{', '.join(f'{t:.3f}' for t in times[side])})", file=sys.stderr, flush=True)
+        outcome["labels"].append(label)
+        outcome["same_plans"] = outcome["same_plans"] and len(boundaries) == 1
+        outcome["plan_cuts"] = outcome["plan_cuts"] and len(boundaries) == 1 and rule in dict(next(iter(boundaries)))
+    return outcome
 
 
 #: How a first maintain decides its small partitions' compactions (the ``batch_commands`` section).
@@ -3456,8 +3484,7 @@ def run(argv) -> int:
             if name in others:  # (their labels name the command and its partitions)
                 label = others[name]["label"]
                 ratios[f"{label}, {kind.ratio}"] = kind.ratio_of(label, results)
-        if "vector_boundary" in others:
-            label = others["vector_boundary"]["label"]
+        for label in others.get("vector_boundary", {}).get("labels", []):
             a, b = (results[f"{label}, {side}"] for side in VECTOR_BOUNDARY_SIDES)
             ratios[f"{label}, {VECTOR_BOUNDARY_SIDES[0]} / {VECTOR_BOUNDARY_SIDES[1]}"] = round(a / b, 4) if b else None
         for label in others.get("read_only_commands", {}).get("labels", []):

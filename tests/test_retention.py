@@ -466,6 +466,69 @@ def test_size_retention_over_arrays_cuts_where_the_pure_rule_cuts():
     assert compared > 600
 
 
+def test_size_retention_over_deletion_vectors_reads_only_the_oldest_files(spark, warehouse, monkeypatch):
+    """Where a compaction's deletion vectors hide rows, a file counts the records it shows
+    (its rows less the vector's cardinality) and its lowest offset only bounds them: size
+    retention still reads only the oldest files, and where its candidate C is such a bound
+    (not known to be a record's), a boundary at C moves C further out instead. For every
+    limit, start and end, the boundary is ``cleaner.size_boundary``'s over the records Delta
+    shows; before, any vector's file sent the plan to read every file."""
+    from framework.cleaner import rules as cleaner
+    from framework.stages import compaction, retention, retention_counts, retention_size
+
+    topic = make_topic(spark, warehouse, **{"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.0,
+                                           "segment.ms": 1})
+    log = topic.partition(0)
+    spark.sql(f"ALTER TABLE {delta_table_sql(log.path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    # six files of two records, sizes growing with the offset; 2 and 7 supersede 0 and 2, and 10 supersedes 4
+    key = {2: 0, 7: 0, 10: 4}
+    for first in range(0, 12, 2):
+        send(topic, [{"key": f"k{key.get(o, o)}", "value": "v" * o, "timestamp": o} for o in (first, first + 1)])
+    compaction.execute(log, compaction.plan(log, 1000))
+    snapshot = log.snapshot()
+    sizes = sorted((r["offset"], r["_size"]) for r in log.read_snapshot(snapshot).select("offset", "_size").collect())
+    assert [o for o, _ in sizes] == [1, 3, 5, 6, 7, 8, 9, 10, 11]
+    total = sum(size for _, size in sizes)
+    assert snapshot.size_from_metadata() == (9, total)
+    listing = functools.partial(retention._listed_with_stats, log, snapshot)
+    assert sorted((s.min_offset, s.tight) for s in listing()[1]) == [
+        (0, False), (2, False), (4, False), (6, True), (8, True), (10, True)]
+
+    def expected(max_bytes, start, end):
+        tail = [(o, size) for o, size in sizes if o >= start]
+        boundary = min(end, cleaner.size_boundary(tail, max_bytes, 12))
+        return boundary, any(start <= o < boundary for o, _ in sizes)
+
+    local, files_read = retention_counts.local_rows, {}
+    suffixes = {sum(size for o, size in sizes if o >= first) for first in (3, 5, 6, 8, 11)}
+    for max_bytes in sorted({0, 1, *suffixes, *(b - 1 for b in suffixes), total - 1, total, total + 1}):
+        for start, end in ((0, 12), (0, 4), (0, 5), (2, 12), (6, 12)):
+            seen = []
+            monkeypatch.setattr(retention_counts, "local_rows", lambda files, seen=seen: (
+                seen.append(len(files.paths)), local(files))[1])
+            got = retention_size.boundary_from_oldest(log, snapshot, start, end, listing, max_bytes)
+            monkeypatch.undo()
+            boundary, moved = expected(max_bytes, start, end)
+            case = (max_bytes, start, end, got)
+            assert got == (boundary, True) if moved else not got[1], case
+            files_read[max_bytes, start, end] = seen
+    assert len(files_read) == 15 * 5
+    # one byte over: the first file and the one after it, not all six
+    assert expected(total - 1, 0, 12) == (3, True) and files_read[total - 1, 0, 12] == [2]
+    # keeping from 5: C is the third file's bound 4, which is no record's; nothing below it
+    # is kept, so C moves out to 8 (a tight file's) and the boundary is found there
+    from_5 = sum(size for o, size in sizes if o >= 5)
+    assert expected(from_5, 0, 12) == (5, True) and files_read[from_5, 0, 12] == [2, 4]
+    # ... and with the end at 4, the boundary is the end, at C: no need to move it
+    assert expected(from_5, 0, 4) == (4, True) and files_read[from_5, 0, 4] == [2]
+    # through Spark (a table not local), the same boundaries
+    monkeypatch.setattr(retention_counts, "local_rows", lambda files: None)
+    for max_bytes, start, end in [(total - 1, 0, 12), (from_5, 0, 12), (from_5, 0, 4), (0, 0, 12), (1, 2, 12)]:
+        boundary, moved = expected(max_bytes, start, end)
+        got = retention_size.boundary_from_oldest(log, snapshot, start, end, listing, max_bytes)
+        assert got == (boundary, True) if moved else not got[1], (max_bytes, start, end, got)
+
+
 def test_size_retention_over_its_limit_reads_only_the_oldest_files(spark, warehouse, monkeypatch):
     """Over ``retention.bytes``, the log's bytes known from the commits, size retention's
     boundary reads only the files below a candidate offset past what the excess would take

@@ -66,12 +66,14 @@ def boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int
     record below C lies in them; the bytes from C to the end are the log's less theirs, so
     :func:`boundary` over [start, C) finds the boundary, or shows it lies at or past C
     (then C moves further out); a local table's files are read by Arrow in the driver
-    (:func:`_cut_locally`, no Spark job). Reads nothing when the log fits. Every local
-    file is read when a file's statistics lack its offsets or record count or only bound
-    them (a deletion vector's file). None when there is no file list, such files are not
-    local, or the commits do not say the log's size (then the caller's pass over the log). Like
-    :func:`boundary`'s, the boundary is a cut only when a record lies below it.
-    ``listing()``: ``retention._listed_with_stats``."""
+    (:func:`_cut_locally`, no Spark job). Reads nothing when the log fits. A file whose
+    deletion vector hides rows counts the rows it shows (its row count less the vector's
+    cardinality), and its lowest offset only bounds them: with such a file's bound as C, a
+    boundary at C is not known to be a record's, and C moves further out instead. Every
+    local file is read when a file's statistics lack its offsets or record count. None when
+    there is no file list, such files are not local, or the commits do not say the log's
+    size (then the caller's pass over the log). Like :func:`boundary`'s, the boundary is a
+    cut only when a record lies below it. ``listing()``: ``retention._listed_with_stats``."""
     size = snap.size_from_metadata()
     if size is None:
         return None
@@ -83,21 +85,24 @@ def boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int
     if not stats:
         return None
     log_start = snap.state.log_start_offset
-    if any(not s.tight or None in (s.min_offset, s.records) for s in stats):
-        # a candidate C must be a record's offset: with a bound in its place, every file is read
+    if any(None in (s.min_offset, s.records) for s in stats):
         rows = retention_counts.local_rows(listed)
         return None if rows is None else _cut_locally(rows, start, log_start, None, total, max_bytes, end,
                                                            snap.state.log_end_offset)
-    files = sorted(zip(stats, listed.paths, listed.adds), key=lambda f: f[0].min_offset)
+    # (a file whose vector hides every row holds no record: left out)
+    files = sorted(((s, path, add) for s, path, add in zip(stats, listed.paths, listed.adds) if _shown(s, add)),
+                   key=lambda f: f[0].min_offset)
     wanted = -(-excess * records // total)  # the excess in records at the log's mean size, rounded up
     while True:
         # the files up to the one whose record counts pass what is wanted, and C the next one's lowest offset
         taken, counted = 0, 0
         while taken < len(files) and counted < wanted:
-            counted += files[taken][0].records
+            counted += _shown(files[taken][0], files[taken][2])
             taken += 1
         below = files[:taken + 1]  # ... and one more, which may straddle the boundary
         cut_at = files[taken + 1][0].min_offset if taken + 1 < len(files) else None
+        # C is a record's offset where the file's bounds are its records' values
+        cut_is_record = cut_at is None or files[taken + 1][0].tight
         chosen = listed.only((path, add) for _, path, add in below)
         rows = retention_counts.local_rows(chosen)  # a local table's, by Arrow in the driver: no Spark job
         if rows is not None:
@@ -115,9 +120,14 @@ def boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int
                 "coalesce(sum(_size), 0) AS b").collect()[0]["b"]
             fits = max_bytes - (total - below_start - sum(r["bytes"] for r in ranges))  # [start, C) may keep this
             found = boundary(rest, fits, end, cut_at, ranges=ranges) if fits >= 0 else None
-        if found is not None:
+        if found is not None and (cut_is_record or not found[0] == cut_at < end):
             return found
-        wanted = 2 * counted + 1  # C was too near: the boundary lies past it
+        wanted = 2 * counted + 1  # C was too near (or only bounds a record): the boundary lies past it
+
+
+def _shown(stats, add: dict) -> int:
+    """The records a file shows: its rows less those its deletion vector hides."""
+    return stats.records - ((add.get("deletionVector") or {}).get("cardinality") or 0)
 
 
 def _cut_locally(rows, start: int, log_start: int, cut_at: int | None, total: int, max_bytes: int,
