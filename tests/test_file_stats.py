@@ -118,3 +118,13 @@ def test_each_reader_decides_what_missing_statistics_mean(tmp_path):
     # a rewrite's metrics: a file without statistics adds no counted records
     summary = file_rewrite.written_summary([{"add": counted}, {"add": bare}], [])
     assert summary["rows_written"] == 3 and summary["files_added"] == 2 and summary["bytes_added"] == 20
+
+
+@pytest.mark.parametrize("add, shown", [
+    ({"stats": WHOLE}, 3),
+    ({"stats": WHOLE, "deletionVector": {"cardinality": 1}}, 2),  # the rows its vector does not hide
+    ({"stats": WHOLE, "deletionVector": {"cardinality": 3}}, 0),
+    ({"stats": json.dumps({"minValues": {"offset": 4}}), "deletionVector": {"cardinality": 1}}, None),  # uncounted
+])
+def test_a_file_shows_its_rows_less_those_its_deletion_vector_hides(add, shown):
+    assert file_stats.shown_records(add, file_stats.of(add)) == shown

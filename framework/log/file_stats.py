@@ -55,6 +55,15 @@ def of(add: dict) -> FileStats:
     return replace(stats, tight=False) if add.get("deletionVector") and stats.tight else stats
 
 
+def shown_records(add: dict, stats: FileStats) -> int | None:
+    """The records the file an add action adds still shows: its rows (``stats.records``)
+    less those its deletion vector hides (the vector's ``cardinality``); None where the
+    statistics do not count its rows."""
+    if stats.records is None:
+        return None
+    return stats.records - ((add.get("deletionVector") or {}).get("cardinality") or 0)
+
+
 def may_hold_offsets(stats: FileStats, start: int | None, end: int | None) -> bool:
     """Whether a file with ``stats`` may hold an offset in ``[start, end)`` (None: unbounded):
     unless its highest offset lies below ``start`` or its lowest at or past ``end`` (a bound

@@ -83,11 +83,10 @@ def _bounded(stats: FileStats) -> bool:
 
 
 def _shows_records(add: dict, stats: FileStats) -> bool | None:
-    """Whether a file holds a record its deletion vector does not hide (its row count less
-    the vector's cardinality); None where the statistics do not count its rows."""
-    if stats.records is None:
-        return None
-    return stats.records > ((add.get("deletionVector") or {}).get("cardinality") or 0)
+    """Whether a file holds a record its deletion vector does not hide; None where the
+    statistics do not count its rows."""
+    shown = file_stats.shown_records(add, stats)
+    return None if shown is None else shown > 0
 
 
 def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records, listing, keep_since_ms: int,

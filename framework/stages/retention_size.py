@@ -5,7 +5,7 @@ whose bytes to the log end fit, found by reading as little as the rule allows. A
 
 from __future__ import annotations
 
-from framework.log import version_checksum
+from framework.log import file_stats, version_checksum
 from framework.log.partition_log import PartitionLog, Snapshot
 from framework.stages import retention_counts
 
@@ -90,14 +90,15 @@ def boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int
         return None if rows is None else _cut_locally(rows, start, log_start, None, total, max_bytes, end,
                                                            snap.state.log_end_offset)
     # (a file whose vector hides every row holds no record: left out)
-    files = sorted(((s, path, add) for s, path, add in zip(stats, listed.paths, listed.adds) if _shown(s, add)),
+    files = sorted(((s, path, add) for s, path, add in zip(stats, listed.paths, listed.adds)
+                    if file_stats.shown_records(add, s)),
                    key=lambda f: f[0].min_offset)
     wanted = -(-excess * records // total)  # the excess in records at the log's mean size, rounded up
     while True:
         # the files up to the one whose record counts pass what is wanted, and C the next one's lowest offset
         taken, counted = 0, 0
         while taken < len(files) and counted < wanted:
-            counted += _shown(files[taken][0], files[taken][2])
+            counted += file_stats.shown_records(files[taken][2], files[taken][0])
             taken += 1
         below = files[:taken + 1]  # ... and one more, which may straddle the boundary
         cut_at = files[taken + 1][0].min_offset if taken + 1 < len(files) else None
@@ -123,11 +124,6 @@ def boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int
         if found is not None and (cut_is_record or not found[0] == cut_at < end):
             return found
         wanted = 2 * counted + 1  # C was too near (or only bounds a record): the boundary lies past it
-
-
-def _shown(stats, add: dict) -> int:
-    """The records a file shows: its rows less those its deletion vector hides."""
-    return stats.records - ((add.get("deletionVector") or {}).get("cardinality") or 0)
 
 
 def _cut_locally(rows, start: int, log_start: int, cut_at: int | None, total: int, max_bytes: int,
