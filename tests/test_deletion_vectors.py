@@ -354,9 +354,10 @@ RETAINED = {"topic": "retained", "partitions": 1,
 
 def test_a_retention_cut_over_deletion_vectors_plans_and_commits_what_delta_does(spark, tmp_path, monkeypatch):
     """Twin partitions with deletion vectors on, compacted alike (the files their vectors
-    hide rows of have statistics that only bound their records), then cut by time, by size
-    and by deleteRecords inside a file with a vector. One twin plans and cuts as before
-    this route: its records read by Delta (no file list) and cut by Delta's DELETE, which
+    hide rows of have statistics that only bound their records), then cut by time, by size,
+    by deleteRecords inside a file with a vector, and by consumed retention at an offset a
+    vector hides. One twin plans and cuts as before this route: its records read by Delta
+    (no file list) and cut by Delta's DELETE, which
     marks them in vectors. The other reads its files and their vectors by Arrow and
     commits the DELETE itself, without the JVM (``retention_rewrite.vector_cut``). Each
     cut: the same boundaries, counts and log state, the same records, the same change
@@ -421,3 +422,20 @@ def test_a_retention_cut_over_deletion_vectors_plans_and_commits_what_delta_does
     kept = [row[0] for row in _rows(twins["arrow"].partition(0))]
     metrics = same(RETAINED, lambda log: retention.delete_records(log, kept[len(kept) // 2]), set())
     assert int(metrics["numDeletionVectorsUpdated"]) + int(metrics["numDeletionVectorsAdded"]) > 0
+    # by consumed retention (KIP-68), every record consumed long enough ago, at a group's
+    # offset a vector hides: the cut lands on the next record shown. First more records,
+    # compacted alike: 90 to 92 supersede 82, 85 and 87, which vectors then hide
+    raw = [(i, {"key": f"c{[*range(10), 2, 5, 7][i]}", "value": "v", "timestamp": NOW - DAY_MS + 80 + i,
+                "headers": {}}) for i in range(13)]
+    for topic in twins.values():
+        log = topic.partition(0)
+        produce(topic, parse_records(raw, topic.spec, "test"), NOW)
+        assert compaction.execute(log, compaction.plan(log, NOW, force=True)).committed
+    kept = [row[0] for row in _rows(twins["arrow"].partition(0))]
+    assert {82, 85, 87}.isdisjoint(kept) and {84, 86} <= set(kept)
+    hidden = 85  # the group's committed offset
+    by_consumed = {**RETAINED, "config": {**RETAINED["config"], "retention.ms": -1, "consumed.retention.ms": 1,
+                                         "consumed.retention.groups": ["g"]}}
+    same(by_consumed, lambda log: retention.execute(log, retention.plan(log, NOW + DAY_MS, {"g": hidden})),
+         {"consumed"})
+    assert [row[0] for row in _rows(twins["arrow"].partition(0))][0] == 86
