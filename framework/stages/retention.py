@@ -150,14 +150,12 @@ def _first_kept(log: PartitionLog, snap: Snapshot, start: int, end: int, records
     # inside its bounds, and is read for it only across the boundary or uncounted
     unsure = [(path, add, s) for path, add, s in kept_none if not s.tight and s.min_offset < boundary
               and _shows_records(add, s) is not False]
-
-    def below() -> bool:
-        return (any(s.min_offset < boundary for _, _, s in above if s.tight) or any(o < boundary for o in found)
-                or any(s.max_offset < boundary and _shows_records(add, s) for _, add, s in unsure))
-
-    if not below():
+    below = (any(s.min_offset < boundary for _, _, s in above if s.tight) or any(o < boundary for o in found)
+             or any(s.max_offset < boundary and _shows_records(add, s) for _, add, s in unsure))
+    if not below:  # only what the read finds can show one now
         read([(path, add) for path, add, _ in unsure])
-    return boundary, below()
+        below = any(o < boundary for o in found)
+    return boundary, below
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,8 @@ def boundary_from_oldest(log: PartitionLog, snap: Snapshot, start: int, end: int
                 "coalesce(sum(_size), 0) AS b").collect()[0]["b"]
             fits = max_bytes - (total - below_start - sum(r["bytes"] for r in ranges))  # [start, C) may keep this
             found = boundary(rest, fits, end, cut_at, ranges=ranges) if fits >= 0 else None
-        if found is not None and (cut_is_record or not found[0] == cut_at < end):
+        at_loose_cut = not cut_is_record and found is not None and found[0] == cut_at < end
+        if found is not None and not at_loose_cut:
             return found
         wanted = 2 * counted + 1  # C was too near (or only bounds a record): the boundary lies past it
 
